@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command (README "Run the tests"; .ci/run calls exactly this).
+# Fresh machine: creates .venv, installs sweeper with test extras, lints, runs the CPU and
+# simulator suites. GPU tests (marker `gpu`) skip themselves without a GPU; on a GPU machine
+# they run too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/ruff check sweeper kernels tests scripts
+.venv/bin/ruff format --check sweeper kernels tests scripts
+.venv/bin/python -m pytest -q "$@"

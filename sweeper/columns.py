@@ -1,0 +1,44 @@
+"""The tidy results table: one row per measured cell (mode, dtype, n, config).
+
+This is the hand-off between the runner (store.py writes it) and everything downstream
+(select, policy, plots, report), which must work from this table alone, without a GPU.
+"""
+
+from __future__ import annotations
+
+# column -> (dtype, meaning)
+COLUMNS: dict[str, tuple[str, str]] = {
+    "run_id": ("str", "run folder name"),
+    "gpu": ("str", "GPU key from the spec table, e.g. 'h200'"),
+    "mode": ("str", "residency mode: hot | cold | after-write"),
+    "pattern": ("str", "call pattern: preallocated | allocating"),
+    "dtype": ("str", "fp32 | fp16 | bf16 | int8"),
+    "n": ("int64", "elements"),
+    "ws_bytes": ("int64", "working set = input + output bytes = 2 * n * itemsize"),
+    "role": ("str", "candidate | baseline | copy"),
+    "config": ("str", "dtype-free readable config name; 'torch' / 'copy' for those roles"),
+    "variant_id": ("str", "full stable id (dtype, config, kernel-source hash); '' for others"),
+    "vec_bytes": ("Int64", "bytes per access (candidates only)"),
+    "unroll": ("Int64", "independent accesses in flight per thread"),
+    "load_hint": ("str", "load cache operator, e.g. 'default', 'cs', 'L2::evict_last'"),
+    "store_hint": ("str", "store cache operator, e.g. 'default', 'cs'"),
+    "block": ("Int64", "threads per block"),
+    "grid": ("str", "grid shape, e.g. 'stride4' (4 waves/SM, grid-stride) or 'onepass'"),
+    "phase": ("str", "screen | sweep | refine"),
+    "status": ("str", "ok | mismatch | guard | above-peak | error"),
+    "status_detail": ("str", "why, when status != ok"),
+    "time_us": ("float64", "median time per call, microseconds"),
+    "time_lo_us": ("float64", "95% CI of the median, low"),
+    "time_hi_us": ("float64", "95% CI of the median, high"),
+    "gbps": ("float64", "ws_bytes / time_us / 1e3 (GB/s, 1 GB = 1e9 bytes)"),
+    "base_time_us": ("float64", "baseline median time from the paired (ABBA) samples"),
+    "ratio": ("float64", "base_time_us / time_us: speedup over the baseline (>1 = faster)"),
+    "ratio_lo": ("float64", "95% CI of the ratio, low"),
+    "ratio_hi": ("float64", "95% CI of the ratio, high"),
+    "copy_gbps": ("float64", "device-to-device copy bandwidth at this ws_bytes, same run"),
+    "n_samples": ("int64", "timed samples behind time_us"),
+}
+
+STATUSES = ("ok", "mismatch", "guard", "above-peak", "error")
+ROLES = ("candidate", "baseline", "copy")
+MODES = ("hot", "cold", "after-write")

@@ -1,0 +1,33 @@
+"""Errors a user can act on. The CLI turns any SweeperError into one line and exit 1."""
+
+from __future__ import annotations
+
+
+class SweeperError(Exception):
+    """A problem the user can fix; the message says what to do next."""
+
+
+class SchemaError(SweeperError):
+    """A file on disk is not a valid sweeper file of the expected kind/version."""
+
+    def __init__(self, path: object, field: str | None, message: str):
+        self.path = str(path)
+        self.field = field
+        where = f"{self.path}: field '{field}'" if field else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class FieldError(ValueError):
+    """Raised by validators; load() wraps it into a SchemaError naming the file."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+class NoGPUError(SweeperError):
+    """A command needs a CUDA GPU and none is usable here."""
+
+
+class PlanMismatchError(SweeperError):
+    """A plan, run or policy belongs to a different GPU / plan than asked for."""
