@@ -7,6 +7,7 @@ Writes are atomic (temp file + rename). Nothing read from disk is ever eval()'d.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -62,10 +63,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return path
 
