@@ -42,6 +42,103 @@ def fail(message: str) -> None:
 # ---- commands are registered below, one small function each ------------------------------
 
 
+def _console():
+    """A rich console; wide when not a terminal (pipes, logs, tests) so tables stay readable."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.2f}"
+
+
+@app.command("gpus")
+def gpus_cmd() -> None:
+    """List the GPU spec table: L2 as the device reports it, DRAM peak, and each row's source.
+
+    Values marked * could not be confirmed from a source; `sweeper plan --gpu auto` on the
+    device itself uses its real attributes.
+    """
+    from rich.table import Table
+
+    from sweeper import api
+
+    table = Table(title="GPU spec table (* = unverified)", show_lines=False)
+    for col in ("key", "name", "cc", "SMs", "L2 MiB", "L2 bytes", "persist max", "DRAM", "GB/s"):
+        table.add_column(col, no_wrap=col != "name")
+    table.add_column("source", overflow="fold")
+    for s in api.gpus():
+
+        def mark(field: str, text: str, s=s) -> str:
+            return f"{text}*" if field in s.unverified else text
+
+        table.add_row(
+            s.key,
+            s.name,
+            mark("cc", f"{s.cc[0]}.{s.cc[1]}"),
+            mark("sm_count", str(s.sm_count)),
+            mark("l2_bytes", _mib(s.l2_bytes)),
+            mark("l2_bytes", str(s.l2_bytes)),
+            mark("persisting_l2_max_bytes", str(s.persisting_l2_max_bytes or "-")),
+            mark("dram_type", s.dram_type),
+            mark("dram_peak_gbps", f"{s.dram_peak_gbps:g}"),
+            s.source,
+        )
+    _console().print(table)
+
+
+@app.command("plan")
+def plan_cmd(
+    gpu: str = typer.Option(..., "--gpu", help="GPU key or alias (see `sweeper gpus`), or auto."),
+    out: str = typer.Option(None, "--out", help="Plan file to write [default: sweeps/<gpu>.json]"),
+    dtypes: str = typer.Option("fp32,fp16,bf16,int8", "--dtypes", help="Comma-separated dtypes."),
+    resolution: int = typer.Option(
+        32, "--resolution", help="Dense-band step is L2/resolution bytes (32..4096)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite a different existing plan."),
+) -> None:
+    """Plan working-set sizes that are gap-free in bytes around the GPU's L2 boundary.
+
+    Dense steps of L2/resolution bytes over [L2/4, 2xL2], ratio <= 1.25 elsewhere from 64 KiB
+    to 32xL2, with the 32 MiB, L2, persisting-max, 2xL2, 1024^2 and 4096^2 anchors.
+    """
+    from rich.table import Table
+
+    from sweeper import api
+
+    try:
+        result = api.plan(gpu, out=out, dtypes=dtypes, resolution=resolution, force=force)
+    except SweeperError as e:
+        fail(str(e))
+    p = result.plan
+    console = _console()
+    for note in result.notes:
+        console.print(f"note: {note}")
+    table = Table(
+        title=f"plan for {p.gpu}: L2 {_mib(p.l2_bytes)} MiB, resolution {p.resolution}, "
+        f"hash {p.plan_hash}"
+    )
+    for col in ("dtype", "sizes", "dense MiB", "in dense", "max gap dense", "max ratio outside"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("range MiB", no_wrap=True)
+    table.add_column("est. s/config", no_wrap=True)
+    for r in result.summary:
+        table.add_row(
+            r["dtype"],
+            str(r["sizes"]),
+            f"[{_mib(r['dense_lo_bytes'])}, {_mib(r['dense_hi_bytes'])}]",
+            str(r["dense_count"]),
+            f"{r['max_gap_dense_bytes']:,} B",
+            f"{r['max_ratio_outer']:.3f}",
+            f"{_mib(r['min_ws_bytes'])}..{_mib(r['max_ws_bytes'])}",
+            f"{r['est_seconds_per_config']:.1f}",
+        )
+    console.print(table)
+    console.print(f"wrote {result.path}")
+
+
 def main() -> None:
     try:
         app()
