@@ -1,0 +1,502 @@
+"""Launch policy: the fewest working-set bands per dtype, each served by one config.
+
+A band is a run of consecutive MEASURED sizes over which one config is inside the noise (or
+the tolerance) of the fastest at every size. Segmentation (`segment`) is an exact dynamic
+program; it minimises, in this order,
+
+1. boundaries whose bracket (last measured size below, first measured size above) is wider
+   than the plan resolution (l2_bytes / resolution): these are refused, not emitted, because
+   a boundary there is a guess across an unsampled stretch (the v2 bug: a 32 MiB threshold
+   extrapolated across (33.6 MB, 134 MB));
+2. the number of bands;
+3. the performance given up: minus the sum over sizes of (band config GB/s / fastest GB/s).
+
+Minimality is exact because the DP tries every last band [i, j] for every prefix end j; a
+band is feasible iff the intersection of the per-size acceptable sets is non-empty, which is
+hereditary, so greedy extension gives the same band count when no bracket is too wide
+(`greedy_band_count`, used as an independent witness in the tests).
+
+Files: `policy.json` (kind "policy", one GPU / run) and merged policies (kind
+"merged-policy", keyed by what code can read at run time: compute capability and
+l2CacheSize, bands relative to L2).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper import __version__
+from sweeper.errors import FieldError, SweeperError
+from sweeper.schema import dump, load, require
+from sweeper.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+POLICY = "policy.json"
+DTYPES = ("fp32", "fp16", "bf16", "int8")
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+VEC_BYTES = (1, 2, 4, 8, 16)
+GRID_RE = re.compile(r"^(onepass|stride[1-9][0-9]*)$")
+FALLBACK_RULE = [
+    "exact (cc major.minor, l2_bytes)",
+    "same cc major, nearest l2_bytes (log scale)",
+    "nearest l2_bytes (log scale)",
+]
+
+
+# ---- segmentation: pure functions on [(size, {config: frac_of_best})] -------------------
+
+
+def greedy_band_count(sets: Sequence[set[str]]) -> int:
+    """Fewest bands ignoring brackets: extend each band while a common config remains."""
+    count, common = 0, None
+    for s in sets:
+        common = (common & s) if common is not None else set(s)
+        if not common:
+            count, common = count + 1, set(s)
+    return count + (1 if sets else 0)
+
+
+def segment(
+    sizes: Sequence[int], acc: Sequence[dict[str, float]], max_bracket: float, simpler=None
+) -> tuple[list[tuple[int, int, str]], int]:
+    """Exact minimal segmentation. Returns ([(i, j, config)] inclusive index ranges, number
+    of boundaries whose bracket is wider than max_bracket). acc[k]: config -> frac of best
+    for the configs acceptable at sizes[k] (never empty)."""
+    m = len(sizes)
+    if m == 0:
+        return [], 0
+    key = simpler or (lambda name: name)
+    INF = (math.inf, math.inf, math.inf)
+    best: list[tuple[float, float, float]] = [INF] * (m + 1)
+    back: list[tuple[int, str]] = [(-1, "")] * (m + 1)
+    best[0] = (0, 0, 0.0)
+    for j in range(m):  # band ends at j (inclusive)
+        sums: dict[str, float] | None = None
+        for i in range(j, -1, -1):
+            if sums is None:
+                sums = dict(acc[i])
+            else:
+                sums = {c: v + acc[i][c] for c, v in sums.items() if c in acc[i]}
+            if not sums:
+                break
+            config = min(sums, key=lambda c: (-round(sums[c], 12), key(c)))
+            wide = 1 if i > 0 and sizes[i] - sizes[i - 1] > max_bracket * (1 + 1e-12) else 0
+            prev = best[i]
+            cand = (prev[0] + wide, prev[1] + 1, prev[2] - sums[config])
+            if cand < best[j + 1]:
+                best[j + 1] = cand
+                back[j + 1] = (i, config)
+    bands = []
+    j = m
+    while j > 0:
+        i, config = back[j]
+        bands.append((i, j - 1, config))
+        j = i
+    bands.reverse()
+    return bands, int(best[m][0])
+
+
+# ---- build -----------------------------------------------------------------------------
+
+
+def _pick(values: Sequence[str], wanted: str | None, what: str, prefer: str) -> str:
+    vals = sorted(set(values))
+    if wanted is not None:
+        if wanted not in vals:
+            raise SweeperError(f"no {what} {wanted!r} in this run (it has: {', '.join(vals)})")
+        return wanted
+    if len(vals) == 1:
+        return vals[0]
+    if prefer in vals:
+        return prefer
+    raise SweeperError(f"the run has several {what}s ({', '.join(vals)}); pass --{what}")
+
+
+def build_policy(
+    results: pd.DataFrame,
+    manifest: dict,
+    tolerance: float = DEFAULT_TOLERANCE,
+    mode: str | None = None,
+    pattern: str | None = None,
+    resolution: int | None = None,
+    dtypes: Sequence[str] | None = None,
+) -> dict:
+    """The policy payload (not yet stamped) for one run; SweeperError on a wide bracket."""
+    device = manifest.get("device", {})
+    plan = manifest.get("plan", {})
+    l2 = int(plan.get("l2_bytes") or device.get("l2_bytes") or 0)
+    if l2 <= 0:
+        raise SweeperError("the run manifest has no l2_bytes (device.l2_bytes / plan.l2_bytes)")
+    res = resolution or plan.get("resolution")
+    if not res:
+        raise SweeperError("the run manifest has no plan.resolution; pass --resolution")
+    step = l2 / int(res)
+    ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
+    if ok.empty:
+        raise SweeperError("the run has no ok candidate rows: nothing to build a policy from")
+    mode = _pick(ok["mode"].tolist(), mode, "mode", "hot")
+    pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", "preallocated")
+    sets = acceptable_sets(
+        results[(results["mode"] == mode) & (results["pattern"] == pattern)], tolerance
+    )
+    table = variants(results)
+    simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731
+    out_dtypes: dict[str, Any] = {}
+    for (_, _, dtype), seq in sorted(sets.items()):
+        if dtypes is not None and dtype not in dtypes:
+            continue
+        sizes = [s for s, _ in seq]
+        acc = [a for _, a in seq]
+        bands, wide = segment(sizes, acc, step, simpler)
+        if wide:
+            bad = [
+                (sizes[i - 1], sizes[i])
+                for i, _, _ in bands
+                if i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12)
+            ]
+            lo, hi = bad[0]
+            raise SweeperError(
+                f"{dtype}: the best config changes between {lo} and {hi} bytes of working set "
+                f"({lo / l2:.4f}-{hi / l2:.4f} x L2), a bracket wider than the plan resolution "
+                f"({step:.0f} bytes = L2/{res}); refusing to place a boundary there. Run "
+                "`sweeper run --resume` with a refined plan to sample that stretch"
+            )
+        out_dtypes[dtype] = _bands_doc(sizes, acc, bands, l2)
+    if not out_dtypes:
+        raise SweeperError("no dtype left to build a policy for")
+    used = sorted({b["config"] for d in out_dtypes.values() for b in d["bands"]})
+    cc = device.get("cc") or [0, 0]
+    return {
+        "provenance": {
+            "run_ids": [manifest.get("run_id", "")],
+            "gpu": manifest.get("gpu", ""),
+            "device": device,
+            "plan_hash": plan.get("plan_hash", ""),
+            "plan_path": plan.get("path", ""),
+            "resolution": int(res),
+            "tolerance": tolerance,
+            "mode": mode,
+            "pattern": pattern,
+            "baseline": manifest.get("baseline", "torch"),
+            "sweeper_version": __version__,
+        },
+        "cc": [int(cc[0]), int(cc[1])],
+        "l2_bytes": l2,
+        "resolution_bytes": step,
+        "configs": {c: table[c] for c in used},
+        "dtypes": out_dtypes,
+    }
+
+
+def _bands_doc(sizes: list[int], acc: list[dict[str, float]], bands, l2: int) -> dict:
+    out = []
+    for k, (i, j, config) in enumerate(bands):
+        fracs = [acc[t][config] for t in range(i, j + 1)]
+        lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2
+        out.append(
+            {
+                "lo_bytes": lo,
+                "hi_bytes": None,
+                "lo_rel": lo / l2,
+                "hi_rel": None,
+                "config": config,
+                "first_measured": sizes[i],
+                "last_measured": sizes[j],
+                "n_sizes": j - i + 1,
+                "worst_frac_of_best": min(fracs),
+                "mean_frac_of_best": sum(fracs) / len(fracs),
+                "bracket_below": None if k == 0 else [sizes[i - 1], sizes[i]],
+                "bracket_below_rel": None if k == 0 else [sizes[i - 1] / l2, sizes[i] / l2],
+            }
+        )
+    for a, b in zip(out, out[1:], strict=False):
+        a["hi_bytes"], a["hi_rel"] = b["lo_bytes"], b["lo_rel"]
+    gaps = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
+    return {
+        "bands": out,
+        "n_sizes": len(sizes),
+        "measured_range": [sizes[0], sizes[-1]],
+        "widest_gap_bytes": max(gaps) if gaps else 0,
+    }
+
+
+def write_policy(path: str | os.PathLike, payload: dict) -> Path:
+    validate_policy({"kind": "policy", **payload})
+    return dump("policy", payload, path)
+
+
+# ---- validation -------------------------------------------------------------------------
+
+
+def _validate_configs(doc: dict) -> dict:
+    configs = require(doc, "configs", dict)
+    for name, c in configs.items():
+        w = f"configs.{name}."
+        if not isinstance(c, dict):
+            raise FieldError(f"configs.{name}", "expected an object of variant fields")
+        vec = require(c, "vec_bytes", int, w)
+        if vec not in VEC_BYTES:
+            raise FieldError(w + "vec_bytes", f"must be one of {VEC_BYTES}, found {vec}")
+        if require(c, "unroll", int, w) < 1:
+            raise FieldError(w + "unroll", "must be >= 1")
+        block = require(c, "block", int, w)
+        if not 32 <= block <= 1024 or block % 32:
+            raise FieldError(w + "block", f"must be a multiple of 32 in [32, 1024], found {block}")
+        for h in ("load_hint", "store_hint"):
+            if not re.fullmatch(r"[A-Za-z0-9_:]+", require(c, h, str, w)):
+                raise FieldError(w + h, f"not a cache operator name: {c[h]!r}")
+        if not GRID_RE.match(require(c, "grid", str, w)):
+            raise FieldError(w + "grid", f"must be 'onepass' or 'strideW', found {c['grid']!r}")
+    return configs
+
+
+def _validate_bands(bands: Any, where: str, configs: dict, rel_only: bool) -> None:
+    if not isinstance(bands, list) or not bands:
+        raise FieldError(where, "expected a non-empty list of bands")
+    lo_key, hi_key = ("lo_rel", "hi_rel") if rel_only else ("lo_bytes", "hi_bytes")
+    num = (int, float) if rel_only else int
+    for k, b in enumerate(bands):
+        w = f"{where}[{k}]."
+        if not isinstance(b, dict):
+            raise FieldError(f"{where}[{k}]", "expected an object")
+        config = require(b, "config", str, w)
+        if config not in configs:
+            raise FieldError(w + "config", f"names config {config!r}, not in the config table")
+        lo = require(b, lo_key, num, w)
+        hi = b.get(hi_key, "missing")
+        if k == 0 and lo != 0:
+            raise FieldError(w + lo_key, f"the first band must start at 0 (gap below), found {lo}")
+        last = k == len(bands) - 1
+        if last:
+            if hi is not None:
+                raise FieldError(w + hi_key, "the last band must be open-ended (null): gap above")
+            continue
+        if isinstance(hi, bool) or not isinstance(hi, num):
+            raise FieldError(w + hi_key, f"expected a number, found {hi!r}")
+        if not hi > lo:
+            raise FieldError(w + hi_key, f"band is empty or reversed ({lo} .. {hi})")
+        nxt = bands[k + 1].get(lo_key) if isinstance(bands[k + 1], dict) else None
+        if nxt != hi:
+            kind = "overlap" if isinstance(nxt, int | float) and nxt < hi else "gap"
+            raise FieldError(
+                f"{where}[{k + 1}].{lo_key}", f"{kind}: previous band ends at {hi}, found {nxt}"
+            )
+
+
+def _validate_dtypes(doc: dict, configs: dict, rel_only: bool, where: str = "") -> None:
+    dts = require(doc, "dtypes", dict, where)
+    if not dts:
+        raise FieldError(where + "dtypes", "no dtype")
+    for dt, d in dts.items():
+        if dt not in DTYPES:
+            raise FieldError(f"{where}dtypes.{dt}", f"unknown dtype (known: {', '.join(DTYPES)})")
+        if not isinstance(d, dict):
+            raise FieldError(f"{where}dtypes.{dt}", "expected an object with 'bands'")
+        _validate_bands(d.get("bands"), f"{where}dtypes.{dt}.bands", configs, rel_only)
+
+
+def validate_policy(doc: dict) -> None:
+    """Raise FieldError naming the first problem in a policy document."""
+    prov = require(doc, "provenance", dict)
+    require(prov, "run_ids", list, "provenance.")
+    if require(doc, "l2_bytes", int) <= 0:
+        raise FieldError("l2_bytes", "must be > 0")
+    cc = require(doc, "cc", list)
+    if len(cc) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in cc):
+        raise FieldError("cc", f"expected [major, minor], found {cc!r}")
+    configs = _validate_configs(doc)
+    _validate_dtypes(doc, configs, rel_only=False)
+
+
+def validate_merged(doc: dict) -> None:
+    configs = _validate_configs(doc)
+    entries = require(doc, "entries", list)
+    if not entries:
+        raise FieldError("entries", "no entry")
+    seen = set()
+    for k, e in enumerate(entries):
+        w = f"entries[{k}]."
+        if not isinstance(e, dict):
+            raise FieldError(f"entries[{k}]", "expected an object")
+        cc = require(e, "cc", list, w)
+        l2 = require(e, "l2_bytes", int, w)
+        if (tuple(cc), l2) in seen:
+            raise FieldError(w + "cc", f"duplicate key (cc {cc}, l2_bytes {l2})")
+        seen.add((tuple(cc), l2))
+        _validate_dtypes(e, configs, rel_only=True, where=w)
+    require(doc, "fallback", list)
+
+
+def load_policy(path: str | os.PathLike) -> dict:
+    return load(path, "policy", validate_policy)
+
+
+def load_merged(path: str | os.PathLike) -> dict:
+    return load(path, "merged-policy", validate_merged)
+
+
+def load_any(path: str | os.PathLike) -> dict:
+    """A policy or merged policy, always returned in merged form (export works on that)."""
+    import json
+
+    try:
+        kind = json.loads(Path(path).read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind == "merged-policy":
+        return load_merged(path)
+    doc = load_policy(path)
+    return merge_docs([doc], [str(path)])
+
+
+# ---- merge ------------------------------------------------------------------------------
+
+
+def merge_docs(policies: Sequence[dict], names: Sequence[str]) -> dict:
+    """One rule for several GPUs: per (cc, l2_bytes) bands relative to L2, plus disagreements."""
+    configs: dict[str, dict] = {}
+    entries = []
+    for doc, name in zip(policies, names, strict=True):
+        for c, v in doc["configs"].items():
+            if c in configs and configs[c] != v:
+                raise SweeperError(
+                    f"config {c!r} means different variants in {name} and an earlier policy "
+                    f"({v} vs {configs[c]}); rebuild the policies with the same kernels"
+                )
+            configs[c] = v
+        key = (tuple(doc["cc"]), doc["l2_bytes"])
+        for e in entries:
+            if (tuple(e["cc"]), e["l2_bytes"]) == key:
+                raise SweeperError(
+                    f"{name} and {e['source']['file']} are both for cc {doc['cc']} with L2 "
+                    f"{doc['l2_bytes']} bytes; merge one policy per GPU"
+                )
+        prov = doc["provenance"]
+        entries.append(
+            {
+                "cc": list(doc["cc"]),
+                "l2_bytes": doc["l2_bytes"],
+                "gpu": prov.get("gpu", ""),
+                "device_name": prov.get("device", {}).get("name", ""),
+                "source": {
+                    "file": name,
+                    "run_ids": prov.get("run_ids", []),
+                    "plan_hash": prov.get("plan_hash", ""),
+                    "tolerance": prov.get("tolerance"),
+                    "mode": prov.get("mode", ""),
+                    "resolution": prov.get("resolution"),
+                },
+                "dtypes": {
+                    dt: {"bands": [_rel_band(b) for b in d["bands"]]}
+                    for dt, d in doc["dtypes"].items()
+                },
+            }
+        )
+    entries.sort(key=lambda e: (e["cc"], e["l2_bytes"]))
+    return {
+        "configs": dict(sorted(configs.items())),
+        "entries": entries,
+        "fallback": FALLBACK_RULE,
+        "disagreements": disagreements(entries),
+    }
+
+
+def _rel_band(b: dict) -> dict:
+    keep = ("lo_rel", "hi_rel", "config", "lo_bytes", "hi_bytes", "bracket_below")
+    keep += ("first_measured", "last_measured", "worst_frac_of_best")
+    return {k: b.get(k) for k in keep}
+
+
+def config_at(bands: list[dict], rel: float) -> str:
+    for b in bands:
+        if b["hi_rel"] is None or rel < b["hi_rel"]:
+            return b["config"]
+    return bands[-1]["config"]
+
+
+def disagreements(entries: list[dict]) -> list[dict]:
+    """Stretches of working set (relative to L2) where two GPUs' policies pick different
+    configs for the same dtype."""
+    out = []
+    for a in range(len(entries)):
+        for b in range(a + 1, len(entries)):
+            ea, eb = entries[a], entries[b]
+            for dt in sorted(set(ea["dtypes"]) & set(eb["dtypes"])):
+                ba, bb = ea["dtypes"][dt]["bands"], eb["dtypes"][dt]["bands"]
+                cuts = sorted({x["lo_rel"] for x in ba + bb})
+                run = None
+                for k, lo in enumerate(cuts):
+                    hi = cuts[k + 1] if k + 1 < len(cuts) else None
+                    pair = (config_at(ba, lo), config_at(bb, lo))
+                    if pair[0] != pair[1] and run and run["configs"] == list(pair):
+                        run["rel"][1] = hi
+                        continue
+                    if run:
+                        out.append(run)
+                        run = None
+                    if pair[0] != pair[1]:
+                        run = {
+                            "dtype": dt,
+                            "gpus": [ea["gpu"], eb["gpu"]],
+                            "rel": [lo, hi],
+                            "configs": list(pair),
+                        }
+                if run:
+                    out.append(run)
+    return out
+
+
+def write_merged(path: str | os.PathLike, payload: dict) -> Path:
+    validate_merged(payload)
+    return dump("merged-policy", payload, path)
+
+
+# ---- text rendering (CLI `policy show`) ----------------------------------------------------
+
+
+def _mib(b: float | None) -> str:
+    return "inf" if b is None else f"{b / 2**20:.2f} MiB"
+
+
+def describe(doc: dict) -> str:
+    """Readable summary of a policy (either kind)."""
+    lines = []
+    if doc.get("kind") == "merged-policy" or "entries" in doc:
+        for e in doc["entries"]:
+            lines.append(
+                f"{e['gpu']} (cc {e['cc'][0]}.{e['cc'][1]}, L2 {_mib(e['l2_bytes'])}), "
+                f"runs {', '.join(e['source']['run_ids'])}"
+            )
+            for dt, d in e["dtypes"].items():
+                for b in d["bands"]:
+                    hi = "inf" if b["hi_rel"] is None else f"{b['hi_rel']:.4f}"
+                    lines.append(f"  {dt:5} [{b['lo_rel']:.4f}, {hi}) x L2  {b['config']}")
+        lines.append("fallback: " + " > ".join(doc["fallback"]))
+        for d in doc.get("disagreements", []):
+            hi = "inf" if d["rel"][1] is None else f"{d['rel'][1]:.4f}"
+            lines.append(
+                f"DISAGREE {d['dtype']} [{d['rel'][0]:.4f}, {hi}) x L2: "
+                f"{d['gpus'][0]} -> {d['configs'][0]}, {d['gpus'][1]} -> {d['configs'][1]}"
+            )
+        return "\n".join(lines)
+    prov = doc["provenance"]
+    lines.append(
+        f"{prov['gpu']} L2 {_mib(doc['l2_bytes'])}, runs {', '.join(prov['run_ids'])}, "
+        f"mode {prov['mode']}, tolerance {prov['tolerance']}"
+    )
+    for dt, d in doc["dtypes"].items():
+        for b in d["bands"]:
+            br = b["bracket_below"]
+            brs = f" (boundary bracketed by {_mib(br[0])}..{_mib(br[1])})" if br else ""
+            lines.append(
+                f"  {dt:5} [{_mib(b['lo_bytes'])}, {_mib(b['hi_bytes'])})  {b['config']}  "
+                f"worst {b['worst_frac_of_best']:.3f} of best over {b['n_sizes']} sizes{brs}"
+            )
+    return "\n".join(lines)

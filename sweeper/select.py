@@ -1,0 +1,276 @@
+"""Winners per (mode, pattern, dtype, size), with ties decided inside the noise.
+
+Pure pandas on the tidy results table (sweeper.columns): no GPU, no files except the two
+tables `write_selection` puts next to a run.
+
+Two configs are TIED at a size when the difference between them is inside the noise: their
+95% CIs of the median time overlap, or their GB/s differ by at most `tolerance` (relative).
+Among the configs tied with the fastest one, the chosen config is
+
+1. the config chosen at the neighbouring smaller size (so a selection does not flip-flop on
+   noise, which would create band boundaries that mean nothing), else
+2. the SIMPLEST config, by `simplicity_key`:
+   a. fewer non-default cache hints. Cache operators are the choice most sensitive to the
+      L2 regime (evict-first loads were the v2 cliff: 0.34-0.65x of torch inside L2), so
+      a hint has to earn its place by being measurably faster;
+   b. smaller unroll (fewer registers, fewer loads in flight that only help when latency
+      is exposed; unroll >= 4 measured slower at DRAM sizes on the 4090);
+   c. 'onepass' grids before grid-stride ones (the grid does not depend on the SM count);
+   d. smaller vector width (less alignment required: fewer inputs take the scalar fallback);
+   e. block size closest to 256 (the conventional default), then the name (determinism).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.errors import SweeperError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DEFAULT_TOLERANCE = 0.02
+VARIANT_FIELDS = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
+GROUP = ("mode", "pattern", "dtype")
+
+SELECTION_CSV = "selection.csv"
+SELECTION_MD = "selection.md"
+
+
+def _int(v: object, default: int = 0) -> int:
+    try:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return default
+        return int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def _hint_is_default(h: object) -> bool:
+    return str(h) in ("", "default", "none", "nan", "<NA>")
+
+
+def simplicity_key(variant: dict) -> tuple:
+    """Sort key: smaller is simpler (see the module docstring for the order and why)."""
+    hints = sum(not _hint_is_default(variant.get(h)) for h in ("load_hint", "store_hint"))
+    grid = str(variant.get("grid", ""))
+    block = _int(variant.get("block"), 256)
+    return (
+        hints,
+        _int(variant.get("unroll"), 1),
+        0 if grid == "onepass" else 1,
+        _int(variant.get("vec_bytes"), 0),
+        abs(math.log2(block / 256)) if block > 0 else 99.0,
+        block,
+        str(variant.get("config", variant.get("name", ""))),
+    )
+
+
+def tied_with(best: dict, other: dict, tolerance: float) -> bool:
+    """True when `other` is inside the noise of `best` (CIs overlap or within tolerance)."""
+    if other["gbps"] >= best["gbps"] * (1.0 - tolerance):
+        return True
+    lo, hi = other.get("time_lo_us"), best.get("time_hi_us")
+    if lo is None or hi is None or _nan(lo) or _nan(hi):
+        return False
+    # time CIs overlap <=> the slower one's low end is not above the faster one's high end
+    return float(lo) <= float(hi)
+
+
+def _nan(v: object) -> bool:
+    try:
+        return math.isnan(float(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+
+
+def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
+    """Candidate rows that may be selected: status ok, a positive finite GB/s."""
+    df = results[(results["role"] == "candidate") & (results["status"] == "ok")]
+    df = df[df["gbps"].notna() & (df["gbps"] > 0)]
+    return df
+
+
+def _copy_lookup(results: pd.DataFrame) -> dict[tuple[str, str, int], float]:
+    """(mode, pattern, ws_bytes) -> copy GB/s measured in the same run (ok rows only)."""
+    cp = results[(results["role"] == "copy") & (results["status"] == "ok")]
+    out: dict[tuple[str, str, int], float] = {}
+    for r in cp.itertuples(index=False):
+        out[(r.mode, r.pattern, int(r.ws_bytes))] = float(r.gbps)
+        out.setdefault((r.mode, "", int(r.ws_bytes)), float(r.gbps))
+    return out
+
+
+def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
+    """One row per (mode, pattern, dtype, size): the chosen config and why.
+
+    Columns: mode pattern dtype n ws_bytes config gbps pct_copy copy_gbps ratio ratio_lo
+    ratio_hi fastest fastest_gbps runner_up runner_up_gbps margin tied n_tied n_configs
+    reason, plus the chosen config's variant fields.
+    """
+    import pandas as pd
+
+    if tolerance < 0:
+        raise SweeperError(f"tolerance must be >= 0, got {tolerance}")
+    cands = ok_candidates(results)
+    copies = _copy_lookup(results)
+    rows: list[dict] = []
+    for key, grp in cands.groupby(list(GROUP), sort=True):
+        mode, pattern, dtype = key
+        previous: str | None = None
+        for ws, cell in grp.groupby("ws_bytes", sort=True):
+            row = _select_cell(cell, previous, tolerance)
+            copy = copies.get((mode, pattern, int(ws)), copies.get((mode, "", int(ws))))
+            if copy is None:
+                col = cell.loc[cell["config"] == row["config"], "copy_gbps"]
+                copy = float(col.iloc[0]) if len(col) and not _nan(col.iloc[0]) else math.nan
+            row.update(mode=mode, pattern=pattern, dtype=dtype, ws_bytes=int(ws))
+            row["copy_gbps"] = copy
+            row["pct_copy"] = 100.0 * row["gbps"] / copy if copy and not _nan(copy) else math.nan
+            rows.append(row)
+            previous = row["config"]
+    cols = [
+        "mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "pct_copy", "copy_gbps",
+        "ratio", "ratio_lo", "ratio_hi", "fastest", "fastest_gbps", "runner_up",
+        "runner_up_gbps", "margin", "tied", "n_tied", "n_configs", "reason", *VARIANT_FIELDS,
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _select_cell(cell: pd.DataFrame, previous: str | None, tolerance: float) -> dict:
+    # One row per config (a config measured twice at one size keeps its best-CI row).
+    recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config").to_dict("records")
+    fastest = recs[0]
+    tied = [r for r in recs if tied_with(fastest, r, tolerance)]
+    names = {r["config"] for r in tied}
+    if previous in names:
+        chosen = next(r for r in tied if r["config"] == previous)
+        reason = "fastest" if chosen is fastest else "tie: neighbour"
+    else:
+        chosen = min(tied, key=simplicity_key)
+        reason = "fastest" if chosen is fastest else "tie: simpler"
+    others = [r for r in recs if r is not chosen]
+    runner = others[0] if others else None
+    return {
+        "n": int(chosen["n"]),
+        "config": chosen["config"],
+        "gbps": float(chosen["gbps"]),
+        "ratio": float(chosen["ratio"]),
+        "ratio_lo": float(chosen["ratio_lo"]),
+        "ratio_hi": float(chosen["ratio_hi"]),
+        "fastest": fastest["config"],
+        "fastest_gbps": float(fastest["gbps"]),
+        "runner_up": runner["config"] if runner else "",
+        "runner_up_gbps": float(runner["gbps"]) if runner else math.nan,
+        "margin": chosen["gbps"] / runner["gbps"] - 1.0 if runner else math.nan,
+        "tied": ";".join(sorted(names)),
+        "n_tied": len(names),
+        "n_configs": len(recs),
+        "reason": reason,
+        **{f: chosen.get(f) for f in VARIANT_FIELDS},
+    }
+
+
+def acceptable_sets(
+    results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE
+) -> dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]]:
+    """Per (mode, pattern, dtype): sorted [(ws_bytes, {config: gbps / fastest gbps})] of the
+    configs tied with the fastest at that size (the sets band segmentation works on)."""
+    out: dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]] = {}
+    for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
+        seq = []
+        for ws, cell in grp.groupby("ws_bytes", sort=True):
+            recs = (
+                cell.sort_values("gbps", ascending=False)
+                .drop_duplicates("config")
+                .to_dict("records")
+            )
+            best = recs[0]
+            seq.append(
+                (
+                    int(ws),
+                    {
+                        r["config"]: float(r["gbps"]) / float(best["gbps"])
+                        for r in recs
+                        if tied_with(best, r, tolerance)
+                    },
+                )
+            )
+        out[tuple(key)] = seq  # type: ignore[index]
+    return out
+
+
+def variants(results: pd.DataFrame, names: Iterable[str] | None = None) -> dict[str, dict]:
+    """Config name -> its variant fields, from the candidate rows (all must agree)."""
+    cands = results[results["role"] == "candidate"]
+    wanted = set(names) if names is not None else None
+    out: dict[str, dict] = {}
+    for r in cands.drop_duplicates([*("config",), *VARIANT_FIELDS]).to_dict("records"):
+        name = r["config"]
+        if wanted is not None and name not in wanted:
+            continue
+        v = {
+            "vec_bytes": _int(r["vec_bytes"]),
+            "unroll": _int(r["unroll"]),
+            "load_hint": str(r["load_hint"]) or "default",
+            "store_hint": str(r["store_hint"]) or "default",
+            "block": _int(r["block"]),
+            "grid": str(r["grid"]),
+        }
+        if name in out and out[name] != v:
+            raise SweeperError(
+                f"config {name!r} has two different variant definitions in the results "
+                f"({out[name]} vs {v}); the run mixes kernel versions"
+            )
+        out[name] = v
+    return out
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= div:
+            return f"{b / div:.4g} {unit}"
+    return f"{int(b)} B"
+
+
+def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
+    lines = [f"# Selection: {title}", ""]
+    lines.append(
+        "Chosen config per size (ties inside the noise go to the smaller size's choice, "
+        "then to the simpler config; see sweeper/select.py)."
+    )
+    for (mode, pattern, dtype), grp in sel.groupby(list(GROUP), sort=True):
+        lines += ["", f"## {dtype}, mode {mode}, pattern {pattern}", ""]
+        lines.append(
+            "| working set | x L2 | config | GB/s | % copy | vs baseline [95% CI] "
+            "| runner-up | margin | tied | why |"
+        )
+        lines.append("|---:|---:|---|---:|---:|---|---|---:|---:|---|")
+        for r in grp.itertuples(index=False):
+            rel = f"{r.ws_bytes / l2_bytes:.3f}" if l2_bytes else ""
+            lines.append(
+                f"| {_fmt_bytes(r.ws_bytes)} | {rel} | `{r.config}` | {r.gbps:.0f} "
+                f"| {r.pct_copy:.1f} | {r.ratio:.3f}x [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}] "
+                f"| `{r.runner_up}` | {100 * r.margin:+.1f}% | {r.n_tied} | {r.reason} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_selection(
+    run_dir: str | os.PathLike, sel: pd.DataFrame, l2_bytes: int | None, title: str
+) -> tuple[Path, Path]:
+    """Atomically write selection.csv and selection.md into the run folder."""
+    import io
+
+    from sweeper.schema import atomic_write_text
+
+    run_dir = Path(run_dir)
+    buf = io.StringIO()
+    sel.to_csv(buf, index=False)
+    csv = atomic_write_text(run_dir / SELECTION_CSV, buf.getvalue())
+    md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title))
+    return csv, md

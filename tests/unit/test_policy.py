@@ -1,0 +1,322 @@
+"""Policy: minimal segmentation (vs brute force), bracket refusal, the L2-band cliff,
+validation of every corruption, and merging policies of several GPUs."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweeper.columns import COLUMNS
+from sweeper.errors import SchemaError, SweeperError
+from sweeper.gpus import lookup
+from sweeper.plan import make_plan
+from sweeper.policy import (
+    build_policy,
+    config_at,
+    describe,
+    greedy_band_count,
+    load_any,
+    load_merged,
+    load_policy,
+    merge_docs,
+    segment,
+    write_merged,
+    write_policy,
+)
+
+MiB = 1 << 20
+L2 = 72 * MiB
+ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+VARIANTS = {
+    "plain": dict(vec_bytes=16, unroll=1, load_hint="default", store_hint="default", block=256, grid="onepass"),
+    "stream": dict(vec_bytes=16, unroll=1, load_hint="cs", store_hint="cs", block=256, grid="onepass"),
+    "stcs": dict(vec_bytes=16, unroll=2, load_hint="default", store_hint="cs", block=512, grid="stride4"),
+}  # fmt: skip
+
+
+def row(dtype, ws, config, gbps, ci=0.002, gpu="synth"):
+    t = ws / gbps / 1e3
+    r = {c: None for c in COLUMNS}
+    r.update(
+        run_id="r1", gpu=gpu, mode="hot", pattern="preallocated", dtype=dtype,
+        n=ws // (2 * ITEM[dtype]), ws_bytes=ws, role="candidate", config=config, status="ok",
+        time_us=t, time_lo_us=t * (1 - ci), time_hi_us=t * (1 + ci), gbps=gbps,
+        base_time_us=ws / 1000.0 / 1e3, ratio=gbps / 1000.0, ratio_lo=0.99 * gbps / 1000.0,
+        ratio_hi=1.01 * gbps / 1000.0, n_samples=50, phase="sweep", **VARIANTS[config],
+    )  # fmt: skip
+    return r
+
+
+def manifest(l2=L2, cc=(8, 9), gpu="synth", resolution=32, run_id="r1"):
+    return {
+        "run_id": run_id, "gpu": gpu, "modes": ["hot"], "baseline": "torch",
+        "device": {"name": f"Synthetic {gpu}", "cc": list(cc), "sm_count": 128, "l2_bytes": l2},
+        "plan": {"path": "sweeps/x.json", "plan_hash": "abc123", "resolution": resolution, "l2_bytes": l2},
+    }  # fmt: skip
+
+
+# ---- the synthetic cliff GPU: L2 = 72 MiB; "stream" (cs loads) is 0.4x in (32 MiB, 72 MiB] --
+
+
+def cliff_gbps(config: str, ws: int) -> float:
+    if config == "plain":
+        return 1000.0
+    in_band = 32 * MiB < ws <= L2
+    return 400.0 if in_band else 1100.0
+
+
+def cliff_results(sizes_by_dtype: dict[str, list[int]]) -> pd.DataFrame:
+    rows = [
+        row(dt, ws, c, cliff_gbps(c, ws))
+        for dt, sizes in sizes_by_dtype.items()
+        for ws in sizes
+        for c in ("plain", "stream")
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+# The seed's old sweep: element counts 64K..64M in 4x steps (fp32 ws 0.5, 2, 8, 32, 128,
+# 512 MiB: 33.6 MB then 134 MB; fp16 lands 64 MiB inside the band).
+OLD_N = [1 << k for k in range(16, 27, 2)]
+
+
+def old_sizes(dtype):
+    return [2 * n * ITEM[dtype] for n in OLD_N]
+
+
+def new_sizes(dtype):
+    plan = make_plan(lookup("4090"), dtypes=[dtype], resolution=32)
+    assert plan.l2_bytes == L2
+    return [e["working_set_bytes"] for e in plan.sizes(dtype)]
+
+
+def test_cliff_old_sizes_reproduce_the_v2_bug_for_fp32():
+    # fp32 at the old sizes never samples (32 MiB, 72 MiB]: one band, streaming everywhere.
+    pol = build_policy(cliff_results({"fp32": old_sizes("fp32")}), manifest())
+    bands = pol["dtypes"]["fp32"]["bands"]
+    assert [b["config"] for b in bands] == ["stream"]
+    # ... which is the 0.4x cliff inside the band the sweep never saw:
+    chosen = config_at(bands, (48 * MiB) / L2)
+    assert cliff_gbps(chosen, 48 * MiB) / cliff_gbps("plain", 48 * MiB) == pytest.approx(0.4)
+
+
+def test_cliff_old_sizes_refused_where_a_boundary_would_be_a_guess():
+    # fp16's old sizes do hit the band (64 MiB): the winner changes across brackets of
+    # 16..64 MiB and 64..256 MiB, far wider than L2/32: refuse, naming dtype and bracket.
+    with pytest.raises(SweeperError) as e:
+        build_policy(cliff_results({"fp16": old_sizes("fp16")}), manifest())
+    msg = str(e.value)
+    assert "fp16" in msg and str(16 * MiB) in msg and str(64 * MiB) in msg
+    assert "--resume" in msg
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "int8"])
+def test_cliff_gap_free_sizes_bracket_both_edges(dtype):
+    sizes = new_sizes(dtype)
+    pol = build_policy(cliff_results({dtype: sizes}), manifest())
+    bands = pol["dtypes"][dtype]["bands"]
+    assert [b["config"] for b in bands] == ["stream", "plain", "stream"]
+    step = L2 / 32
+    for b, edge in zip(bands[1:], (32 * MiB, L2), strict=True):
+        lo, hi = b["bracket_below"]
+        assert lo <= edge < hi and hi - lo <= step
+        assert abs(b["lo_bytes"] - edge) <= step
+        assert b["lo_rel"] == pytest.approx(b["lo_bytes"] / L2)
+    # no band serves the 0.4x config anywhere it was measured
+    for ws in sizes:
+        chosen = config_at(bands, ws / L2)
+        best = max(cliff_gbps(c, ws) for c in VARIANTS if c != "stcs")
+        assert cliff_gbps(chosen, ws) >= 0.98 * best, ws
+
+
+# ---- segmentation is minimal: DP vs brute force ------------------------------------------------
+
+
+def brute(sizes, acc, max_bracket):
+    m = len(sizes)
+    best = None
+    for cuts in itertools.product([0, 1], repeat=m - 1):
+        starts = [0] + [k + 1 for k in range(m - 1) if cuts[k]]
+        ends = [s - 1 for s in starts[1:]] + [m - 1]
+        if any(
+            not set.intersection(*(set(acc[t]) for t in range(i, j + 1)))
+            for i, j in zip(starts, ends, strict=True)
+        ):
+            continue
+        wide = sum(1 for i in starts[1:] if sizes[i] - sizes[i - 1] > max_bracket)
+        cost = (wide, len(starts))
+        best = cost if best is None or cost < best else best
+    return best
+
+
+instances = st.integers(1, 8).flatmap(
+    lambda m: st.tuples(
+        st.lists(st.sampled_from([1, 1, 3]), min_size=m, max_size=m),
+        st.lists(st.sets(st.sampled_from("abcd"), min_size=1), min_size=m, max_size=m),
+        st.lists(st.floats(0.5, 1.0), min_size=4, max_size=4),
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances)
+def test_segment_is_minimal(inst):
+    gaps, sets, fr = inst
+    sizes = list(itertools.accumulate(gaps))
+    acc = [{c: fr["abcd".index(c)] for c in s} for s in sets]
+    bands, wide = segment(sizes, acc, max_bracket=2)
+    # a valid segmentation: contiguous, covering, the band config acceptable at every size
+    assert bands[0][0] == 0 and bands[-1][1] == len(sizes) - 1
+    for (i, j, c), nxt in zip(bands, bands[1:] + [None], strict=True):
+        assert all(c in acc[t] for t in range(i, j + 1))
+        if nxt:
+            assert nxt[0] == j + 1
+    assert (wide, len(bands)) == brute(sizes, acc, 2)
+    # with no bracket limit the count equals the greedy count (independent witness)
+    free, _ = segment(sizes, acc, max_bracket=float("inf"))
+    assert len(free) == greedy_band_count([set(a) for a in acc])
+
+
+def test_band_config_maximises_performance_then_simplicity():
+    sizes = [1, 2, 3]
+    acc = [{"a": 1.0, "b": 0.99}, {"a": 0.99, "b": 1.0}, {"a": 1.0, "b": 1.0}]
+    assert segment(sizes, acc, 1)[0] == [(0, 2, "a")]  # sum 2.99 vs 2.99 -> simpler name
+    acc[1]["b"] = 1.0
+    acc[0]["b"] = 1.0
+    assert segment(sizes, acc, 1)[0] == [(0, 2, "b")]
+
+
+# ---- files: write, load, every corruption named --------------------------------------------------
+
+
+@pytest.fixture
+def policy_doc():
+    return build_policy(cliff_results({"fp32": new_sizes("fp32")}), manifest())
+
+
+def test_roundtrip_and_describe(tmp_path, policy_doc):
+    path = write_policy(tmp_path / "policy.json", policy_doc)
+    doc = load_policy(path)
+    assert doc["kind"] == "policy" and doc["schema_version"] == 1
+    assert doc["provenance"]["run_ids"] == ["r1"] and doc["provenance"]["tolerance"] == 0.02
+    assert doc["configs"]["stream"]["load_hint"] == "cs"
+    text = describe(doc)
+    assert "stream" in text and "bracketed" in text
+    merged = load_any(path)
+    assert merged["entries"][0]["cc"] == [8, 9]
+
+
+def _corrupt(doc, how):
+    d = copy.deepcopy(doc)
+    bands = d["dtypes"]["fp32"]["bands"]
+    if how == "gap":
+        bands[1]["lo_bytes"] += 32
+    elif how == "overlap":
+        bands[1]["lo_bytes"] -= 32
+    elif how == "start":
+        bands[0]["lo_bytes"] = 64
+    elif how == "open_end":
+        bands[-1]["hi_bytes"] = 10**12
+    elif how == "unknown_config":
+        bands[0]["config"] = "nope"
+    elif how == "config_field":
+        del d["configs"]["plain"]["store_hint"]
+    elif how == "vec_bytes":
+        d["configs"]["plain"]["vec_bytes"] = 12
+    elif how == "grid":
+        d["configs"]["plain"]["grid"] = "weird"
+    elif how == "dtype":
+        d["dtypes"]["fp64"] = d["dtypes"]["fp32"]
+    elif how == "no_bands":
+        bands.clear()
+    elif how == "empty_band":
+        bands[0]["hi_bytes"] = 0
+    return d
+
+
+@pytest.mark.parametrize(
+    "how,field,words",
+    [
+        ("gap", "dtypes.fp32.bands[1].lo_bytes", "gap"),
+        ("overlap", "dtypes.fp32.bands[1].lo_bytes", "overlap"),
+        ("start", "dtypes.fp32.bands[0].lo_bytes", "start at 0"),
+        ("open_end", "dtypes.fp32.bands[2].hi_bytes", "open-ended"),
+        ("unknown_config", "dtypes.fp32.bands[0].config", "not in the config table"),
+        ("config_field", "configs.plain.store_hint", "missing"),
+        ("vec_bytes", "configs.plain.vec_bytes", "one of"),
+        ("grid", "configs.plain.grid", "onepass"),
+        ("dtype", "dtypes.fp64", "unknown dtype"),
+        ("no_bands", "dtypes.fp32.bands", "non-empty"),
+        ("empty_band", "dtypes.fp32.bands[0].hi_bytes", "empty"),
+    ],
+)
+def test_each_corruption_is_named(tmp_path, policy_doc, how, field, words):
+    path = tmp_path / "policy.json"
+    bad = {"kind": "policy", "schema_version": 1, **_corrupt(policy_doc, how)}
+    path.write_text(json.dumps(bad))
+    with pytest.raises(SchemaError) as e:
+        load_policy(path)
+    assert e.value.field == field and words in str(e.value)
+
+
+def test_newer_version_and_wrong_kind_refused(tmp_path, policy_doc):
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"kind": "policy", "schema_version": 99, **policy_doc}))
+    with pytest.raises(SchemaError, match="upgrade sweeper"):
+        load_policy(path)
+    path.write_text(json.dumps({"kind": "plan", "schema_version": 1, **policy_doc}))
+    with pytest.raises(SchemaError, match="kind"):
+        load_policy(path)
+
+
+# ---- merge --------------------------------------------------------------------------------------
+
+
+def _gpu_policy(l2, cc, gpu, edge_rel):
+    """A GPU whose 'stream' is best below edge_rel * L2 and 'plain' above (gap-free sizes)."""
+    step = l2 // 64
+    sizes = [k * step for k in range(1, 129)]
+    rows = [
+        row(
+            "fp32",
+            ws,
+            c,
+            (1100.0 if ws < edge_rel * l2 else 900.0) if c == "stream" else 1000.0,
+            gpu=gpu,
+        )
+        for ws in sizes
+        for c in ("plain", "stream")
+    ]
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    return build_policy(df, manifest(l2=l2, cc=cc, gpu=gpu, run_id=f"run-{gpu}"))
+
+
+def test_merge_agree_and_disagree(tmp_path):
+    a = _gpu_policy(72 * MiB, (8, 9), "4090", 0.5)
+    b = _gpu_policy(50 * MiB, (9, 0), "h200", 0.5)
+    merged = merge_docs([a, b], ["a.json", "b.json"])
+    assert merged["disagreements"] == []
+    assert [e["gpu"] for e in merged["entries"]] == ["4090", "h200"]
+    path = write_merged(tmp_path / "m.json", merged)
+    assert load_merged(path)["kind"] == "merged-policy"
+
+    c = _gpu_policy(50 * MiB, (9, 0), "h200", 1.5)  # streams up to 1.5x L2
+    merged = merge_docs([a, c], ["a.json", "c.json"])
+    (d,) = merged["disagreements"]
+    assert d["dtype"] == "fp32" and d["configs"] == ["plain", "stream"]
+    assert d["rel"][0] == pytest.approx(0.5, abs=1 / 64) and d["rel"][1] == pytest.approx(
+        1.5, abs=1 / 64
+    )
+    assert "DISAGREE" in describe(merged)
+
+
+def test_merge_refuses_two_policies_for_one_gpu():
+    a = _gpu_policy(72 * MiB, (8, 9), "4090", 0.5)
+    with pytest.raises(SweeperError, match="one policy per GPU"):
+        merge_docs([a, a], ["a.json", "b.json"])

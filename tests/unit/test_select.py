@@ -1,0 +1,127 @@
+"""Selection on synthetic tables with known answers: winners, ties, tie-breaking, copy %."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from sweeper.columns import COLUMNS
+from sweeper.errors import SweeperError
+from sweeper.select import select, simplicity_key, write_selection
+
+VARIANTS = {
+    "plain": dict(vec_bytes=16, unroll=1, load_hint="default", store_hint="default", block=256, grid="onepass"),
+    "stream": dict(vec_bytes=16, unroll=1, load_hint="cs", store_hint="cs", block=256, grid="onepass"),
+    "stcs": dict(vec_bytes=16, unroll=1, load_hint="default", store_hint="cs", block=256, grid="onepass"),
+    "u4": dict(vec_bytes=16, unroll=4, load_hint="default", store_hint="default", block=256, grid="stride4"),
+}  # fmt: skip
+
+
+def row(dtype, ws, config, gbps, ci=0.002, role="candidate", status="ok", mode="hot", base=None):
+    item = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}[dtype]
+    t = ws / gbps / 1e3
+    base = base if base is not None else t
+    r = {c: None for c in COLUMNS}
+    r.update(
+        run_id="r1", gpu="synth", mode=mode, pattern="preallocated", dtype=dtype,
+        n=ws // (2 * item), ws_bytes=ws, role=role, config=config, status=status,
+        time_us=t, time_lo_us=t * (1 - ci), time_hi_us=t * (1 + ci), gbps=gbps,
+        base_time_us=base, ratio=base / t, ratio_lo=base / t * 0.99, ratio_hi=base / t * 1.01,
+        n_samples=50, phase="sweep",
+    )  # fmt: skip
+    if role == "candidate":
+        r.update(VARIANTS[config])
+    return r
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def test_winner_copy_pct_and_runner_up():
+    rows = [
+        row("fp32", 1 << 20, "plain", 1000.0),
+        row("fp32", 1 << 20, "stream", 1200.0),
+        row("fp32", 1 << 20, "u4", 900.0),
+        row("fp32", 1 << 20, "copy", 1500.0, role="copy"),
+        row("fp32", 1 << 20, "torch", 1100.0, role="baseline"),
+    ]
+    sel = select(frame(rows))
+    assert len(sel) == 1
+    r = sel.iloc[0]
+    assert r.config == "stream" and r.reason == "fastest"
+    assert r.pct_copy == pytest.approx(80.0)
+    assert r.runner_up == "plain" and r.margin == pytest.approx(0.2)
+    assert r.n_configs == 3
+
+
+def test_not_ok_rows_are_never_selected():
+    rows = [
+        row("fp32", 1 << 20, "plain", 1000.0),
+        row("fp32", 1 << 20, "stream", 5000.0, status="above-peak"),
+        row("fp32", 1 << 20, "u4", 4000.0, status="mismatch"),
+    ]
+    assert select(frame(rows)).iloc[0].config == "plain"
+
+
+def test_tie_goes_to_simpler_then_neighbour():
+    # size A: stream 1% faster than plain (inside 2% tolerance) -> tie -> simpler (plain).
+    # size B: stream 10% faster -> stream. size C: stream and plain tied -> neighbour (stream).
+    a, b, c = 1 << 20, 2 << 20, 3 << 20
+    rows = [
+        row("fp32", a, "plain", 1000.0), row("fp32", a, "stream", 1010.0),
+        row("fp32", b, "plain", 1000.0), row("fp32", b, "stream", 1100.0),
+        row("fp32", c, "plain", 1010.0), row("fp32", c, "stream", 1000.0),
+    ]  # fmt: skip
+    sel = select(frame(rows)).set_index("ws_bytes")
+    assert sel.loc[a, "config"] == "plain" and sel.loc[a, "reason"] == "tie: simpler"
+    assert sel.loc[a, "fastest"] == "stream"
+    assert sel.loc[b, "config"] == "stream" and sel.loc[b, "reason"] == "fastest"
+    assert sel.loc[c, "config"] == "stream" and sel.loc[c, "reason"] == "tie: neighbour"
+
+
+def test_ci_overlap_is_a_tie_even_outside_tolerance():
+    rows = [
+        row("fp32", 1 << 20, "plain", 1000.0, ci=0.05),
+        row("fp32", 1 << 20, "stream", 1060.0, ci=0.05),
+    ]
+    assert select(frame(rows), tolerance=0.0).iloc[0].config == "plain"
+    rows = [
+        row("fp32", 1 << 20, "plain", 1000.0, ci=0.001),
+        row("fp32", 1 << 20, "stream", 1060.0, ci=0.001),
+    ]
+    assert select(frame(rows), tolerance=0.0).iloc[0].config == "stream"
+
+
+def test_groups_by_mode_and_dtype():
+    rows = [
+        row("fp32", 1 << 20, "plain", 1000.0), row("fp32", 1 << 20, "stream", 2000.0),
+        row("fp16", 1 << 20, "plain", 2000.0), row("fp16", 1 << 20, "stream", 1000.0),
+        row("fp32", 1 << 20, "plain", 2000.0, mode="cold"), row("fp32", 1 << 20, "stream", 1000.0, mode="cold"),
+    ]  # fmt: skip
+    sel = select(frame(rows)).set_index(["mode", "dtype"])
+    assert sel.loc[("hot", "fp32"), "config"] == "stream"
+    assert sel.loc[("hot", "fp16"), "config"] == "plain"
+    assert sel.loc[("cold", "fp32"), "config"] == "plain"
+
+
+def test_simplicity_order():
+    order = sorted(VARIANTS, key=lambda c: simplicity_key({**VARIANTS[c], "config": c}))
+    assert order == ["plain", "u4", "stcs", "stream"]
+
+
+def test_negative_tolerance_refused():
+    with pytest.raises(SweeperError):
+        select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=-1)
+
+
+def test_write_selection(tmp_path):
+    rows = [row("fp32", 1 << 20, "plain", 1000.0), row("fp32", 1 << 20, "stream", 900.0)]
+    sel = select(frame(rows))
+    csv, md = write_selection(tmp_path, sel, 1 << 22, "r1")
+    back = pd.read_csv(csv)
+    assert back.loc[0, "config"] == "plain"
+    text = md.read_text()
+    assert "`plain`" in text and "0.250" in text and not math.isnan(back.loc[0, "margin"])
