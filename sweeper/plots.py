@@ -1,0 +1,632 @@
+"""DataFrame -> matplotlib Figure. Never measures, never needs a GPU or a display.
+
+Every figure takes the tidy results table (sweeper/columns.py) and plain inputs: a `RunInfo`
+(markers and titles, from the manifest) and optional policy `bands`
+({dtype: [(lo_bytes, hi_bytes | None, config), ...]}, a band holding sizes in [lo, hi),
+as sweeper/policy.py writes them).
+Figures are built on `matplotlib.figure.Figure` directly (no pyplot state, Agg/SVG canvases
+on save), so nothing here opens a window or leaks figures.
+
+Only rows with status "ok" enter a curve; the sampled sizes are drawn from every row, so a
+size whose cells all failed still shows as sampled (and as a blank heatmap column).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper.columns import MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+MiB = 1 << 20
+V2_SWITCH_BYTES = 32 * MiB  # the threshold v2 streamed above (seeds/L2_BAND_CLIFF.md)
+DTYPE_ORDER = ("fp32", "fp16", "bf16", "int8")
+
+Band = tuple[int, "int | None", str]
+Bands = Mapping[str, Sequence[Band]]
+
+_BEST, _POLICY, _TORCH, _COPY = "black", "tab:red", "tab:blue", "0.45"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the figures need from a manifest: titles, L2 markers, the dense band."""
+
+    gpu: str = ""
+    run_id: str = ""
+    l2_bytes: int | None = None
+    persisting_l2_max_bytes: int | None = None
+    dense_lo_bytes: int | None = None
+    dense_hi_bytes: int | None = None
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any]) -> RunInfo:
+        device = manifest.get("device") or {}
+        plan = manifest.get("plan") or {}
+        return cls(
+            gpu=str(manifest.get("gpu") or device.get("name") or ""),
+            run_id=str(manifest.get("run_id") or ""),
+            l2_bytes=_int(device.get("l2_bytes") or plan.get("l2_bytes")),
+            persisting_l2_max_bytes=_int(device.get("persisting_l2_max_bytes")),
+            dense_lo_bytes=_int(plan.get("dense_lo_bytes")),
+            dense_hi_bytes=_int(plan.get("dense_hi_bytes")),
+        )
+
+    def markers(self) -> list[tuple[int, str]]:
+        """Vertical reference lines (bytes, label), sorted by position."""
+        out = [(V2_SWITCH_BYTES, "32 MiB")]
+        if self.persisting_l2_max_bytes:
+            out.append((self.persisting_l2_max_bytes, "persisting-L2 max"))
+        if self.l2_bytes:
+            out += [(self.l2_bytes, "L2"), (2 * self.l2_bytes, "2×L2")]
+        return sorted(out)
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
+# ---- table helpers (pure pandas) ----------------------------------------------------------
+
+
+def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
+    return results[(results["role"] == "candidate") & (results["status"] == "ok")]
+
+
+def best_per_size(results: pd.DataFrame) -> pd.DataFrame:
+    """The fastest ok candidate at each (mode, pattern, dtype, ws_bytes): one row each."""
+    cand = ok_candidates(results).dropna(subset=["gbps"])
+    keys = ["mode", "pattern", "dtype", "ws_bytes"]
+    if cand.empty:
+        return cand.copy()
+    best = cand.loc[cand.groupby(keys)["gbps"].idxmax()].copy()
+    best["pct_of_copy"] = 100.0 * best["gbps"] / best["copy_gbps"]
+    return best.sort_values(keys).reset_index(drop=True)
+
+
+def pct_of_best(results: pd.DataFrame) -> pd.DataFrame:
+    """Ok candidates with `pct_best`: 100 * gbps / best gbps at the same cell (0..100)."""
+    cand = ok_candidates(results).dropna(subset=["gbps"]).copy()
+    keys = ["mode", "pattern", "dtype", "ws_bytes"]
+    cand["pct_best"] = 100.0 * cand["gbps"] / cand.groupby(keys)["gbps"].transform("max")
+    return cand
+
+
+def rank_configs(results: pd.DataFrame) -> list[str]:
+    """Configs best first: mean % of best over every sampled size (unmeasured counts as 0)."""
+    pct = pct_of_best(results)
+    if pct.empty:
+        return []
+    sizes = results["ws_bytes"].nunique()
+    score = pct.groupby("config")["pct_best"].sum() / max(sizes, 1)
+    return sorted(score.index, key=lambda c: (-score[c], c))
+
+
+def shown_configs(results: pd.DataFrame, top: int) -> list[str]:
+    """Every config that wins at some size, topped up to `top` by rank; in rank order."""
+    ranked = rank_configs(results)
+    winners = set(best_per_size(results)["config"])
+    fill = [c for c in ranked if c not in winners][: max(0, top - len(winners))]
+    return [c for c in ranked if c in winners or c in fill]
+
+
+def band_config(bands: Sequence[Band], ws_bytes: int) -> str | None:
+    """The policy's config for a working set: the band with lo <= ws < hi (hi None = inf)."""
+    for lo, hi, config in bands:
+        if ws_bytes >= (lo or 0) and (hi is None or ws_bytes < hi):
+            return config
+    return None
+
+
+def facets(results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Split by residency mode (and call pattern when a run has more than one)."""
+    by_pattern = results["pattern"].nunique() > 1
+    out = []
+    modes = sorted(results["mode"].unique(), key=lambda m: MODES.index(m) if m in MODES else 99)
+    for mode in modes:
+        sub = results[results["mode"] == mode]
+        if by_pattern:
+            for pattern in sorted(sub["pattern"].unique()):
+                out.append((f"{mode}-{pattern}", sub[sub["pattern"] == pattern]))
+        else:
+            out.append((mode, sub))
+    return out
+
+
+def dtypes_in(results: pd.DataFrame) -> list[str]:
+    present = list(results["dtype"].unique())
+    return sorted(present, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+
+
+# ---- axis helpers -------------------------------------------------------------------------
+
+
+def fmt_mib(nbytes: float, digits: int = 4) -> str:
+    """A byte count as a MiB label ('72', '33.6', '0.5'); KiB below 1/16 MiB."""
+    mib = nbytes / MiB
+    if mib >= 1 / 16:
+        return f"{mib:.{digits}g}"
+    return f"{nbytes / 1024:.{digits}g} KiB"
+
+
+def _byte_axis(ax: Axes, lo: float, hi: float, max_ticks: int = 12) -> None:
+    """Log-2 byte axis with MiB labels at powers of two."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(lo / 1.15, hi * 1.15)
+    e0, e1 = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
+    step = max(1, math.ceil((e1 - e0 + 1) / max_ticks))
+    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in range(e0, e1 + 1, step)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_mib(x)))
+    ax.xaxis.set_minor_locator(FixedLocator([2.0**e for e in range(e0, e1 + 1)]))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+XLABEL = "working set = input + output (MiB, log scale)"
+
+
+def _draw_markers(ax: Axes, info: RunInfo, labels: bool) -> None:
+    """Vertical lines at 32 MiB, persisting-L2 max, L2, 2×L2; labels staggered if close."""
+    lo, hi = ax.get_xlim()
+    span = math.log2(hi) - math.log2(lo)
+    last_frac, last_side, tier = -1.0, "right", 0
+    for x, label in info.markers():
+        if not lo <= x <= hi:
+            continue
+        ax.axvline(x, color="0.3", lw=0.8, ls=":", zorder=1, gid=f"marker-{label}")
+        if not labels:
+            continue
+        frac = (math.log2(x) - math.log2(lo)) / span
+        close = frac - last_frac < 0.04
+        side = ("left" if last_side == "right" else "right") if close else "right"
+        tier = (tier + 1) % 2 if close and side == "right" else 0
+        ax.annotate(
+            label,
+            xy=(x, 0.98 - 0.35 * tier),
+            xycoords=("data", "axes fraction"),
+            xytext=(-2 if side == "right" else 2, 0),
+            textcoords="offset points",
+            rotation=90,
+            ha=side,
+            va="top",
+            fontsize=7,
+            color="0.25",
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
+        )
+        last_frac, last_side = frac, side
+
+
+def _dense(ax: Axes, info: RunInfo, label: bool) -> None:
+    if info.dense_lo_bytes and info.dense_hi_bytes:
+        ax.axvspan(
+            info.dense_lo_bytes,
+            info.dense_hi_bytes,
+            color="gold",
+            alpha=0.15,
+            lw=0,
+            zorder=0,
+            label="dense band (plan)" if label else None,
+            gid="dense",
+        )
+
+
+def _rug(ax: Axes, sizes: Sequence[int]) -> None:
+    """Sampled sizes as ticks along the bottom edge: a gap in the plan shows as a gap here."""
+    ax.plot(
+        list(sizes),
+        [0.0] * len(sizes),
+        ls="none",
+        marker="|",
+        ms=9,
+        color="0.2",
+        transform=ax.get_xaxis_transform(),
+        clip_on=False,
+        label=f"sampled sizes ({len(sizes)})",
+        gid="sampled",
+    )
+
+
+def _title(kind: str, info: RunInfo, facet: str | None) -> str:
+    parts = [info.gpu or "unknown GPU"]
+    if facet:
+        parts.append(f"mode {facet}")
+    parts.append(f"run {info.run_id or '?'}")
+    return f"{kind} — " + " · ".join(parts)
+
+
+def _legend_outside(ax: Axes) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def _series(df: pd.DataFrame, col: str = "gbps") -> tuple[list[int], list[float]]:
+    s = df.dropna(subset=[col]).groupby("ws_bytes")[col].median().sort_index()
+    return [int(x) for x in s.index], [float(v) for v in s.values]
+
+
+def _config_colours(configs: Sequence[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    # Dark2 keeps clear of the blue (torch) and red (policy) of the reference lines
+    cmap = colormaps["Dark2" if len(configs) <= 8 else "tab20"]
+    return {c: cmap(i % cmap.N) for i, c in enumerate(sorted(configs))}
+
+
+def _policy_points(d: pd.DataFrame, bands: Sequence[Band], col: str) -> tuple[list, list]:
+    """At each size, the value of the policy's config (NaN where it has no ok measurement)."""
+    cand = ok_candidates(d)
+    xs, ys = [], []
+    for ws in sorted(int(x) for x in d["ws_bytes"].unique()):
+        config = band_config(bands, ws)
+        hit = cand[(cand["ws_bytes"] == ws) & (cand["config"] == config)][col].dropna()
+        xs.append(ws)
+        ys.append(float(hit.median()) if len(hit) else math.nan)
+    return xs, ys
+
+
+def _new_figure(w: float, h: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(w, h), layout="constrained")
+
+
+def _panels(n: int, height: float = 3.2) -> tuple[Figure, list[Axes]]:
+    fig = _new_figure(12, height * n + 0.9)
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    return fig, list(axes)
+
+
+def _size_range(results: pd.DataFrame) -> tuple[float, float]:
+    ws = results["ws_bytes"].dropna().astype("int64")
+    return float(ws.min()), float(ws.max())
+
+
+# ---- figures ------------------------------------------------------------------------------
+
+
+def bandwidth_figure(
+    results: pd.DataFrame,
+    info: RunInfo | None = None,
+    bands: Bands | None = None,
+    top: int = 3,
+    facet: str | None = None,
+) -> Figure:
+    """GB/s vs working set, one panel per dtype, for ONE mode (see `facets`).
+
+    Curves: the configs of `shown_configs(top)`, the best-per-size envelope, the policy's
+    config at each size (if `bands`), torch, the copy roofline; sampled sizes as a rug.
+    """
+    info = info or RunInfo()
+    dtypes = dtypes_in(results)
+    fig, axes = _panels(len(dtypes))
+    lo, hi = _size_range(results)
+    for i, (ax, dtype) in enumerate(zip(axes, dtypes, strict=True)):
+        d = results[results["dtype"] == dtype]
+        _byte_axis(ax, lo, hi)
+        _dense(ax, info, label=True)
+        cand = ok_candidates(d)
+        tops = shown_configs(d, top)
+        colours = _config_colours(tops)
+        for config in tops:
+            xs, ys = _series(cand[cand["config"] == config])
+            ax.plot(xs, ys, lw=1, ms=3, marker=".", color=colours[config], alpha=0.8, label=config)
+        best = best_per_size(d)
+        xs, ys = _series(best)
+        ax.plot(xs, ys, color=_BEST, lw=2, marker="o", ms=3.5, label="best per size", gid="best")
+        if bands and dtype in bands:
+            xs, ys = _policy_points(d, bands[dtype], "gbps")
+            ax.plot(xs, ys, color=_POLICY, lw=1.6, ls="--", label="policy", gid="policy")
+        xs, ys = _series(d[(d["role"] == "baseline") & (d["status"] == "ok")])
+        ax.plot(xs, ys, color=_TORCH, lw=1.4, marker="s", ms=2.5, label="torch", gid="baseline")
+        xs, ys = _series(d[(d["role"] == "copy") & (d["status"] == "ok")])
+        if not xs:  # fall back to the copy bandwidth recorded on candidate rows
+            xs, ys = _series(cand, "copy_gbps")
+        ax.plot(xs, ys, color=_COPY, lw=1.2, ls="-.", label="D2D copy roofline", gid="copy")
+        _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
+        ax.set_ylim(bottom=0)
+        _draw_markers(ax, info, labels=(i == 0))
+        ax.set_ylabel("bandwidth (GB/s)")
+        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
+        ax.grid(True, which="major", alpha=0.3)
+        _legend_outside(ax)
+    axes[-1].set_xlabel(XLABEL)
+    fig.suptitle(_title("Bandwidth vs working set", info, facet))
+    return fig
+
+
+def ratio_figure(
+    results: pd.DataFrame,
+    info: RunInfo | None = None,
+    bands: Bands | None = None,
+    facet: str | None = None,
+) -> Figure:
+    """Speedup over torch of the best config per size (95% CI shaded), per dtype."""
+    info = info or RunInfo()
+    dtypes = dtypes_in(results)
+    fig, axes = _panels(len(dtypes), height=2.6)
+    lo, hi = _size_range(results)
+    for i, (ax, dtype) in enumerate(zip(axes, dtypes, strict=True)):
+        d = results[results["dtype"] == dtype]
+        _byte_axis(ax, lo, hi)
+        _dense(ax, info, label=True)
+        best = best_per_size(d).dropna(subset=["ratio"])
+        xs = [int(x) for x in best["ws_bytes"]]
+        ax.fill_between(
+            xs,
+            best["ratio_lo"].astype(float),
+            best["ratio_hi"].astype(float),
+            color=_BEST,
+            alpha=0.15,
+            lw=0,
+            label="95% CI",
+            gid="ci",
+        )
+        ax.plot(xs, best["ratio"], color=_BEST, lw=1.8, marker="o", ms=3, label="best per size")
+        if bands and dtype in bands:
+            pxs, pys = _policy_points(d, bands[dtype], "ratio")
+            ax.plot(pxs, pys, color=_POLICY, lw=1.4, ls="--", label="policy", gid="policy")
+        ax.axhline(1.0, color=_TORCH, lw=1.2, label="torch (1.0×)", gid="parity")
+        _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
+        _draw_markers(ax, info, labels=(i == 0))
+        ax.set_ylabel("speedup vs torch (×)")
+        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
+        ax.grid(True, which="major", alpha=0.3)
+        _legend_outside(ax)
+    axes[-1].set_xlabel(XLABEL)
+    fig.suptitle(_title("Speedup over torch (>1 = faster)", info, facet))
+    return fig
+
+
+def heatmap_figure(
+    results: pd.DataFrame,
+    info: RunInfo | None = None,
+    top_n: int = 40,
+    vmin: float = 50.0,
+    facet: str | None = None,
+) -> Figure:
+    """Config × size coloured by % of the best config at that size, for ONE dtype and mode.
+
+    Rows: every config that wins at some size, topped up to `top_n` with the best by mean %
+    of best; ordered by mean % of best. Columns: every sampled size;
+    blank = not measured ok, × = measured but not ok. Colours saturate below `vmin` %.
+    """
+    import numpy as np
+
+    info = info or RunInfo()
+    dtypes = dtypes_in(results)
+    if len(dtypes) != 1:
+        raise ValueError(f"heatmap_figure wants one dtype, got {dtypes}")
+    ranked = rank_configs(results)
+    rows = shown_configs(results, top_n)
+    sizes = sorted(int(x) for x in results["ws_bytes"].unique())
+    pct = pct_of_best(results)
+    grid = (
+        pct[pct["config"].isin(rows)]
+        .pivot_table(index="config", columns="ws_bytes", values="pct_best", aggfunc="max")
+        .reindex(index=rows, columns=sizes)
+    )
+    values = np.ma.masked_invalid(grid.to_numpy(dtype=float))
+    fig = _new_figure(max(8.0, 0.2 * len(sizes) + 4.5), max(3.0, 0.2 * len(rows) + 2.2))
+    ax = fig.subplots()
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"].with_extremes(bad="0.92")
+    im = ax.imshow(values, aspect="auto", interpolation="nearest", cmap=cmap, vmin=vmin, vmax=100)
+    im.set_gid("heatmap")
+    bad = results[(results["role"] == "candidate") & (results["status"] != "ok")]
+    bad = bad[bad["config"].isin(rows)]
+    if len(bad):
+        ax.plot(
+            [sizes.index(int(w)) for w in bad["ws_bytes"]],
+            [rows.index(c) for c in bad["config"]],
+            ls="none",
+            marker="x",
+            ms=5,
+            color="tab:red",
+            label="not ok (see report)",
+            gid="not-ok",
+        )
+        ax.legend(loc="upper left", bbox_to_anchor=(0, -0.12), fontsize=8, frameon=False)
+    step = max(1, math.ceil(len(sizes) / 60))
+    ax.set_xticks(range(0, len(sizes), step))
+    ax.set_xticklabels([fmt_mib(s, 3) for s in sizes[::step]], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=7)
+    for x, label in info.markers():
+        if label in ("L2", "32 MiB") and sizes[0] < x <= sizes[-1]:
+            col = next(j for j, s in enumerate(sizes) if s >= x) - 0.5
+            ax.axvline(col, color="white", lw=1.2, ls="--", gid=f"marker-{label}")
+            ax.annotate(
+                label,
+                (col, 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+            )
+    ax.set_xlabel("working set (MiB)")
+    ax.set_ylabel("config (best mean % first)")
+    bar = fig.colorbar(im, ax=ax, extend="min", shrink=0.9)
+    bar.set_label("% of the best config at this size")
+    shown = (
+        f"{len(rows)} of {len(ranked)} configs: every size's winner, then best mean %"
+        if len(ranked) > len(rows)
+        else "all configs"
+    )
+    fig.suptitle(_title(f"{dtypes[0]}: % of best per size ({shown})", info, facet))
+    return fig
+
+
+def policy_figure(
+    bands: Bands,
+    info: RunInfo | None = None,
+    x_range: tuple[float, float] | None = None,
+) -> Figure:
+    """The launch policy as coloured spans along the byte axis, one row per dtype."""
+    from matplotlib.patches import Patch
+
+    info = info or RunInfo()
+    dtypes = sorted(bands, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+    if x_range is None:
+        edges = [e for d in dtypes for lo, hi, _ in bands[d] for e in (lo, hi) if e]
+        edges = edges or [MiB, 1024 * MiB]
+        x_range = (min(edges) / 4, max(edges) * 4)
+    lo, hi = x_range
+    configs = sorted({c for d in dtypes for _, _, c in bands[d]})
+    colours = _config_colours(configs)
+    fig = _new_figure(12, 0.7 * len(dtypes) + 1.8)
+    ax = fig.subplots()
+    _byte_axis(ax, lo, hi)
+    xmin, xmax = ax.get_xlim()
+    width_in = 12 * 0.7  # data area, roughly, after the legend
+    for row, dtype in enumerate(dtypes):
+        for b_lo, b_hi, config in bands[dtype]:
+            left, right = max(b_lo or xmin, xmin), min(b_hi or xmax, xmax)
+            if right <= left:
+                continue
+            ax.broken_barh(
+                [(left, right - left)],
+                (row - 0.38, 0.76),
+                facecolors=colours[config],
+                edgecolors="white",
+                gid=f"band-{dtype}-{config}",
+            )
+            frac = (math.log2(right) - math.log2(left)) / (math.log2(xmax) - math.log2(xmin))
+            if frac * width_in * 72 > 5.2 * len(config) + 6:  # label fits inside at 8 pt
+                ax.text(math.sqrt(left * right), row, config, ha="center", va="center", fontsize=8)
+    ax.set_yticks(range(len(dtypes)))
+    ax.set_yticklabels(dtypes)
+    ax.set_ylim(len(dtypes) - 0.5, -0.5)
+    _draw_markers(ax, info, labels=True)
+    ax.set_xlabel(XLABEL)
+    ax.legend(
+        handles=[Patch(color=colours[c], label=c) for c in configs],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+        frameon=False,
+        title="config",
+    )
+    fig.suptitle(_title("Launch policy: config per working-set band [lo, hi)", info, None))
+    return fig
+
+
+def modes_figure(results: pd.DataFrame, info: RunInfo | None = None) -> Figure:
+    """Best GB/s per size in each residency mode (and torch's), one panel per dtype."""
+    info = info or RunInfo()
+    dtypes = dtypes_in(results)
+    fig, axes = _panels(len(dtypes), height=2.8)
+    lo, hi = _size_range(results)
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    for i, (ax, dtype) in enumerate(zip(axes, dtypes, strict=True)):
+        d = results[results["dtype"] == dtype]
+        _byte_axis(ax, lo, hi)
+        for j, (facet, sub) in enumerate(facets(d)):
+            xs, ys = _series(best_per_size(sub))
+            ax.plot(xs, ys, color=cmap(j), lw=1.8, marker="o", ms=3, label=f"best, {facet}")
+            xs, ys = _series(sub[(sub["role"] == "baseline") & (sub["status"] == "ok")])
+            ax.plot(xs, ys, color=cmap(j), lw=1, ls="--", label=f"torch, {facet}")
+        ax.set_ylim(bottom=0)
+        _draw_markers(ax, info, labels=(i == 0))
+        ax.set_ylabel("bandwidth (GB/s)")
+        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
+        ax.grid(True, which="major", alpha=0.3)
+        _legend_outside(ax)
+    axes[-1].set_xlabel(XLABEL)
+    fig.suptitle(_title("Residency modes compared", info, None))
+    return fig
+
+
+# ---- all figures of a run -----------------------------------------------------------------
+
+
+def figures(
+    results: pd.DataFrame,
+    info: RunInfo | None = None,
+    bands: Bands | None = None,
+    top: int = 3,
+    heatmap_top: int = 40,
+) -> Iterator[tuple[str, Figure]]:
+    """(file stem, figure) for every figure of a run, one at a time."""
+    info = info or RunInfo()
+    many = facets(results)
+    for facet, sub in many:
+        yield f"bandwidth_{facet}", bandwidth_figure(sub, info, bands, top, facet)
+        yield f"ratio_{facet}", ratio_figure(sub, info, bands, facet)
+        for dtype in dtypes_in(sub):
+            d = sub[sub["dtype"] == dtype]
+            if not ok_candidates(d).empty:
+                yield f"heatmap_{facet}_{dtype}", heatmap_figure(d, info, heatmap_top, facet=facet)
+    if len(many) > 1:
+        yield "modes", modes_figure(results, info)
+    if bands:
+        yield "policy", policy_figure(bands, info, _size_range(results))
+
+
+def save(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
+    paths = []
+    for fmt in formats:
+        path = out_dir / f"{stem}.{fmt}"
+        fig.savefig(path, format=fmt, dpi=120 if fmt == "png" else None)
+        paths.append(path)
+    return paths
+
+
+def write_plots(
+    results: pd.DataFrame,
+    out_dir: str | Path,
+    formats: Sequence[str] = ("png", "svg"),
+    info: RunInfo | None = None,
+    bands: Bands | None = None,
+    top: int = 3,
+    heatmap_top: int = 40,
+) -> list[Path]:
+    """Render every figure of a run into out_dir; return the files written."""
+    paths: list[Path] = []
+    for stem, fig in figures(results, info, bands, top, heatmap_top):
+        paths += save(fig, out_dir, stem, formats)
+    return paths
+
+
+def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
+    """{dtype: [(lo, hi, config)]} from a policy document (see sweeper/policy.py)."""
+    table = policy.get("dtypes", policy.get("bands", policy))
+    out: dict[str, list[Band]] = {}
+    for dtype, entry in table.items():
+        items = entry.get("bands", []) if isinstance(entry, Mapping) else entry
+        if not isinstance(items, list):
+            continue
+        bands = []
+        for b in items:
+            if isinstance(b, Mapping) and "config" in b:
+                hi = b.get("hi_bytes")
+                bands.append(
+                    (int(b.get("lo_bytes") or 0), None if hi is None else int(hi), str(b["config"]))
+                )
+        if bands:
+            out[str(dtype)] = sorted(bands, key=lambda b: b[0])
+    return out
+
+
+def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:
+    """The bands of `<run_dir>/policy.json`, or None when no policy has been built yet."""
+    from sweeper.policy import POLICY, load_policy
+
+    path = Path(run_dir) / POLICY
+    return bands_from_policy(load_policy(path)) if path.exists() else None

@@ -1,0 +1,343 @@
+"""Plots on synthetic runs with known structure: a cliff at L2, two modes, a non-ok cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd
+import pytest
+
+from sweeper import plots
+from sweeper.plots import MiB, RunInfo
+
+L2 = 64 * MiB
+PERSIST = 40 * MiB
+ITEMSIZE = {"fp32": 4, "fp16": 2}
+SIZES = [1 * MiB, 4 * MiB, 16 * MiB] + [m * MiB for m in range(24, 161, 8)] + [256 * MiB, 512 * MiB]
+CONFIGS = [
+    "v16_u4_ld-cs_st-cs",
+    "v16_u4_ld-def_st-cs",
+    "v16_u4_ld-def_st-def",
+    "v8_u2_ld-def_st-def",
+]
+STREAMING = CONFIGS[0]
+BAD_CELL = ("hot", "fp16", 40 * MiB, CONFIGS[1])  # the one non-ok cell
+BOUNDARY = 68 * MiB  # midway between the measured 64 MiB and 72 MiB
+PRUNED = {"config": "v32_u8_ld-cs_st-cs", "dtype": "fp16", "reason": "register spill (64 regs)"}
+
+
+def _gbps(mode: str, ws: int, config: str | None) -> float:
+    """Hot: L2-resident up to L2 except for streaming loads (the cliff); DRAM above L2."""
+    in_l2 = mode == "hot" and ws <= L2
+    if config is None:  # torch
+        return 2900.0 if in_l2 else 950.0
+    if in_l2:
+        return 1200.0 if config == STREAMING else 3000.0 - 100 * CONFIGS.index(config)
+    return 1100.0 if config == STREAMING else 1000.0 - 20 * CONFIGS.index(config)
+
+
+def synthetic_results(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> pd.DataFrame:
+    rows = []
+    for mode in modes:
+        for dtype, itemsize in ITEMSIZE.items():
+            for ws in SIZES:
+                base = dict(
+                    run_id=run_id,
+                    gpu=gpu,
+                    mode=mode,
+                    pattern="preallocated",
+                    dtype=dtype,
+                    n=ws // (2 * itemsize),
+                    ws_bytes=ws,
+                    phase="sweep",
+                    status="ok",
+                    status_detail="",
+                    n_samples=30,
+                    grid="stride4",
+                    variant_id="",
+                )
+                torch_gbps = _gbps(mode, ws, None)
+                torch_us = ws / torch_gbps / 1e3
+                copy_gbps = 1.05 * max(_gbps(mode, ws, c) for c in CONFIGS)
+                rows.append(
+                    {
+                        **base,
+                        "role": "baseline",
+                        "config": "torch",
+                        "gbps": torch_gbps,
+                        "time_us": torch_us,
+                        "copy_gbps": copy_gbps,
+                    }
+                )
+                rows.append(
+                    {
+                        **base,
+                        "role": "copy",
+                        "config": "copy",
+                        "gbps": copy_gbps,
+                        "time_us": ws / copy_gbps / 1e3,
+                        "copy_gbps": copy_gbps,
+                    }
+                )
+                for config in CONFIGS:
+                    g = _gbps(mode, ws, config)
+                    t = ws / g / 1e3
+                    row = {
+                        **base,
+                        "role": "candidate",
+                        "config": config,
+                        "gbps": g,
+                        "time_us": t,
+                        "time_lo_us": t * 0.98,
+                        "time_hi_us": t * 1.02,
+                        "base_time_us": torch_us,
+                        "ratio": torch_us / t,
+                        "ratio_lo": 0.97 * torch_us / t,
+                        "ratio_hi": 1.03 * torch_us / t,
+                        "copy_gbps": copy_gbps,
+                        "vec_bytes": 16,
+                        "unroll": 4,
+                        "block": 256,
+                        "load_hint": "cs" if config == STREAMING else "default",
+                        "store_hint": "cs",
+                        "variant_id": f"{dtype}-{config}-abc",
+                    }
+                    if (mode, dtype, ws, config) == BAD_CELL:
+                        row.update(
+                            status="mismatch",
+                            status_detail="max abs err 3.0 at index 17",
+                            gbps=9999.0,
+                        )
+                    rows.append(row)
+    from sweeper.store import coerce
+
+    return coerce(pd.DataFrame(rows))
+
+
+def synthetic_manifest(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> dict:
+    return {
+        "run_id": run_id,
+        "gpu": gpu,
+        "device": {
+            "name": "Test GPU 64MB",
+            "cc": [8, 9],
+            "sm_count": 128,
+            "l2_bytes": L2,
+            "persisting_l2_max_bytes": PERSIST,
+            "dram_peak_gbps": 1008.0,
+            "memory_bytes": 24 << 30,
+            "driver_version": "575.51",
+        },
+        "plan": {
+            "path": "sweeps/test.json",
+            "plan_hash": "abc123",
+            "resolution": 8,
+            "l2_bytes": L2,
+            "dense_lo_bytes": 24 * MiB,
+            "dense_hi_bytes": 160 * MiB,
+        },
+        "modes": list(modes),
+        "grid": {"configs": len(CONFIGS)},
+        "baseline": "torch.relu",
+        "versions": {
+            "python": "3.11.2",
+            "numba": "0.61.0",
+            "numba_cuda": "0.30.0",
+            "numpy": "2.1.0",
+            "torch": "2.7.0",
+        },
+        "git_commit": "deadbeef",
+        "started": "2025-01-01T00:00:00Z",
+        "finished": "2025-01-01T01:00:00Z",
+        "pruned": [PRUNED],
+        "guards": [
+            {
+                "cell": "hot/fp16/40MiB/" + CONFIGS[1],
+                "status": "mismatch",
+                "detail": "max abs err 3.0 at index 17",
+            }
+        ],
+        "timing": {"plan": 0.5, "screen": 120.0, "sweep": 3000.0},
+    }
+
+
+def synthetic_bands() -> dict:
+    # policy: default loads through L2, streaming above it; the boundary sits midway
+    # between the measured sizes that bracket it, as sweeper/policy.py places it
+    return {d: [(0, BOUNDARY, CONFIGS[1]), (BOUNDARY, None, STREAMING)] for d in ITEMSIZE}
+
+
+def write_synthetic_run(path: Path, modes=("hot", "cold")) -> Path:
+    from sweeper.store import write_run
+
+    return write_run(path, synthetic_manifest(modes), synthetic_results(modes))
+
+
+@pytest.fixture
+def df() -> pd.DataFrame:
+    return synthetic_results()
+
+
+@pytest.fixture
+def info() -> RunInfo:
+    return RunInfo.from_manifest(synthetic_manifest())
+
+
+def _hot(df):
+    return df[df["mode"] == "hot"]
+
+
+def _line(ax, gid):
+    found = [ln for ln in ax.get_lines() if ln.get_gid() == gid]
+    assert len(found) == 1, f"expected one line with gid {gid!r}, found {len(found)}"
+    return found[0]
+
+
+def test_run_info_from_manifest(info):
+    assert info.l2_bytes == L2 and info.persisting_l2_max_bytes == PERSIST
+    assert info.dense_lo_bytes == 24 * MiB and info.gpu == "testgpu" and info.run_id == "r1"
+    assert [label for _, label in info.markers()] == ["32 MiB", "persisting-L2 max", "L2", "2×L2"]
+
+
+def test_best_per_size_ignores_non_ok_rows(df):
+    best = plots.best_per_size(df)
+    # one row per (mode, dtype, size)
+    assert len(best) == 2 * 2 * len(SIZES)
+    mode, dtype, ws, config = BAD_CELL
+    cell = best[(best["mode"] == mode) & (best["dtype"] == dtype) & (best["ws_bytes"] == ws)]
+    # the mismatching cell claimed 9999 GB/s: it must not win
+    assert cell["config"].item() == CONFIGS[2]
+    assert cell["gbps"].item() == pytest.approx(2800.0)
+    other = best[(best["mode"] == mode) & (best["dtype"] == dtype) & (best["ws_bytes"] == 48 * MiB)]
+    assert other["config"].item() == CONFIGS[1]
+
+
+def test_bandwidth_figure_axes_markers_and_sampled_points(df, info):
+    fig = plots.bandwidth_figure(_hot(df), info, synthetic_bands(), facet="hot")
+    axes = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in axes] == ["fp32", "fp16"]
+    assert "testgpu" in fig.get_suptitle() and "hot" in fig.get_suptitle()
+    assert "r1" in fig.get_suptitle()
+    for ax in axes:
+        assert ax.get_xscale() == "log"
+        assert "GB/s" in ax.get_ylabel()
+        assert list(_line(ax, "marker-L2").get_xdata()) == [L2, L2]
+        assert list(_line(ax, "marker-2×L2").get_xdata()) == [2 * L2, 2 * L2]
+        assert list(_line(ax, "marker-32 MiB").get_xdata()) == [32 * MiB, 32 * MiB]
+        assert len(_line(ax, "sampled").get_xdata()) == len(SIZES)
+        assert len(_line(ax, "best").get_xdata()) == len(SIZES)
+        for gid in ("baseline", "copy", "policy"):
+            _line(ax, gid)
+        assert ax.get_legend() is not None
+    assert "MiB" in axes[-1].get_xlabel()
+    # tick labels are MiB numbers
+    labels = {t.get_text() for t in axes[-1].get_xticklabels()}
+    assert {"1", "64", "512"} <= labels
+
+
+def test_policy_line_follows_the_bands(df, info):
+    fig = plots.bandwidth_figure(_hot(df), info, synthetic_bands())
+    ax = fig.axes[0]
+    policy = _line(ax, "policy")
+    xs, ys = list(policy.get_xdata()), list(policy.get_ydata())
+    # below L2 the policy picks default loads (3000-100 GB/s), above it streaming (1100)
+    assert ys[xs.index(16 * MiB)] == pytest.approx(2900.0)
+    assert ys[xs.index(256 * MiB)] == pytest.approx(1100.0)
+    assert ys[xs.index(L2)] == pytest.approx(2900.0)
+    assert ys[xs.index(72 * MiB)] == pytest.approx(1100.0)
+
+
+def test_ratio_figure_has_ci_and_parity(df, info):
+    fig = plots.ratio_figure(_hot(df), info, facet="hot")
+    ax = fig.axes[0]
+    assert list(_line(ax, "parity").get_ydata()) == [1.0, 1.0]
+    assert any(c.get_gid() == "ci" for c in ax.collections)
+    assert "torch" in ax.get_ylabel()
+
+
+def test_heatmap_values_in_range_with_100_at_best(df, info):
+    import numpy as np
+
+    d = _hot(df)
+    d = d[d["dtype"] == "fp16"]
+    fig = plots.heatmap_figure(d, info, top_n=1)
+    ax = fig.axes[0]
+    (im,) = [i for i in ax.get_images() if i.get_gid() == "heatmap"]
+    a = np.ma.filled(im.get_array().astype(float), np.nan)
+    # top-1 by mean plus every config that wins at some size; every sampled size a column
+    # (fp16 hot: CONFIGS[2] wins the size where CONFIGS[1] is not ok)
+    assert a.shape == (3, len(SIZES))
+    assert np.nanmin(a) >= 0 and np.nanmax(a) <= 100
+    assert np.allclose(np.nanmax(a, axis=0), 100.0)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert STREAMING not in labels[:1]  # streaming loses in L2: not ranked first
+    # the non-ok cell is marked
+    assert len(_line(ax, "not-ok").get_xdata()) == 1
+    assert "MiB" in ax.get_xlabel()
+
+
+def test_heatmap_top_n_limits_rows(df, info):
+    d = _hot(df)
+    d = d[d["dtype"] == "fp32"]
+    fig = plots.heatmap_figure(d, info, top_n=3)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == [CONFIGS[1], CONFIGS[2], STREAMING]  # winners + best mean %, by mean %
+    assert "3 of 4" in fig.get_suptitle()
+
+
+def test_policy_figure_one_span_per_band(info):
+    fig = plots.policy_figure(synthetic_bands(), info, (MiB, 512 * MiB))
+    ax = fig.axes[0]
+    gids = sorted(c.get_gid() for c in ax.collections if c.get_gid())
+    assert gids == sorted(f"band-{d}-{c}" for d in ITEMSIZE for c in (CONFIGS[1], STREAMING))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["fp32", "fp16"]
+
+
+def test_band_config_is_lo_closed_hi_open():
+    bands = synthetic_bands()["fp32"]
+    assert plots.band_config(bands, BOUNDARY - 1) == CONFIGS[1]
+    assert plots.band_config(bands, BOUNDARY) == STREAMING
+    assert plots.band_config(bands, 1) == CONFIGS[1]
+
+
+def test_figures_one_set_per_mode(df, info):
+    stems = [s for s, _ in plots.figures(df, info, synthetic_bands())]
+    for mode in ("hot", "cold"):
+        assert f"bandwidth_{mode}" in stems and f"ratio_{mode}" in stems
+        assert f"heatmap_{mode}_fp32" in stems
+    assert "modes" in stems and "policy" in stems
+
+
+def test_write_plots_png_and_svg(df, info, tmp_path):
+    paths = plots.write_plots(_hot(df), tmp_path, ("png", "svg"), info, synthetic_bands())
+    assert {p.suffix for p in paths} == {".png", ".svg"}
+    for p in paths:
+        assert p.exists() and p.stat().st_size > 1000
+    assert (tmp_path / "bandwidth_hot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (tmp_path / "bandwidth_hot.svg").read_text()[:500]
+
+
+def test_fmt_mib():
+    assert plots.fmt_mib(64 * MiB) == "64"
+    assert plots.fmt_mib(33.6e6, 3) == "32"
+    assert plots.fmt_mib(MiB // 2) == "0.5"
+    assert plots.fmt_mib(4096) == "4 KiB"
+
+
+def test_bands_from_a_built_policy(tmp_path):
+    from sweeper import policy
+
+    assert plots.load_bands(tmp_path) is None
+    doc = policy.build_policy(synthetic_results(("hot",)), synthetic_manifest(("hot",)))
+    policy.write_policy(tmp_path / "policy.json", doc)
+    bands = plots.load_bands(tmp_path)
+    assert set(bands) == {"fp32", "fp16"}
+    for dtype, bs in bands.items():
+        # default loads inside L2, streaming above it, one boundary between 64 and 72 MiB
+        assert [c for _, _, c in bs][-1] == STREAMING
+        assert 64 * MiB < bs[-1][0] <= 72 * MiB and bs[-1][1] is None and bs[0][0] == 0
+        assert plots.band_config(bs, 32 * MiB) != STREAMING, dtype
