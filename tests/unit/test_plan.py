@@ -1,0 +1,342 @@
+"""Planner invariants (property-based), plan-file round trip, corruption and overwrite rules."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sweeper import gpus, schema
+from sweeper import plan as P
+from sweeper.errors import SchemaError, SweeperError
+
+MiB = 1 << 20
+KiB = 1 << 10
+
+
+def spec_with(l2: int, persisting: int | None = None, memory: int = 80 << 30):
+    return replace(
+        gpus.lookup("h200"),
+        key="test",
+        l2_bytes=l2,
+        persisting_l2_max_bytes=persisting,
+        memory_bytes=memory,
+    )
+
+
+def check_invariants(p: P.Plan) -> None:
+    """Independent restatement of the planner's promises (not calling validate_plan_doc).
+
+    Edges are rounded to the 32-byte grain, hence the +-31 tolerances.
+    """
+    l2 = p.l2_bytes
+    cap = p.memory_bytes // 8
+    dense_lo, dense_hi = min(l2 // 4, cap), min(2 * l2, cap)
+    step = max(32, round(l2 / 256 / 32) * 32)
+
+    def in_dense(ws: int) -> bool:
+        return dense_lo - 31 <= ws <= dense_hi + 31
+
+    for d in p.dtypes:
+        item = P.DTYPES[d]
+        es = p.sizes(d)
+        ws = [e["working_set_bytes"] for e in es]
+        assert ws == sorted(set(ws)), "sorted and unique"
+        for e in es:
+            assert e["working_set_bytes"] == 2 * e["n"] * item
+            assert (e["n"] * item) % 16 == 0
+            assert e["region"] == ("dense" if in_dense(e["working_set_bytes"]) else "outer")
+        # coverage: from 64 KiB (or below) to >= 32 x L2, unless the memory cap stops it
+        assert ws[0] <= 64 * KiB
+        assert ws[-1] >= min(32 * l2, cap - 31)
+        assert ws[-1] <= cap
+        assert sum(in_dense(w) for w in ws) >= 2
+        for a, b in zip(ws, ws[1:], strict=False):
+            if in_dense(a) and in_dense(b):
+                assert b - a <= l2 / p.resolution, (d, a, b)
+            else:
+                assert b / a <= 1.25, (d, a, b)
+        names = {n: e["working_set_bytes"] for e in es for n in e["anchors"]}
+        nominal = {
+            "32MiB-": 32 * MiB - step,
+            "32MiB": 32 * MiB,
+            "32MiB+": 32 * MiB + step,
+            "L2-": l2 - step,
+            "L2": l2,
+            "L2+": l2 + step,
+            "2xL2": 2 * l2,
+            "1024^2": 2 * 1024 * 1024 * item,
+            "4096^2": 2 * 4096 * 4096 * item,
+        }
+        if p.persisting_l2_max_bytes:
+            nominal["persist-max"] = p.persisting_l2_max_bytes
+        for name, v in nominal.items():
+            if v + 32 <= cap:
+                assert name in names, name
+                assert abs(names[name] - v) <= 16, (name, names[name], v)
+            elif v > cap + 32:
+                assert name not in names, name
+        assert set(names) <= set(nominal)
+    for t in p.tails:
+        assert t["working_set_bytes"] == 2 * t["n"] * P.DTYPES[t["dtype"]]
+    for d in p.dtypes:
+        assert {t["n"] for t in p.tail_sizes(d)} == {1, 3, 15, 17, 4097, 1000003}
+
+
+l2_sizes = st.one_of(
+    st.integers(1, 256).map(lambda m: m * MiB),
+    st.integers(1 * MiB, 256 * MiB),  # odd values too
+)
+resolutions = st.integers(32, 256)
+dtype_sets = st.lists(st.sampled_from(sorted(P.DTYPES)), min_size=1, max_size=4, unique=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    l2=l2_sizes, res=resolutions, dtypes=dtype_sets, persist_frac=st.sampled_from([0, 0.625, 0.75])
+)
+def test_ladder_invariants(l2, res, dtypes, persist_frac):
+    persisting = int(l2 * persist_frac) or None
+    p = P.make_plan(spec_with(l2, persisting), dtypes=dtypes, resolution=res)
+    check_invariants(p)
+    P.validate_plan_doc(json.loads(json.dumps(schema.stamp("plan", p.payload()))))
+
+
+@settings(max_examples=15, deadline=None)
+@given(l2=l2_sizes, mem_gib=st.integers(1, 8))
+def test_memory_cap_limits_the_top(l2, mem_gib):
+    mem = mem_gib << 30
+    p = P.make_plan(spec_with(l2, memory=mem), resolution=32)
+    check_invariants(p)
+    for d in p.dtypes:
+        assert p.sizes(d)[-1]["working_set_bytes"] <= mem // 8
+
+
+def test_4090_band_is_dense():
+    p = P.make_plan(gpus.lookup("4090"))
+    for d in P.DTYPES:
+        ws = [e["working_set_bytes"] for e in p.sizes(d)]
+        assert sum(32 * MiB < w <= 72 * MiB for w in ws) >= 16
+        inside = [w for w in ws if 18 * MiB <= w <= 144 * MiB]
+        assert inside[0] == 18 * MiB and inside[-1] == 144 * MiB
+        assert max(b - a for a, b in zip(inside, inside[1:], strict=False)) <= 2.25 * MiB
+    fp16 = {e["working_set_bytes"]: e for e in p.sizes("fp16")}
+    assert "4096^2" in fp16[64 * MiB]["anchors"]
+    assert "L2" in fp16[72 * MiB]["anchors"]
+
+
+def test_h200_persisting_anchor():
+    p = P.make_plan(gpus.lookup("h200"), dtypes="fp32")
+    at = {n: e["working_set_bytes"] for e in p.sizes("fp32") for n in e["anchors"]}
+    assert at["persist-max"] == 39321600
+    assert at["L2"] == 62914560
+
+
+def test_committed_sweeps_are_valid():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "sweeps"
+    for key in ("4090", "h200"):
+        p = P.load_plan(root / f"{key}.json")
+        assert p.gpu == key
+        assert p.l2_bytes == gpus.lookup(key).l2_bytes
+
+
+@pytest.mark.parametrize("res", [0, 31, 4097, 10**9, "32", True])
+def test_bad_resolution(res):
+    with pytest.raises(SweeperError, match="resolution"):
+        P.make_plan(gpus.lookup("4090"), resolution=res)
+
+
+def test_resolution_too_fine_for_small_l2():
+    with pytest.raises(SweeperError, match="below 32 bytes"):
+        P.make_plan(spec_with(64 * KiB), resolution=4096)
+
+
+@pytest.mark.parametrize("dtypes", ["fp64", "fp32,xx", ",", ""])
+def test_bad_dtypes(dtypes):
+    with pytest.raises(SweeperError, match="dtype"):
+        P.make_plan(gpus.lookup("4090"), dtypes=dtypes)
+
+
+def test_sizes_of_absent_dtype():
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp16")
+    with pytest.raises(SweeperError):
+        p.sizes("fp32")
+
+
+def test_summary():
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp32,int8")
+    rows = P.summarize(p)
+    assert [r["dtype"] for r in rows] == ["fp32", "int8"]
+    for r in rows:
+        assert r["max_gap_dense_bytes"] <= 72 * MiB / 32
+        assert r["max_ratio_outer"] <= 1.25
+        assert r["dense_lo_bytes"] == 18 * MiB and r["dense_hi_bytes"] == 144 * MiB
+        assert r["est_seconds_per_config"] > 0
+
+
+# ---- file round trip and corruption -------------------------------------------------------
+
+
+@pytest.fixture
+def plan_file(tmp_path):
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp32,fp16")
+    path = tmp_path / "4090.json"
+    P.write_plan(p, path)
+    return p, path
+
+
+def test_round_trip(plan_file):
+    p, path = plan_file
+    q = P.load_plan(path)
+    assert q == p
+    doc = json.loads(path.read_text())
+    assert doc["kind"] == "plan" and doc["schema_version"] == 1
+    assert doc["spec"]["l2_bytes"] == 75497472
+
+
+def _edit(path, fn, rehash=True):
+    doc = json.loads(path.read_text())
+    fn(doc)
+    if rehash:
+        doc["plan_hash"] = P._hash(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _fp16_index(doc, ws):
+    return next(
+        i
+        for i, e in enumerate(doc["entries"])
+        if e["dtype"] == "fp16" and e["working_set_bytes"] == ws
+    )
+
+
+def _drop_dense_point(doc):
+    i = _fp16_index(doc, 18 * MiB)
+    del doc["entries"][i + 1]  # the next dense point: the gap doubles to 4.5 MiB
+
+
+def _drop_outer_point(doc):
+    i = next(i for i, e in enumerate(doc["entries"]) if e["working_set_bytes"] > 200 * MiB)
+    del doc["entries"][i]
+
+
+def _drop_anchor(doc):
+    i = _fp16_index(doc, 64 * MiB)
+    doc["entries"][i]["anchors"] = []
+
+
+def _swap(doc):
+    e = doc["entries"]
+    e[3], e[4] = e[4], e[3]
+
+
+def _dup(doc):
+    doc["entries"].insert(5, dict(doc["entries"][5]))
+
+
+def _bad_ws(doc):
+    doc["entries"][2]["working_set_bytes"] += 32
+
+
+def _not16(doc):
+    e = doc["entries"][2]
+    e["n"] += 1
+    e["working_set_bytes"] = 2 * e["n"] * 4
+
+
+def _unknown_dtype(doc):
+    doc["entries"][0]["dtype"] = "fp64"
+
+
+def _unknown_plan_dtype(doc):
+    doc["dtypes"].append("fp8")
+
+
+def _bad_region(doc):
+    doc["entries"][0]["region"] = "dense"
+
+
+def _tail(doc):
+    doc["tails"][0]["working_set_bytes"] = 7
+
+
+def _spec_l2(doc):
+    doc["spec"]["l2_bytes"] = 64 * MiB
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (_drop_dense_point, "entries["),
+        (_drop_outer_point, "entries["),
+        (_drop_anchor, "entries"),
+        (_swap, "entries["),
+        (_dup, "entries["),
+        (_bad_ws, "entries[2].working_set_bytes"),
+        (_not16, "entries[2].n"),
+        (_unknown_dtype, "entries[0].dtype"),
+        (_unknown_plan_dtype, "dtypes[2]"),
+        (_bad_region, "entries[0].region"),
+        (_tail, "tails[0]"),
+        (_spec_l2, "entries"),
+    ],
+)
+def test_corruption_rejected_naming_field(plan_file, mutate, field):
+    _, path = plan_file
+    _edit(path, mutate)
+    with pytest.raises(SchemaError) as ei:
+        P.load_plan(path)
+    assert ei.value.field is not None and ei.value.field.startswith(field), str(ei.value)
+    assert str(path) in str(ei.value)
+
+
+def test_hand_edit_without_rehash_is_caught(plan_file):
+    _, path = plan_file
+
+    # an edit every other check accepts: only the hash can tell
+    def edit(doc):
+        doc["gpu"] = "4090-tuned"
+        doc["notes"].append("hand edited")
+
+    _edit(path, edit, rehash=False)
+    with pytest.raises(SchemaError) as ei:
+        P.load_plan(path)
+    assert ei.value.field == "plan_hash"
+
+
+def test_newer_version_and_other_kind_rejected(plan_file):
+    _, path = plan_file
+    _edit(path, lambda d: d.__setitem__("schema_version", 99), rehash=False)
+    with pytest.raises(SchemaError, match="upgrade sweeper"):
+        P.load_plan(path)
+    _edit(path, lambda d: d.update(schema_version=1, kind="policy"), rehash=False)
+    with pytest.raises(SchemaError) as ei:
+        P.load_plan(path)
+    assert ei.value.field == "kind"
+
+
+def test_write_refuses_different_plan_without_force(plan_file):
+    p, path = plan_file
+    P.write_plan(p, path)  # the same plan again is fine
+    other = P.make_plan(gpus.lookup("4090"), dtypes="fp32,fp16", resolution=64)
+    before = path.read_text()
+    with pytest.raises(SweeperError, match="--force"):
+        P.write_plan(other, path)
+    assert path.read_text() == before
+    P.write_plan(other, path, force=True)
+    assert P.load_plan(path).resolution == 64
+
+
+def test_write_refuses_over_unreadable_file(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("not json")
+    p = P.make_plan(gpus.lookup("l4"), dtypes="int8")
+    with pytest.raises(SweeperError, match="--force"):
+        P.write_plan(p, path)
+    P.write_plan(p, path, force=True)
+    assert P.load_plan(path) == p
