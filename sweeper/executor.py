@@ -1,0 +1,351 @@
+"""The GPU side of the runner: buffers, launchers, correctness checks, guards, timing.
+
+Per (dtype, n) it allocates SEPARATE buffers for the candidate side and the baseline side
+(same input contents), the expected output (computed once on the host by the bit-level
+reference and compared on the device), and a pristine input copy for after-write mode.
+
+Per candidate cell:
+  1. guards reset: persisting-L2 limit 0, persisting lines reset, stream window cleared;
+  2. output poisoned, one call, output checked bit-exactly (pre-check);
+  3. output poisoned again, timed ABBA against the baseline;
+  4. output checked bit-exactly again (catches drift after N calls and skipped work);
+  5. persisting state read back (catches a candidate that set a window or raised the limit);
+  6. cold mode: a figure above the DRAM peak is flagged `above-peak`.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import numpy as np
+
+from sweeper.errors import SweeperError
+from sweeper.measure import Bench, Stopping, check
+
+POISON = 0xABABABAB
+
+
+def _ptr(a) -> int:
+    return a.__cuda_array_interface__["data"][0]
+
+
+class _Buffers:
+    def __init__(self, cuda, dtype: str, n: int, seed: int, allocating: bool):
+        from sweeper_kernels import reference_relu, storage_dtype
+
+        st = np.dtype(storage_dtype(dtype))
+        self.nbytes = n * st.itemsize
+        rng = np.random.default_rng(seed)
+        host = rng.integers(0, 256, size=self.nbytes, dtype=np.uint8).view(st)
+        expected = reference_relu(host, dtype)
+        self.x_a = cuda.to_device(host)
+        self.x_b = cuda.to_device(host)
+        self.src = cuda.to_device(host)
+        self.y_a = cuda.device_array(n, dtype=st)
+        self.y_b = cuda.device_array(n, dtype=st)
+        # The allocating call pattern keeps the previous output alive, so a caching
+        # allocator alternates two output blocks: reproduce that footprint on both sides.
+        self.y_a2 = cuda.device_array(n, dtype=st) if allocating else None
+        self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
+        self.expected = cuda.to_device(expected)
+        self.words = self.nbytes // 4
+
+
+class GpuExecutor:
+    def __init__(
+        self,
+        *,
+        baseline: str = "auto",
+        pattern: str = "preallocated",
+        stopping: Stopping | None = None,
+        dram_peak_gbps: float | None = None,
+        seed: int = 0,
+        workers: int | None = None,
+    ):
+        self.bench = Bench()
+        self.cuda = self.bench.cuda
+        self.stopping = stopping or Stopping()
+        self.pattern = pattern
+        self.dram_peak_gbps = dram_peak_gbps
+        self.seed = seed
+        self.workers = workers
+        self._buffers: dict[tuple[str, int], _Buffers] = {}
+        self._base_graphs: dict[tuple, Any] = {}
+        self.torch = None
+        if baseline in ("auto", "torch"):
+            try:
+                import torch
+
+                if not torch.cuda.is_available():
+                    raise ImportError("torch has no CUDA")
+                self.torch = torch
+                self.torch_stream = torch.cuda.ExternalStream(int(self.bench.stream.handle))
+                self.baseline_name = "torch"
+            except ImportError as e:
+                if baseline == "torch":
+                    raise SweeperError(f"--baseline torch asked for, but {e}") from None
+        if self.torch is None:
+            self.baseline_name = (
+                baseline if baseline not in ("auto", "torch") else "v16-u1-ld.default-st.default"
+            )
+        self._mismatch = _mismatch_kernel()
+        self._count = self.cuda.device_array(1, dtype=np.uint64)
+
+    # -- Executor protocol ------------------------------------------------------------------
+    def describe(self) -> dict:
+        from sweeper.gpus import detect
+
+        info = detect()
+        versions = {"python": platform.python_version()}
+        for mod in ("numba", "numba_cuda", "numpy", "torch", "llvmlite"):
+            try:
+                m = __import__(mod)
+                versions[mod] = getattr(m, "__version__", "?")
+            except ImportError:
+                versions[mod] = None
+        dev = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(info).items()}
+        if self.dram_peak_gbps is not None:
+            dev.setdefault("dram_peak_gbps", self.dram_peak_gbps)
+        return {"device": dev, "versions": versions, "baseline": self.baseline_name}
+
+    def variants(self, grid: str, dtype: str) -> list[Any]:
+        from sweeper_kernels import GRIDS
+
+        if grid not in GRIDS:
+            raise SweeperError(f"unknown grid {grid!r}; known: {', '.join(GRIDS)}")
+        return list(GRIDS[grid]([dtype]))
+
+    def prepare(self, variants: list[Any]) -> None:
+        import sweeper_kernels
+
+        warm = getattr(sweeper_kernels, "precompile", None)
+        if warm is not None:
+            warm(variants, workers=self.workers)
+        for v in variants:
+            sweeper_kernels.get_launcher(v)
+
+    def release(self, dtype: str, n: int) -> None:
+        self._buffers.pop((dtype, n), None)
+        for k in [k for k in self._base_graphs if k[:2] == (dtype, n)]:
+            for g in self._base_graphs.pop(k):
+                g.close()
+
+    def _bufs(self, dtype: str, n: int) -> _Buffers:
+        key = (dtype, n)
+        if key not in self._buffers:
+            self._buffers.clear()
+            self._buffers[key] = _Buffers(
+                self.cuda, dtype, n, self.seed, self.pattern == "allocating"
+            )
+        return self._buffers[key]
+
+    # -- launches -------------------------------------------------------------------------
+    def _alternating(self, launch_into, y, y2):
+        if y2 is None:
+            return lambda s: launch_into(y, s)
+        state = {"i": 0}
+
+        def launch(s):
+            state["i"] ^= 1
+            launch_into(y if state["i"] else y2, s)
+
+        return launch
+
+    def _candidate_launch(self, variant, b: _Buffers, n: int):
+        from sweeper_kernels import get_launcher
+
+        launcher = get_launcher(variant)
+        return self._alternating(lambda y, s: launcher(b.x_a, y, n, s), b.y_a, b.y_a2)
+
+    def _baseline_launch(self, dtype: str, b: _Buffers, n: int):
+        if self.torch is not None:
+            torch = self.torch
+            tx = _as_torch(torch, b.x_b, dtype)
+            ty = {id(y): _as_torch(torch, y, dtype) for y in (b.y_b, b.y_b2) if y is not None}
+
+            def into(y, s):
+                with torch.cuda.stream(self.torch_stream):
+                    torch.clamp_min(tx, 0, out=ty[id(y)])
+
+            return self._alternating(into, b.y_b, b.y_b2)
+        from sweeper_kernels import Variant, get_launcher
+
+        ref = Variant.from_config(dtype, self.baseline_name)
+        launcher = get_launcher(ref)
+        return self._alternating(lambda y, s: launcher(b.x_b, y, n, s), b.y_b, b.y_b2)
+
+    def _producer(self, b: _Buffers, x):
+        return self.bench.copy(x, b.src, b.nbytes)
+
+    # -- checks ---------------------------------------------------------------------------
+    def _poison(self, y) -> None:
+        cu = _cu()
+        check(cu.cuMemsetD32Async(_ptr(y), POISON, y.nbytes // 4, self.bench.h))
+
+    def _mismatches(self, y, b: _Buffers) -> int:
+        self._count[0] = 0
+        blocks = min(4096, (b.words + 255) // 256)
+        self._mismatch[blocks, 256, self.bench.stream](
+            y.view(np.uint32), b.expected.view(np.uint32), self._count
+        )
+        self.bench.sync()
+        return int(self._count.copy_to_host()[0])
+
+    # -- cells ----------------------------------------------------------------------------
+    def _pair(self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping):
+        if mode == "hot":
+            return self.bench.time_pair_hot(a, bl, stop)
+        if mode == "cold":
+            return self.bench.time_pair_blocked(a, bl, stop, mode="cold")
+        if mode == "after-write":
+            return self.bench.time_pair_blocked(
+                a,
+                bl,
+                stop,
+                before_a=self._producer(b, b.x_a),
+                before_b=self._producer(b, b.x_b),
+                mode="after-write",
+            )
+        raise SweeperError(f"unknown mode {mode!r}")
+
+    def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
+        """Copy roofline and baseline at this size, timed against each other (ABBA)."""
+        from sweeper_kernels import itemsize
+
+        b = self._bufs(dtype, n)
+        ws = 2 * n * itemsize(dtype)
+        base = self._baseline_launch(dtype, b, n)
+        copy = self.bench.copy(b.y_a, b.x_a, b.nbytes)
+        self.bench.reset_persisting()
+        res = self._pair(mode, copy, base, b, (dtype, n), self.stopping).summary()
+        common = {"mode": mode, "dtype": dtype, "n": n, "ws_bytes": ws, "status": "ok"}
+        copy_gbps = ws / res["time_us"] / 1e3
+        copy_row = {
+            **common,
+            "role": "copy",
+            "config": "copy",
+            "variant_id": "",
+            **{k: res[k] for k in ("time_us", "time_lo_us", "time_hi_us", "n_samples")},
+            "gbps": copy_gbps,
+            "base_time_us": res["base_time_us"],
+            "ratio": res["ratio"],
+            "ratio_lo": res["ratio_lo"],
+            "ratio_hi": res["ratio_hi"],
+            "copy_gbps": copy_gbps,
+        }
+        base_row = {
+            **common,
+            "role": "baseline",
+            "config": self.baseline_name,
+            "variant_id": "",
+            "time_us": res["base_time_us"],
+            "time_lo_us": res["base_time_lo_us"],
+            "time_hi_us": res["base_time_hi_us"],
+            "gbps": ws / res["base_time_us"] / 1e3,
+            "base_time_us": res["base_time_us"],
+            "ratio": 1.0,
+            "ratio_lo": 1.0,
+            "ratio_hi": 1.0,
+            "copy_gbps": copy_gbps,
+            "n_samples": res["n_samples"],
+        }
+        self._copy_gbps = (dtype, n, copy_gbps)
+        return [copy_row, base_row]
+
+    def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        from sweeper_kernels import itemsize
+
+        b = self._bufs(dtype, n)
+        ws = 2 * n * itemsize(dtype)
+        row: dict[str, Any] = {
+            "mode": mode,
+            "dtype": dtype,
+            "n": n,
+            "ws_bytes": ws,
+            "role": "candidate",
+            "config": variant.config,
+            "variant_id": variant.id,
+            "vec_bytes": variant.vec_bytes,
+            "unroll": variant.unroll,
+            "load_hint": variant.load_hint,
+            "store_hint": variant.store_hint,
+            "block": variant.block,
+            "grid": variant.grid,
+            "status": "ok",
+            "status_detail": "",
+        }
+        cg = getattr(self, "_copy_gbps", None)
+        if cg and cg[:2] == (dtype, n):
+            row["copy_gbps"] = cg[2]
+        try:
+            self.bench.reset_persisting()
+            cand = self._candidate_launch(variant, b, n)
+            base = self._baseline_launch(dtype, b, n)
+            self._poison(b.y_a)
+            cand(self.bench.stream)
+            bad = self._mismatches(b.y_a, b)
+            if bad:
+                return {**row, "status": "mismatch", "status_detail": f"pre-check: {bad} words"}
+            self._poison(b.y_a)
+            if b.y_a2 is not None:
+                self._poison(b.y_a2)
+            timing = self._pair(mode, cand, base, b, (dtype, n), self.stopping)
+            summary = timing.summary()
+            bad = self._mismatches(b.y_a, b)
+            if b.y_a2 is not None:
+                bad += self._mismatches(b.y_a2, b)
+            state = self.bench.persisting_state()
+        except SweeperError as e:
+            return {**row, "status": "error", "status_detail": str(e)}
+        row.update(summary)
+        row["gbps"] = ws / summary["time_us"] / 1e3
+        row["samples_us"] = [round(float(t), 4) for t in timing.a_us]
+        row["base_samples_us"] = [round(float(t), 4) for t in timing.b_us]
+        if bad:
+            row["status"] = "mismatch"
+            row["status_detail"] = f"after the timed loop: {bad} words differ from the reference"
+        elif state["limit"] != 0 or state["window_bytes"] != 0:
+            row["status"] = "guard"
+            row["status_detail"] = (
+                f"persisting-L2 state changed during the cell: limit {state['limit']} B, "
+                f"stream window {state['window_bytes']} B"
+            )
+            self.bench.reset_persisting()
+        elif mode == "cold" and self.dram_peak_gbps and row["gbps"] > self.dram_peak_gbps:
+            row["status"] = "above-peak"
+            row["status_detail"] = (
+                f"cold {row['gbps']:.0f} GB/s exceeds the DRAM peak {self.dram_peak_gbps:.0f}"
+            )
+        return row
+
+
+def _cu():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _as_torch(torch, arr, dtype: str):
+    t = torch.as_tensor(arr, device="cuda")
+    if dtype == "bf16":
+        t = t.view(torch.bfloat16)
+    return t
+
+
+def _mismatch_kernel():
+    from numba import cuda
+
+    @cuda.jit("void(uint32[::1], uint32[::1], uint64[::1])")
+    def mismatches(y, e, count):
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        local = 0
+        while i < y.size:
+            if y[i] != e[i]:
+                local += 1
+            i += stride
+        if local:
+            cuda.atomic.add(count, 0, local)
+
+    return mismatches

@@ -1,0 +1,478 @@
+"""Timers, residency modes, guards and statistics. The only sweeper module that talks to CUDA.
+
+How a time is taken (no host launch overhead in any figure):
+
+* hot (default): the candidate's calls are captured once into a CUDA graph of `calls`
+  back-to-back launches; a sample is one replay of that graph between two CUDA events,
+  preceded (outside the events) by one warm-up call, so every sample measures the repeated-call
+  steady state and never the other side's leftovers. Per-call time = elapsed / calls.
+* cold / after-write: the stream is held by a blocking kernel (as nvbench does) while the
+  samples are queued: [flush or producer] [event] [one call] [event], ...; then released. The
+  host's ~26 us per Numba launch is paid while the GPU waits, so it is never timed.
+  cold writes 2 x L2 bytes before every call; after-write copies the pristine input into the
+  input buffer (a producer kernel) just before every call.
+
+Candidate and baseline are timed in counterbalanced order (A B B A ...) on separate buffers;
+the ratio's confidence interval comes from a paired bootstrap over adjacent samples.
+
+Guards: the persisting-L2 limit is set to 0, persisting lines are reset and the stream's
+access-policy window cleared (and read back) before every cell; `persisting_state()` is read
+again after the cell so a candidate that changes any of it is caught.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from sweeper.errors import NoGPUError, SweeperError
+
+Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
+
+# ---------------------------------------------------------------------------------------------
+# Statistics (pure numpy; unit-tested on the CPU)
+
+_BOOT = 400
+
+
+def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Bootstrap CI of the median (deterministic for a given seed)."""
+    s = np.asarray(samples, dtype=float)
+    if s.size == 0:
+        return (math.nan, math.nan)
+    if s.size == 1:
+        return (float(s[0]), float(s[0]))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, s.size, size=(_BOOT, s.size))
+    meds = np.median(s[idx], axis=1)
+    a = (1 - level) / 2
+    return (float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)))
+
+
+def ratio_ci(
+    num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """median(num)/median(den) with a paired bootstrap CI (pairs resampled together)."""
+    num = np.asarray(num, dtype=float)
+    den = np.asarray(den, dtype=float)
+    k = min(num.size, den.size)
+    if k == 0:
+        return (math.nan, math.nan, math.nan)
+    num, den = num[:k], den[:k]
+    point = float(np.median(num) / np.median(den))
+    if k == 1:
+        return (point, point, point)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, k, size=(_BOOT, k))
+    r = np.median(num[idx], axis=1) / np.median(den[idx], axis=1)
+    a = (1 - level) / 2
+    return (point, float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
+
+
+def rel_halfwidth(samples: np.ndarray) -> float:
+    lo, hi = median_ci(samples)
+    med = float(np.median(samples))
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+@dataclass
+class Stopping:
+    """When to stop sampling a cell: enough samples and a tight CI, or a cap."""
+
+    min_samples: int = 6
+    max_samples: int = 24
+    rel_tol: float = 0.01  # CI half-width of the median, relative
+    time_cap_s: float = 2.0
+    target_sample_us: float = 150.0  # GPU time per hot sample (sets calls per graph)
+    max_calls: int = 128
+
+
+@dataclass
+class PairTiming:
+    """Per-call times (us) of two sides timed in ABBA order, adjacent samples paired."""
+
+    a_us: np.ndarray
+    b_us: np.ndarray
+    calls: int
+    mode: str
+    order: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        a_lo, a_hi = median_ci(self.a_us)
+        b_lo, b_hi = median_ci(self.b_us)
+        r, r_lo, r_hi = ratio_ci(self.b_us, self.a_us)
+        return {
+            "time_us": float(np.median(self.a_us)),
+            "time_lo_us": a_lo,
+            "time_hi_us": a_hi,
+            "base_time_us": float(np.median(self.b_us)),
+            "base_time_lo_us": b_lo,
+            "base_time_hi_us": b_hi,
+            "ratio": r,
+            "ratio_lo": r_lo,
+            "ratio_hi": r_hi,
+            "n_samples": int(min(self.a_us.size, self.b_us.size)),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA plumbing (imported lazily)
+
+
+def _cu():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result):
+    """Unpack a cuda-bindings (err, *values) tuple; raise on error."""
+    cu = _cu()
+    err = result[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        raise SweeperError(f"CUDA driver error {name.decode() if name else err}")
+    rest = result[1:]
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+def require_gpu():
+    """Import numba.cuda and make sure a GPU is usable; NoGPUError otherwise."""
+    try:
+        from numba import cuda
+    except Exception as e:  # pragma: no cover - depends on the install
+        raise NoGPUError(f"numba-cuda is not importable ({e}); see README: Install") from None
+    try:
+        if not cuda.is_available():
+            raise NoGPUError("no CUDA GPU is usable here (numba.cuda.is_available() is False)")
+        cuda.current_context()
+    except NoGPUError:
+        raise
+    except Exception as e:
+        raise NoGPUError(f"no CUDA GPU is usable here ({e})") from None
+    return cuda
+
+
+@cache
+def _helpers():
+    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel."""
+    from llvmlite import ir
+    from numba import cuda, types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def globaltimer(typingctx):
+        sig = types.uint64()
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.IntType(64), [])
+            asm = ir.InlineAsm(fnty, "mov.u64 $0, %globaltimer;", "=l", side_effect=True)
+            return builder.call(asm, [])
+
+        return sig, codegen
+
+    @intrinsic
+    def load_volatile_i32(typingctx, ptr):
+        sig = types.int32(types.uint64)
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, "ld.volatile.global.u32 $0, [$1];", "=r,l", side_effect=True)
+            return builder.call(asm, args)
+
+        return sig, codegen
+
+    @cuda.jit("void(uint64, uint64, int32[:])")
+    def blocker(flag_ptr, timeout_ns, timed_out):
+        start = globaltimer()
+        while load_volatile_i32(flag_ptr) == 0:
+            if globaltimer() - start > timeout_ns:
+                timed_out[0] = 1
+                return
+
+    @cuda.jit("void(uint64)")
+    def spin(ns):
+        start = globaltimer()
+        while globaltimer() - start < ns:
+            pass
+
+    @cuda.jit("void()")
+    def empty():
+        pass
+
+    return blocker, spin, empty
+
+
+class Graph:
+    """`calls` back-to-back launches captured once into a CUDA graph, replayed on a stream."""
+
+    def __init__(self, launch: Launch, calls: int, stream):
+        cu = _cu()
+        self.calls = calls
+        self.h = cu.CUstream(int(stream.handle))
+        check(
+            cu.cuStreamBeginCapture(self.h, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
+        )
+        try:
+            for _ in range(calls):
+                launch(stream)
+        finally:
+            graph = check(cu.cuStreamEndCapture(self.h))
+        self.graph = graph
+        self.exec = check(cu.cuGraphInstantiate(graph, 0))
+
+    def launch(self) -> None:
+        check(_cu().cuGraphLaunch(self.exec, self.h))
+
+    def close(self) -> None:
+        cu = _cu()
+        if self.exec is not None:
+            cu.cuGraphExecDestroy(self.exec)
+            cu.cuGraphDestroy(self.graph)
+            self.exec = None
+
+    def __del__(self):  # pragma: no cover - best effort
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class Bench:
+    """One GPU, one stream, the flush buffer and the guards. Create once per run."""
+
+    def __init__(self, l2_bytes: int | None = None, block_timeout_s: float = 20.0):
+        cuda = require_gpu()
+        self.cuda = cuda
+        cu = _cu()
+        self.stream = cuda.stream()
+        self.h = cu.CUstream(int(self.stream.handle))
+        dev = check(cu.cuCtxGetDevice())
+        attr = cu.CUdevice_attribute
+        self.l2_bytes = l2_bytes or check(
+            cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev)
+        )
+        self.persisting_max = check(
+            cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev)
+        )
+        # Flush buffer: 2 x L2 bytes, written (memset) before every cold call.
+        self.flush_words = 2 * self.l2_bytes // 4
+        self.flush_buf = cuda.device_array(self.flush_words, dtype=np.uint32)
+        self.flag = cuda.mapped_array(1, dtype=np.int32)
+        self.timed_out = cuda.device_array(1, dtype=np.int32)
+        self.block_timeout_ns = int(block_timeout_s * 1e9)
+        self._events: list = []
+        self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
+
+    # -- guards ---------------------------------------------------------------------------
+    def reset_persisting(self) -> None:
+        """Persisting-L2 limit 0, persisting lines reset, stream window cleared (read back)."""
+        cu = _cu()
+        check(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0))
+        check(cu.cuCtxResetPersistingL2Cache())
+        v = cu.CUstreamAttrValue()
+        v.accessPolicyWindow.base_ptr = 0
+        v.accessPolicyWindow.num_bytes = 0
+        v.accessPolicyWindow.hitRatio = 0.0
+        v.accessPolicyWindow.hitProp = cu.CUaccessProperty.CU_ACCESS_PROPERTY_NORMAL
+        v.accessPolicyWindow.missProp = cu.CUaccessProperty.CU_ACCESS_PROPERTY_NORMAL
+        attr = cu.CUstreamAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+        check(cu.cuStreamSetAttribute(self.h, attr, v))
+        state = self.persisting_state()
+        if state["limit"] != 0 or state["window_bytes"] != 0:
+            raise SweeperError(f"could not clear persisting-L2 state: {state}")
+
+    def persisting_state(self) -> dict:
+        cu = _cu()
+        limit = check(cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE))
+        attr = cu.CUstreamAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+        v = check(cu.cuStreamGetAttribute(self.h, attr))
+        return {
+            "limit": int(limit),
+            "window_bytes": int(v.accessPolicyWindow.num_bytes),
+            "hit_ratio": float(v.accessPolicyWindow.hitRatio),
+        }
+
+    # -- building blocks -------------------------------------------------------------------
+    def _event(self, i: int):
+        while len(self._events) <= i:
+            self._events.append(self.cuda.event(timing=True))
+        return self._events[i]
+
+    def flush(self, stream=None) -> None:
+        cu = _cu()
+        h = self.h if stream is None else cu.CUstream(int(stream.handle))
+        ptr = self.flush_buf.__cuda_array_interface__["data"][0]
+        check(cu.cuMemsetD32Async(ptr, 0x5A5A5A5A, self.flush_words, h))
+
+    def copy(self, dst, src, nbytes: int) -> Launch:
+        """A launch that copies nbytes device-to-device (the copy roofline / producer)."""
+        cu = _cu()
+        d = dst.__cuda_array_interface__["data"][0]
+        s = src.__cuda_array_interface__["data"][0]
+
+        def launch(stream):
+            check(cu.cuMemcpyDtoDAsync(d, s, nbytes, cu.CUstream(int(stream.handle))))
+
+        return launch
+
+    def sync(self) -> None:
+        self.stream.synchronize()
+
+    def _hold(self) -> None:
+        self.flag[0] = 0
+        ptr = self.flag.__cuda_array_interface__["data"][0]
+        self.blocker[1, 1, self.stream](ptr, self.block_timeout_ns, self.timed_out)
+
+    def _release(self) -> None:
+        self.flag[0] = 1
+        self.sync()
+        if int(self.timed_out.copy_to_host()[0]):
+            self.timed_out[0] = 0
+            raise SweeperError(
+                "the blocking kernel timed out before the queued work was released; "
+                "the measurement was discarded (queue fewer calls per batch)"
+            )
+
+    # -- timers ------------------------------------------------------------------------------
+    def calibrate_calls(self, launch: Launch, stop: Stopping) -> int:
+        """Calls per hot graph so one sample is about stop.target_sample_us of GPU time."""
+        g = Graph(launch, 4, self.stream)
+        try:
+            g.launch()
+            e0, e1 = self._event(0), self._event(1)
+            e0.record(self.stream)
+            g.launch()
+            e1.record(self.stream)
+            e1.synchronize()
+            per_call = self.cuda.event_elapsed_time(e0, e1) * 1e3 / 4
+        finally:
+            g.close()
+        return int(
+            min(stop.max_calls, max(1, math.ceil(stop.target_sample_us / max(per_call, 0.5))))
+        )
+
+    def time_pair_hot(
+        self,
+        a: Launch,
+        b: Launch,
+        stop: Stopping,
+        *,
+        calls: int | None = None,
+        b_graphs: tuple[Graph, Graph] | None = None,
+    ) -> PairTiming:
+        """Hot mode, ABBA over graph replays. b_graphs lets a baseline graph be reused."""
+        calls = calls or self.calibrate_calls(a, stop)
+        ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
+        own_b = b_graphs is None
+        gb, wb = b_graphs or (Graph(b, calls, self.stream), Graph(b, 1, self.stream))
+        if gb.calls != calls:
+            raise ValueError("baseline graph was captured with a different number of calls")
+        sides = {"A": (wa, ga), "B": (wb, gb)}
+        a_us: list[float] = []
+        b_us: list[float] = []
+        order: list[str] = []
+        t_end = time.perf_counter() + stop.time_cap_s
+        try:
+            while True:
+                slots = "ABBA"
+                for i, s in enumerate(slots):
+                    warm, timed = sides[s]
+                    warm.launch()
+                    self._event(2 * i).record(self.stream)
+                    timed.launch()
+                    self._event(2 * i + 1).record(self.stream)
+                self.sync()
+                for i, s in enumerate(slots):
+                    us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
+                    (a_us if s == "A" else b_us).append(us * 1e3 / calls)
+                order.extend(slots)
+                if self._done(a_us, b_us, stop, t_end):
+                    break
+        finally:
+            ga.close()
+            wa.close()
+            if own_b:
+                gb.close()
+                wb.close()
+        return PairTiming(np.array(a_us), np.array(b_us), calls, "hot", order)
+
+    def time_pair_blocked(
+        self,
+        a: Launch,
+        b: Launch,
+        stop: Stopping,
+        *,
+        before_a: Launch | None = None,
+        before_b: Launch | None = None,
+        mode: str = "cold",
+    ) -> PairTiming:
+        """One call per sample, queued behind a blocking kernel; `before_*` runs untimed
+        before every call (cold: the L2 flush; after-write: the producer)."""
+        if mode == "cold":
+            before_a = before_b = lambda s: self.flush(s)
+        a_us: list[float] = []
+        b_us: list[float] = []
+        order: list[str] = []
+        t_end = time.perf_counter() + stop.time_cap_s
+        # Warm the code paths (module load, first-launch costs) outside any sample.
+        a(self.stream)
+        b(self.stream)
+        self.sync()
+        while True:
+            slots = "ABBA" * 2
+            self._hold()
+            for i, s in enumerate(slots):
+                before, launch = (before_a, a) if s == "A" else (before_b, b)
+                if before is not None:
+                    before(self.stream)
+                self._event(2 * i).record(self.stream)
+                launch(self.stream)
+                self._event(2 * i + 1).record(self.stream)
+            self._release()
+            for i, s in enumerate(slots):
+                us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
+                (a_us if s == "A" else b_us).append(us * 1e3)
+            order.extend(slots)
+            if self._done(a_us, b_us, stop, t_end):
+                break
+        return PairTiming(np.array(a_us), np.array(b_us), 1, mode, order)
+
+    @staticmethod
+    def _done(a_us: list, b_us: list, stop: Stopping, t_end: float) -> bool:
+        n = min(len(a_us), len(b_us))
+        if n < stop.min_samples:
+            return False
+        if n >= stop.max_samples or time.perf_counter() > t_end:
+            return True
+        return max(rel_halfwidth(np.array(a_us)), rel_halfwidth(np.array(b_us))) <= stop.rel_tol
+
+    def time_hot(self, launch: Launch, stop: Stopping, calls: int | None = None) -> np.ndarray:
+        """Per-call times of one launch in hot mode (used by the timer self-checks)."""
+        res = self.time_pair_hot(launch, launch, stop, calls=calls)
+        return np.concatenate([res.a_us, res.b_us])
+
+    def time_single_blocked(self, launch: Launch, samples: int = 20) -> np.ndarray:
+        """Events around single launches queued behind a blocking kernel (cold-style timer)."""
+        stop = Stopping(min_samples=samples // 2, max_samples=samples // 2, rel_tol=0.0)
+        res = self.time_pair_blocked(launch, launch, stop, mode="none")
+        return np.concatenate([res.a_us, res.b_us])
+
+    # -- timer self-check kernels -------------------------------------------------------------
+    def spin_launch(self, ns: int) -> Launch:
+        def launch(stream):
+            self.spin_kernel[1, 1, stream](ns)
+
+        return launch
+
+    def empty_launch(self) -> Launch:
+        def launch(stream):
+            self.empty_kernel[1, 1, stream]()
+
+        return launch

@@ -1,0 +1,224 @@
+"""Executors without a GPU: a replay of a recorded run, and a synthetic performance model.
+
+Both implement sweeper.runner.Executor, so the runner's ordering, pairing bookkeeping,
+pruning, refinement, guards and resume are tested on the CPU through the real code path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper.errors import SweeperError
+from sweeper.plan import DTYPES
+from sweeper.store import load_run
+
+
+@dataclass(frozen=True)
+class SimpleVariant:
+    """The fields the runner reads from a variant (a stand-in for sweeper_kernels.Variant)."""
+
+    dtype: str
+    config: str
+    vec_bytes: int = 16
+    unroll: int = 1
+    load_hint: str = "default"
+    store_hint: str = "default"
+    block: int = 256
+    grid: str = "onepass"
+
+    @property
+    def id(self) -> str:
+        return f"{self.dtype}-{self.config}"
+
+
+def _noise(key: str, scale: float) -> float:
+    h = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return 1 + scale * (2 * h - 1)
+
+
+class ModelExecutor:
+    """A synthetic GPU: bandwidth per config as a function of the working set.
+
+    `curves` maps config -> function(ws_bytes, l2_bytes) -> GB/s. The baseline and the copy
+    have their own curves. Deterministic noise (seeded by the cell) of +-`noise`.
+    `fail` maps config -> status to report (e.g. "mismatch"), to exercise guard bookkeeping.
+    `interrupt_after` raises KeyboardInterrupt after that many candidate cells (resume tests).
+    """
+
+    def __init__(
+        self,
+        curves: dict[str, Any],
+        *,
+        l2_bytes: int,
+        baseline: Any,
+        copy: Any,
+        noise: float = 0.004,
+        fail: dict[str, str] | None = None,
+        interrupt_after: int | None = None,
+        device_name: str = "Model GPU",
+    ):
+        self.curves = curves
+        self.l2 = l2_bytes
+        self.baseline_curve = baseline
+        self.copy_curve = copy
+        self.noise = noise
+        self.fail = fail or {}
+        self.interrupt_after = interrupt_after
+        self.device_name = device_name
+        self.calls: list[tuple] = []
+
+    def describe(self) -> dict:
+        return {
+            "device": {"name": self.device_name, "l2_bytes": self.l2, "sm_count": 1, "cc": [0, 0]},
+            "versions": {},
+            "baseline": "torch",
+        }
+
+    def variants(self, grid: str, dtype: str) -> list[SimpleVariant]:
+        return [SimpleVariant(dtype, c) for c in self.curves]
+
+    def prepare(self, variants: list[Any]) -> None:
+        pass
+
+    def release(self, dtype: str, n: int) -> None:
+        pass
+
+    def _time(self, curve, ws: int, key: str) -> tuple[float, float, float]:
+        t = ws / curve(ws, self.l2) / 1e3 * _noise(key, self.noise)
+        return t, t * (1 - self.noise / 2), t * (1 + self.noise / 2)
+
+    def _row(self, mode, dtype, n, role, config, t, base_t) -> dict:
+        ws = 2 * n * DTYPES[dtype]
+        tm, lo, hi = t
+        r = base_t[0] / tm
+        return {
+            "mode": mode,
+            "dtype": dtype,
+            "n": n,
+            "ws_bytes": ws,
+            "role": role,
+            "config": config,
+            "variant_id": "",
+            "status": "ok",
+            "time_us": tm,
+            "time_lo_us": lo,
+            "time_hi_us": hi,
+            "gbps": ws / tm / 1e3,
+            "base_time_us": base_t[0],
+            "ratio": r,
+            "ratio_lo": r * (1 - self.noise),
+            "ratio_hi": r * (1 + self.noise),
+            "n_samples": 8,
+        }
+
+    def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
+        ws = 2 * n * DTYPES[dtype]
+        key = f"{mode}|{dtype}|{n}"
+        base_t = self._time(self.baseline_curve, ws, key + "|base")
+        copy_t = self._time(self.copy_curve, ws, key + "|copy")
+        copy = self._row(mode, dtype, n, "copy", "copy", copy_t, base_t)
+        base = self._row(mode, dtype, n, "baseline", "torch", base_t, base_t)
+        copy["copy_gbps"] = base["copy_gbps"] = copy["gbps"]
+        return [copy, base]
+
+    def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
+            raise KeyboardInterrupt
+        self.calls.append((mode, dtype, n, variant.config))
+        ws = 2 * n * DTYPES[dtype]
+        key = f"{mode}|{dtype}|{n}"
+        base_t = self._time(self.baseline_curve, ws, key + "|base")
+        t = self._time(self.curves[variant.config], ws, key + "|" + variant.config)
+        row = self._row(mode, dtype, n, "candidate", variant.config, t, base_t)
+        row["variant_id"] = variant.id
+        for f in ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid"):
+            row[f] = getattr(variant, f)
+        if variant.config in self.fail:
+            row["status"] = self.fail[variant.config]
+            row["status_detail"] = "model: configured to fail"
+        return row
+
+
+class ReplayExecutor:
+    """Answers every cell from a recorded run; a cell it does not hold is an error.
+
+    Replaying a complete run with the same plan and parameters visits exactly the recorded
+    cells, so it reproduces the run's decisions without a GPU.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        data = load_run(run_dir)
+        self.manifest = data.manifest
+        df = data.results
+        self.rows: dict[tuple, dict] = {}
+        for r in df.to_dict(orient="records"):
+            ident = r["variant_id"] or r["config"]
+            clean = {k: (None if _na(v) else v) for k, v in r.items()}
+            for k in ("n", "ws_bytes", "vec_bytes", "unroll", "block", "n_samples"):
+                if clean.get(k) is not None:
+                    clean[k] = int(clean[k])
+            self.rows[(r["mode"], r["dtype"], int(r["n"]), r["role"], ident)] = clean
+        self._variants: dict[str, dict[str, SimpleVariant]] = {}
+        for r in self.rows.values():
+            if r["role"] == "candidate":
+                v = SimpleVariant(
+                    r["dtype"],
+                    r["config"],
+                    r["vec_bytes"],
+                    r["unroll"],
+                    r["load_hint"],
+                    r["store_hint"],
+                    r["block"],
+                    r["grid"],
+                )
+                self._variants.setdefault(r["dtype"], {})[r["variant_id"]] = _Recorded(v, r)
+
+    def describe(self) -> dict:
+        m = self.manifest
+        return {"device": m["device"], "versions": m.get("versions", {}), "baseline": m["baseline"]}
+
+    def variants(self, grid: str, dtype: str) -> list[Any]:
+        return sorted(self._variants.get(dtype, {}).values(), key=lambda v: v.id)
+
+    def prepare(self, variants: list[Any]) -> None:
+        pass
+
+    def release(self, dtype: str, n: int) -> None:
+        pass
+
+    def _get(self, key: tuple) -> dict:
+        if key not in self.rows:
+            raise SweeperError(f"replay: cell {key} is not in the recorded run")
+        return dict(self.rows[key])
+
+    def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
+        base = self.manifest["baseline"]
+        return [
+            self._get((mode, dtype, n, "copy", "copy")),
+            self._get((mode, dtype, n, "baseline", base)),
+        ]
+
+    def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        return self._get((mode, dtype, n, "candidate", variant.id))
+
+
+class _Recorded:
+    """A recorded variant: SimpleVariant fields with the recorded id."""
+
+    def __init__(self, v: SimpleVariant, row: dict):
+        self.__dict__.update(vars(v) if hasattr(v, "__dict__") else {})
+        for f in SimpleVariant.__dataclass_fields__:
+            setattr(self, f, getattr(v, f))
+        self.id = row["variant_id"]
+
+
+def _na(v: Any) -> bool:
+    try:
+        import pandas as pd
+
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,346 @@
+"""Execute a plan: screen -> sweep survivors -> refine crossovers; resumable, append-only.
+
+The runner decides WHAT to measure and in which order, and records every cell; an Executor
+decides HOW (sweeper.executor on the GPU; sweeper.replay for CPU tests and demos). Every
+decision is a function of the recorded rows, so a resumed run continues exactly where the
+interrupted one stopped without repeating or losing a finished cell.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sweeper import __version__
+from sweeper.errors import PlanMismatchError, SweeperError
+from sweeper.measure import Stopping
+from sweeper.plan import DTYPES, Plan
+from sweeper.search import SearchParams, refinement_points, screen_sizes, survivors
+from sweeper.store import (
+    MANIFEST,
+    TrialWriter,
+    load_manifest,
+    read_trials,
+    repair_trials,
+    trials_to_frame,
+    write_manifest,
+    write_results,
+)
+
+Progress = Callable[[str, int, int], None]  # (description, done, total)
+
+
+class Executor(Protocol):
+    """How cells get measured. Rows returned use the columns of sweeper.columns."""
+
+    def describe(self) -> dict: ...
+
+    def variants(self, grid: str, dtype: str) -> list[Any]: ...
+
+    def prepare(self, variants: list[Any]) -> None: ...
+
+    def reference(self, mode: str, dtype: str, n: int) -> list[dict]: ...
+
+    def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict: ...
+
+    def release(self, dtype: str, n: int) -> None: ...
+
+
+@dataclass
+class RunConfig:
+    plan: Plan
+    plan_path: str
+    grid: str = "default"
+    dtypes: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ("hot",)
+    pattern: str = "preallocated"
+    stopping: Stopping = field(default_factory=Stopping)
+    search: SearchParams = field(default_factory=SearchParams)
+    full: bool = False  # sweep every config at every size (no screening)
+    out_root: str = "results"
+    run_id: str | None = None
+    seed: int = 0
+
+
+def cell_key(mode: str, dtype: str, n: int, role: str, ident: str) -> str:
+    return f"{mode}|{dtype}|{n}|{role}|{ident}"
+
+
+def row_key(row: dict) -> str:
+    ident = row.get("variant_id") or row["config"]
+    return cell_key(row["mode"], row["dtype"], int(row["n"]), row["role"], ident)
+
+
+def git_commit(cwd: str | Path = ".") -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
+        )
+        sha = out.stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id(gpu: str) -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
+    plan = cfg.plan
+    b = plan.bounds
+    return {
+        "run_id": run_id,
+        "gpu": plan.gpu,
+        "device": device["device"],
+        "versions": device.get("versions", {}),
+        "baseline": device.get("baseline", "torch"),
+        "plan": {
+            "path": cfg.plan_path,
+            "plan_hash": plan.plan_hash,
+            "resolution": plan.resolution,
+            "l2_bytes": plan.l2_bytes,
+            "dense_lo_bytes": b.dense_lo,
+            "dense_hi_bytes": b.dense_hi,
+        },
+        "modes": list(cfg.modes),
+        "pattern": cfg.pattern,
+        "grid": cfg.grid,
+        "dtypes": list(cfg.dtypes),
+        "full": cfg.full,
+        "stopping": asdict(cfg.stopping),
+        "search": asdict(cfg.search),
+        "seed": cfg.seed,
+        "sweeper_version": __version__,
+        "git_commit": git_commit(),
+        "started": _now(),
+        "finished": None,
+        "status": "running",
+        "pruned": [],
+        "guards": [],
+        "timing": {},
+    }
+
+
+class Runner:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        executor: Executor,
+        run_dir: Path,
+        manifest: dict,
+        done: dict[str, dict],
+        progress: Progress | None = None,
+    ):
+        self.cfg = cfg
+        self.ex = executor
+        self.run_dir = run_dir
+        self.manifest = manifest
+        self.rows = done  # key -> row (recorded trials, including resumed ones)
+        self.progress = progress or (lambda desc, i, n: None)
+        self.writer: TrialWriter | None = None
+        self.measured_now = 0
+        self.skipped = 0
+        self._done_count = 0
+        self._total = 0
+
+    # -- recording ---------------------------------------------------------------------------
+    def _record(self, row: dict, phase: str) -> dict:
+        row = dict(row)
+        row.setdefault("run_id", self.manifest["run_id"])
+        row.setdefault("gpu", self.manifest["gpu"])
+        row.setdefault("pattern", self.cfg.pattern)
+        row["phase"] = phase
+        key = row_key(row)
+        row["cell_key"] = key
+        assert self.writer is not None
+        self.writer.append(row)
+        self.rows[key] = row
+        self.measured_now += 1
+        if row.get("status") not in (None, "ok"):
+            self.manifest["guards"].append(
+                {"cell": key, "status": row["status"], "detail": row.get("status_detail", "")}
+            )
+        return row
+
+    def _tick(self, desc: str) -> None:
+        self._done_count += 1
+        self.progress(desc, self._done_count, max(self._total, self._done_count))
+
+    def _measure_size(self, mode: str, dtype: str, n: int, variants: list[Any], phase: str) -> None:
+        ref_keys = [cell_key(mode, dtype, n, role, role_cfg) for role, role_cfg in self._refs()]
+        if not all(k in self.rows for k in ref_keys):
+            for row in self.ex.reference(mode, dtype, n):
+                if row_key(row) not in self.rows:
+                    self._record(row, phase)
+        order = list(variants)
+        random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}").shuffle(order)
+        for v in order:
+            key = cell_key(mode, dtype, n, "candidate", v.id)
+            if key in self.rows:
+                self.skipped += 1
+            else:
+                self._record(self.ex.measure(mode, dtype, n, v), phase)
+            self._tick(f"{mode} {dtype} {phase}")
+        self.ex.release(dtype, n)
+
+    def _refs(self) -> list[tuple[str, str]]:
+        return [("copy", "copy"), ("baseline", self.manifest.get("baseline", "torch"))]
+
+    def _rows_for(self, mode: str, dtype: str, ns: set[int] | None = None) -> list[dict]:
+        return [
+            r
+            for r in self.rows.values()
+            if r["mode"] == mode and r["dtype"] == dtype and (ns is None or r["n"] in ns)
+        ]
+
+    # -- the search --------------------------------------------------------------------------
+    def run(self) -> Path:
+        cfg, plan = self.cfg, self.cfg.plan
+        timing = self.manifest.setdefault("timing", {})
+        t0 = time.perf_counter()
+        all_variants = {d: self.ex.variants(cfg.grid, d) for d in cfg.dtypes}
+        self.ex.prepare([v for vs in all_variants.values() for v in vs])
+        timing["prepare_s"] = round(time.perf_counter() - t0, 2)
+        self._total = sum(
+            len(screen_sizes(plan.sizes(d), plan.l2_bytes)) * len(all_variants[d])
+            for d in cfg.dtypes
+        ) * len(cfg.modes)
+        self.writer = TrialWriter(self.run_dir)
+        try:
+            for mode in cfg.modes:
+                for dtype in cfg.dtypes:
+                    self._run_one(mode, dtype, all_variants[dtype])
+        except KeyboardInterrupt:
+            self.manifest["status"] = "interrupted"
+            self._finish(t0)
+            raise
+        self.manifest["status"] = "complete"
+        self._finish(t0)
+        return self.run_dir
+
+    def _run_one(self, mode: str, dtype: str, variants: list[Any]) -> None:
+        cfg, plan = self.cfg, self.cfg.plan
+        timing = self.manifest["timing"]
+        entries = plan.sizes(dtype)
+        itemsize = DTYPES[dtype]
+        by_config = {v.config: v for v in variants}
+        t = time.perf_counter()
+        if cfg.full:
+            keep = list(by_config)
+        else:
+            screen = screen_sizes(entries, plan.l2_bytes)
+            for n in screen:
+                self._measure_size(mode, dtype, n, variants, "screen")
+            keep, pruned = survivors(self._rows_for(mode, dtype, set(screen)), cfg.search)
+            self.manifest["pruned"] = [
+                p for p in self.manifest["pruned"] if (p["mode"], p["dtype"]) != (mode, dtype)
+            ] + [{"mode": mode, "dtype": dtype, **p} for p in pruned]
+            write_manifest(self.run_dir, self.manifest)
+        timing[f"{mode}/{dtype}/screen_s"] = round(time.perf_counter() - t, 2)
+        t = time.perf_counter()
+        chosen = [by_config[c] for c in keep]
+        self._total += len(entries) * len(chosen)
+        for e in entries:
+            self._measure_size(mode, dtype, e["n"], chosen, "sweep")
+        timing[f"{mode}/{dtype}/sweep_s"] = round(time.perf_counter() - t, 2)
+        t = time.perf_counter()
+        added = 0
+        for _ in range(cfg.search.max_refine_rounds):
+            rows = [r for r in self._rows_for(mode, dtype) if r["config"] in set(keep)]
+            points = refinement_points(rows, plan.l2_bytes, itemsize, cfg.search)
+            points = points[: max(0, cfg.search.max_refine_points - added)]
+            if not points:
+                break
+            self._total += len(points) * len(chosen)
+            for n in points:
+                self._measure_size(mode, dtype, n, chosen, "refine")
+            added += len(points)
+        timing[f"{mode}/{dtype}/refine_s"] = round(time.perf_counter() - t, 2)
+        timing[f"{mode}/{dtype}/refine_points"] = added
+        write_manifest(self.run_dir, self.manifest)
+
+    def _finish(self, t0: float) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.manifest["finished"] = _now()
+        self.manifest["timing"]["total_s"] = round(
+            self.manifest["timing"].get("total_s", 0) + time.perf_counter() - t0, 2
+        )
+        trials, _ = read_trials(self.run_dir)
+        write_results(self.run_dir, trials_to_frame(trials))
+        write_manifest(self.run_dir, self.manifest)
+
+
+def start(
+    cfg: RunConfig,
+    executor: Executor,
+    *,
+    resume: Path | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Start a new run (or resume one) and execute it; returns the run folder."""
+    for d in cfg.dtypes:
+        cfg.plan.sizes(d)  # raises for a dtype the plan lacks
+    device = executor.describe()
+    if resume is not None:
+        run_dir = Path(resume)
+        manifest = load_manifest(run_dir)
+        check_resumable(manifest, cfg, device)
+        dropped = repair_trials(run_dir)
+        trials, _ = read_trials(run_dir)
+        done = {t.get("cell_key") or row_key(t): t for t in trials}
+        manifest["status"] = "running"
+        manifest.setdefault("resumed", []).append({"at": _now(), "dropped_bytes": dropped})
+        manifest["guards"] = [
+            {"cell": k, "status": t["status"], "detail": t.get("status_detail", "")}
+            for k, t in done.items()
+            if t["status"] != "ok"
+        ]
+    else:
+        run_id = cfg.run_id or new_run_id(cfg.plan.gpu)
+        run_dir = Path(cfg.out_root) / cfg.plan.gpu / run_id
+        if (run_dir / MANIFEST).exists():
+            raise SweeperError(f"{run_dir} already holds a run; use --resume or another --run-id")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        manifest = manifest_for(cfg, device, run_id)
+        done = {}
+    write_manifest(run_dir, manifest)
+    return Runner(cfg, executor, run_dir, manifest, done, progress).run()
+
+
+def check_resumable(manifest: dict, cfg: RunConfig, device: dict) -> None:
+    """A resumed run must use the same plan, grid, modes and the same kind of device."""
+    problems = []
+    if manifest["plan"]["plan_hash"] != cfg.plan.plan_hash:
+        problems.append(
+            f"plan hash {manifest['plan']['plan_hash']} != {cfg.plan.plan_hash} ({cfg.plan_path})"
+        )
+    for f, want in (("grid", cfg.grid), ("modes", list(cfg.modes)), ("dtypes", list(cfg.dtypes))):
+        if manifest.get(f) != want:
+            problems.append(f"{f} {manifest.get(f)} != {want}")
+    if manifest.get("pattern", "preallocated") != cfg.pattern:
+        problems.append(f"pattern {manifest.get('pattern')} != {cfg.pattern}")
+    old, new = manifest["device"], device["device"]
+    for f in ("name", "l2_bytes", "sm_count"):
+        if old.get(f) != new.get(f):
+            problems.append(f"device {f} {old.get(f)!r} != {new.get(f)!r}")
+    if problems:
+        raise PlanMismatchError("cannot resume this run: " + "; ".join(problems))

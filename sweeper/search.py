@@ -1,0 +1,136 @@
+"""Search decisions that fit the budget: screening sizes, survivors, refinement points.
+
+Pure functions over measured rows (dicts with the columns of sweeper.columns), so the runner's
+choices can be tested on the CPU and replayed from recorded results.
+
+Comparisons between configs use each cell's ratio to the baseline, which was measured side by
+side (ABBA) in the same cell; ratios are robust to drift between cells, raw times are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Screening sizes, as fractions of L2 (working set): one deep inside L2, the band below and
+# above the boundary, and two DRAM-bound sizes.
+SCREEN_FRACTIONS = (0.125, 0.5, 0.75, 1.0, 1.5, 8.0)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    tolerance: float = 0.03  # survivors: within this of the best ratio at some screening size
+    min_survivors: int = 3  # always keep at least the top-k at every screening size
+    refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
+    max_refine_rounds: int = 6
+    max_refine_points: int = 48  # per (mode, dtype)
+
+
+def screen_sizes(entries: list[dict], l2_bytes: int) -> list[int]:
+    """Plan entries (their n) nearest to the screening fractions of L2, in order, unique."""
+    if not entries:
+        return []
+    out: list[int] = []
+    for f in SCREEN_FRACTIONS:
+        target = f * l2_bytes
+        best = min(entries, key=lambda e: abs(e["working_set_bytes"] - target))
+        if best["n"] not in out:
+            out.append(best["n"])
+    return sorted(out, key=lambda n: next(e["working_set_bytes"] for e in entries if e["n"] == n))
+
+
+def _ok(rows: Iterable[dict]) -> list[dict]:
+    return [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
+
+
+def survivors(rows: list[dict], params: SearchParams) -> tuple[list[str], list[dict]]:
+    """Configs worth sweeping over the whole plan, and a record of what was pruned and why.
+
+    A config survives if at ANY screening size its ratio is within `tolerance` of the best
+    ratio there, or its ratio CI overlaps the best's, or it is among the top `min_survivors`.
+    A config with a non-ok status at any screening size is pruned with that status.
+    """
+    by_size: dict[int, list[dict]] = {}
+    for r in _ok(rows):
+        by_size.setdefault(r["n"], []).append(r)
+    failed: dict[str, str] = {}
+    for r in rows:
+        if r.get("role") == "candidate" and r.get("status") != "ok":
+            failed.setdefault(r["config"], f"{r['status']}: {r.get('status_detail', '')}")
+    keep: set[str] = set()
+    margins: dict[str, float] = {}
+    for _n, group in by_size.items():
+        group = sorted(group, key=lambda r: -r["ratio"])
+        best = group[0]
+        for rank, r in enumerate(group):
+            margin = 1 - r["ratio"] / best["ratio"]
+            margins[r["config"]] = min(margins.get(r["config"], 1.0), margin)
+            overlaps = r.get("ratio_hi", r["ratio"]) >= best.get("ratio_lo", best["ratio"])
+            if rank < params.min_survivors or margin <= params.tolerance or overlaps:
+                keep.add(r["config"])
+    configs = {r["config"] for r in rows if r.get("role") == "candidate"}
+    pruned = []
+    for c in sorted(configs):
+        if c in failed:
+            pruned.append({"config": c, "reason": f"failed at screening ({failed[c]})"})
+            keep.discard(c)
+        elif c not in keep:
+            pruned.append(
+                {
+                    "config": c,
+                    "reason": (
+                        f"slower than the best by more than {params.tolerance:.0%} and outside "
+                        f"its CI at every screening size (closest: {margins.get(c, 1.0):.1%})"
+                    ),
+                }
+            )
+    return sorted(keep), pruned
+
+
+def winners(rows: list[dict]) -> dict[int, dict]:
+    """n -> the best ok candidate row (highest ratio to the baseline) at that n."""
+    best: dict[int, dict] = {}
+    for r in _ok(rows):
+        if r["n"] not in best or r["ratio"] > best[r["n"]]["ratio"]:
+            best[r["n"]] = r
+    return best
+
+
+def _beats(rows_at: dict[str, dict], a: str, b: str) -> bool:
+    """a beats b at this size by more than the noise (CIs disjoint)."""
+    ra, rb = rows_at.get(a), rows_at.get(b)
+    if ra is None or rb is None:
+        return False
+    return ra.get("ratio_lo", ra["ratio"]) > rb.get("ratio_hi", rb["ratio"])
+
+
+def refinement_points(
+    rows: list[dict], l2_bytes: int, itemsize: int, params: SearchParams
+) -> list[int]:
+    """New sizes (n) between neighbours whose winners differ significantly.
+
+    Two neighbouring sizes need a point between them when the winner changes AND at one of the
+    two sizes its winner beats the other size's winner by more than the noise (a real
+    crossover, not a tie), and their working sets are further apart than L2/refine_divisor.
+    """
+    ok = _ok(rows)
+    at: dict[int, dict[str, dict]] = {}
+    for r in ok:
+        at.setdefault(r["n"], {})[r["config"]] = r
+    win = winners(ok)
+    ns = sorted(win)
+    grain = max(1, 16 // itemsize)  # n multiple of this keeps 16-byte multiples
+    limit = l2_bytes / params.refine_divisor
+    out = []
+    for lo, hi in zip(ns, ns[1:], strict=False):
+        a, b = win[lo]["config"], win[hi]["config"]
+        if a == b:
+            continue
+        if not (_beats(at[lo], a, b) or _beats(at[hi], b, a)):
+            continue
+        if (hi - lo) * 2 * itemsize <= limit:
+            continue
+        mid = (lo + hi) // 2 // grain * grain
+        if lo < mid < hi:
+            out.append(mid)
+    return out

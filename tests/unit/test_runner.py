@@ -1,0 +1,210 @@
+"""The runner's logic on the CPU: ordering, pairing, pruning, refinement, guards, resume.
+
+Driven through the real runner with a synthetic-GPU executor (sweeper.replay.ModelExecutor)
+and a replay of a recorded run; nothing here mocks Numba.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweeper.errors import PlanMismatchError
+from sweeper.gpus import lookup
+from sweeper.measure import Stopping
+from sweeper.plan import make_plan
+from sweeper.replay import ModelExecutor, ReplayExecutor
+from sweeper.runner import RunConfig, start
+from sweeper.search import SearchParams
+from sweeper.store import load_manifest, load_run, read_trials
+
+L2 = lookup("h200").l2_bytes
+CROSS = 0.9 * L2  # where "keep" stops winning and "stream" starts
+
+
+def keep(ws, l2):  # fast while the data fits comfortably in L2, DRAM-bound after
+    return 9000.0 if ws < CROSS else 3600.0
+
+
+def stream(ws, l2):
+    return 6000.0 if ws < CROSS else 4500.0
+
+
+def stream2(ws, l2):  # within the tolerance of stream: a tie that survives
+    return stream(ws, l2) * 0.99
+
+
+def slow(ws, l2):
+    return 1500.0
+
+
+def baseline(ws, l2):
+    return 5000.0 if ws < CROSS else 4300.0
+
+
+def copy(ws, l2):
+    return 4800.0
+
+
+CURVES = {"keep": keep, "stream": stream, "stream2": stream2, "slow": slow, "bad": stream}
+
+
+def model(**kw) -> ModelExecutor:
+    return ModelExecutor(
+        CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"}, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return make_plan(lookup("h200"), dtypes=["fp32", "int8"])
+
+
+def cfg(plan, tmp_path, **kw) -> RunConfig:
+    kw.setdefault("run_id", "r1")
+    return RunConfig(
+        plan=plan,
+        plan_path="sweeps/h200.json",
+        dtypes=("fp32",),
+        stopping=Stopping(),
+        search=SearchParams(),
+        out_root=str(tmp_path),
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def complete(plan, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("runs")
+    ex = model()
+    run_dir = start(cfg(plan, tmp), ex)
+    return run_dir, ex
+
+
+def test_screen_prunes_slow_and_failed_configs_with_reasons(complete):
+    run_dir, _ = complete
+    m = load_manifest(run_dir)
+    pruned = {p["config"]: p["reason"] for p in m["pruned"]}
+    assert set(pruned) == {"slow", "bad"}
+    assert "failed at screening (mismatch" in pruned["bad"]
+    assert "slower than the best" in pruned["slow"]
+    # A failing cell is recorded as a guard finding, not silently dropped.
+    assert any(g["status"] == "mismatch" for g in m["guards"])
+
+
+def test_survivors_are_swept_over_every_planned_size(complete, plan):
+    run_dir, _ = complete
+    df = load_run(run_dir).results
+    cands = df[df.role == "candidate"]
+    planned = {e["n"] for e in plan.sizes("fp32")}
+    for c in ("keep", "stream", "stream2"):
+        assert planned <= set(cands[cands.config == c].n)
+    assert set(cands[cands.config == "slow"].n) < planned  # screening sizes only
+    # Every size has the copy roofline and the baseline measured in the same run.
+    for role in ("copy", "baseline"):
+        assert planned <= set(df[df.role == role].n)
+
+
+def test_refinement_brackets_the_crossover_to_l2_over_256(complete):
+    run_dir, _ = complete
+    df = load_run(run_dir).results
+    ok = df[(df.role == "candidate") & (df.status == "ok")]
+    win = ok.loc[ok.groupby("n").ratio.idxmax()].sort_values("ws_bytes")
+    below = win[win.config == "keep"].ws_bytes.max()
+    above = win[win.config == "stream"].ws_bytes.min()
+    assert below < CROSS <= above
+    assert above - below <= L2 / 256
+    assert (df.phase == "refine").any()
+
+
+def test_every_candidate_carries_a_paired_ratio(complete):
+    run_dir, _ = complete
+    df = load_run(run_dir).results
+    c = df[(df.role == "candidate") & (df.status == "ok")]
+    assert c.ratio.notna().all()
+    assert ((c.ratio_lo <= c.ratio) & (c.ratio <= c.ratio_hi)).all()
+    assert (abs(c.ratio - c.base_time_us / c.time_us) < 1e-9).all()
+
+
+def test_each_cell_recorded_once(complete):
+    run_dir, _ = complete
+    trials, truncated = read_trials(run_dir)
+    keys = [t["cell_key"] for t in trials]
+    assert not truncated
+    assert len(keys) == len(set(keys))
+
+
+def test_interrupted_run_resumes_without_repeating_or_losing_cells(plan, tmp_path, complete):
+    full_dir, full_ex = complete
+    ex = model(interrupt_after=40)
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), ex)
+    run_dir = tmp_path / "h200" / "r1"
+    assert load_manifest(run_dir)["status"] == "interrupted"
+    first = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    assert len([k for k in first if "|candidate|" in k]) == 40
+    # Simulate a crash mid-write: a half-written last line.
+    with open(run_dir / "trials.jsonl", "a") as f:
+        f.write('{"kind": "trial", "schema_ver')
+    ex2 = model()
+    start(cfg(plan, tmp_path), ex2, resume=run_dir)
+    trials, truncated = read_trials(run_dir)
+    keys = [t["cell_key"] for t in trials]
+    assert not truncated
+    assert len(keys) == len(set(keys))  # nothing repeated
+    assert first <= set(keys)  # nothing lost
+    full = {t["cell_key"] for t in read_trials(full_dir)[0]}
+    assert set(keys) == full  # the same cells as an uninterrupted run
+    assert len(ex2.calls) == len(full_ex.calls) - 40  # finished cells were not re-measured
+    m = load_manifest(run_dir)
+    assert m["status"] == "complete" and m["resumed"]
+
+
+def test_resume_refuses_a_different_plan(plan, tmp_path):
+    start(cfg(plan, tmp_path), model())
+    other = make_plan(lookup("h200"), dtypes=["fp32", "int8"], resolution=64)
+    with pytest.raises(PlanMismatchError, match="plan hash"):
+        start(cfg(other, tmp_path), model(), resume=tmp_path / "h200" / "r1")
+
+
+def test_resume_refuses_a_different_device(plan, tmp_path):
+    start(cfg(plan, tmp_path), model())
+    with pytest.raises(PlanMismatchError, match="device name"):
+        start(cfg(plan, tmp_path), model(device_name="Other"), resume=tmp_path / "h200" / "r1")
+
+
+def test_replay_reproduces_the_recorded_run(complete, plan, tmp_path):
+    run_dir, _ = complete
+    replay_dir = start(cfg(plan, tmp_path, run_id="replay"), ReplayExecutor(run_dir))
+    a = {t["cell_key"]: t["phase"] for t in read_trials(run_dir)[0]}
+    b = {t["cell_key"]: t["phase"] for t in read_trials(replay_dir)[0]}
+    assert a == b
+    ma, mb = load_manifest(run_dir), load_manifest(replay_dir)
+    assert ma["pruned"] == mb["pruned"]
+
+
+def test_full_mode_measures_every_config_everywhere(plan, tmp_path):
+    run_dir = start(cfg(plan, tmp_path, full=True), model())
+    df = load_run(run_dir).results
+    c = df[df.role == "candidate"]
+    assert c.groupby("config").n.nunique().min() >= len(plan.sizes("fp32"))
+
+
+def test_candidate_order_is_shuffled_but_reproducible(plan, tmp_path):
+    ex1, ex2 = model(), model()
+    start(cfg(plan, tmp_path, run_id="a"), ex1)
+    start(cfg(plan, tmp_path, run_id="b"), ex2)
+    assert ex1.calls == ex2.calls
+    first_size = [c for c in ex1.calls if c[2] == ex1.calls[0][2]]
+    orders = {tuple(c[3] for c in first_size)}
+    assert orders != {tuple(sorted(c[3] for c in first_size))} or len(first_size) < 3
+
+
+def test_manifest_records_provenance(complete):
+    run_dir, _ = complete
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["kind"] == "manifest" and m["schema_version"] == 1
+    for f in ("plan", "device", "git_commit", "grid", "modes", "stopping", "search", "timing"):
+        assert f in m
+    assert m["plan"]["plan_hash"]
