@@ -1,0 +1,125 @@
+"""The one kernel factory: compile key -> generated module -> PTX (no GPU) or launchable kernel.
+
+Caches, all keyed by the kernel source fingerprint (see source.source_fingerprint):
+  * the generated module file: <cache>/kernels/src/relu_<slug>_<fp12>.py, written once
+    (atomically, never rewritten: Numba's disk cache is invalidated by the file's mtime);
+  * Numba's own on-disk cache of the compiled kernel (cubin per compute capability), in the
+    `__pycache__` next to that file; one file per compile key, so a process pool can fill it
+    in parallel without racing on a shared index;
+  * PTX text: <cache>/kernels/ptx/<slug>_<fp12>_cc<XY>_nc<numba-cuda version>.ptx.
+<cache> is $SWEEPER_CACHE, else ~/.cache/sweeper.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+from types import ModuleType
+
+from sweeper_kernels.source import CompileKey, kernel_source, source_fingerprint
+from sweeper_kernels.variants import Variant
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
+    return Path(root) / "kernels"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _as_key(v: Variant | CompileKey) -> CompileKey:
+    return v.compile_key if isinstance(v, Variant) else v
+
+
+def _stem(key: CompileKey) -> str:
+    return f"relu_{key.slug}_{source_fingerprint()[:12]}"
+
+
+def module_path(key: Variant | CompileKey) -> Path:
+    """Path of the generated module for `key`, written if missing."""
+    key = _as_key(key)
+    path = cache_dir() / "src" / f"{_stem(key)}.py"
+    text = kernel_source(key)
+    if not path.exists() or path.read_text() != text:
+        _atomic_write(path, text)
+    return path
+
+
+@functools.cache
+def load_module(key: CompileKey) -> ModuleType:
+    """Import the generated module (simulator-aware: its numba.cuda is whatever this process has)."""
+    path = module_path(key)
+    name = f"sweeper_kernels_generated.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def _kernel(key: CompileKey):
+    return load_module(key).build()
+
+
+def get_kernel(v: Variant | CompileKey):
+    """The launchable Numba kernel for a variant's compile key (compiled or loaded once)."""
+    return _kernel(_as_key(v))
+
+
+def _cc_tag(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}{cc[1]}"
+
+
+def ptx_path(key: Variant | CompileKey, cc: tuple[int, int]) -> Path:
+    nc = version("numba-cuda")
+    return cache_dir() / "ptx" / f"{_stem(_as_key(key))}_cc{_cc_tag(cc)}_nc{nc}.ptx"
+
+
+@functools.cache
+def _ptx(key: CompileKey, cc: tuple[int, int]) -> str:
+    path = ptx_path(key, cc)
+    if path.exists():
+        return path.read_text()
+    from numba import cuda
+
+    module = load_module(key)
+    text, _ = cuda.compile_ptx(module.relu_kernel, module.SIGNATURE, cc=cc)
+    _atomic_write(path, text)
+    return text
+
+
+def ptx(variant: Variant | CompileKey, cc: tuple[int, int] = (9, 0)) -> str:
+    """PTX of a variant's kernel for compute capability `cc`. Needs no GPU; cached on disk."""
+    return _ptx(_as_key(variant), tuple(cc))
+
+
+def ptx_many(keys, ccs=((9, 0),), workers: int | None = None) -> dict:
+    """PTX for every (compile key, cc), compiling the missing ones in a process pool."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = list(dict.fromkeys((_as_key(k), tuple(cc)) for k in keys for cc in ccs))
+    missing = [j for j in jobs if not ptx_path(*j).exists()]
+    workers = workers or os.cpu_count() or 1
+    if len(missing) > 1 and workers > 1:
+        # spawn, not fork: the parent may already hold LLVM/NVVM state and threads.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(missing)), mp_context=ctx) as pool:
+            list(pool.map(_ptx_job, missing, chunksize=1))
+    return {j: ptx(*j) for j in jobs}
+
+
+def _ptx_job(job) -> None:
+    ptx(*job)

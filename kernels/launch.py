@@ -1,0 +1,135 @@
+"""`get_launcher(variant)(x, y, n, stream)`: what the runner calls, graph-capture safe.
+
+After the first call a launch does only host-side integer maths and one kernel launch: no
+allocation, no memcpy, no synchronisation, no device or attribute query (the SM count and
+threads per SM are read once, on the first call, and kept). n == 0 launches nothing.
+
+Grid shapes ("tile" = unroll * block vectors, E = elements per vector):
+  * onepass: one block per tile, ceil(ceil(n / E) / tile) blocks;
+  * strideW: grid-stride over W waves, where a wave is every SM full of resident blocks by
+    thread count: W * sm_count * (max_threads_per_sm // block) blocks, or fewer if onepass
+    needs fewer. (Register-limited residency can be lower; W > 1 absorbs that.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sweeper_kernels.reference import itemsize, storage_dtype
+from sweeper_kernels.variants import Variant
+
+from sweeper.errors import SweeperError
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    blocks: int
+    threads: int
+    nvec: int  # whole vectors
+    ntiles: int  # whole tiles (unroll * threads vectors)
+    shift: int  # ntiles % blocks: rotates who does the leftovers
+
+
+def elems_per_vector(variant: Variant) -> int:
+    return variant.vec_bytes // itemsize(variant.dtype)
+
+
+def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: int) -> LaunchShape:
+    """The kernel launch for `n` elements (n >= 1). Pure integer maths, tested on the CPU."""
+    e = elems_per_vector(variant)
+    nvec = n // e
+    units = nvec + (1 if n % e else 0)  # the tail elements ride in one extra "vector" slot
+    tile = variant.unroll * variant.block
+    blocks = -(-units // tile)
+    if variant.waves is not None:
+        per_sm = max(1, max_threads_per_sm // variant.block)
+        blocks = min(blocks, variant.waves * sm_count * per_sm)
+    blocks = max(1, blocks)
+    ntiles = nvec // tile
+    return LaunchShape(blocks, variant.block, nvec, ntiles, ntiles % blocks)
+
+
+def _check_array(a, name: str, dtype: str, n: int) -> None:
+    want = storage_dtype(dtype)
+    if a.dtype != want:
+        raise SweeperError(f"{name} has dtype {a.dtype}; {dtype} data must be {want}")
+    if a.ndim != 1:
+        raise SweeperError(f"{name} must be 1-D, got {a.ndim}-D")
+    if a.size > 1 and a.strides[0] != want.itemsize:
+        raise SweeperError(f"{name} must be contiguous (stride {a.strides[0]} bytes)")
+    if a.size < n:
+        raise SweeperError(f"{name} has {a.size} elements, fewer than n={n}")
+
+
+class Launcher:
+    """Launches one variant. `sm_count` / `max_threads_per_sm` override the device's (tests)."""
+
+    def __init__(
+        self,
+        variant: Variant,
+        sm_count: int | None = None,
+        max_threads_per_sm: int | None = None,
+    ):
+        self.variant = variant
+        self._sm_count = sm_count
+        self._max_threads = max_threads_per_sm
+        self._kernel = None
+        self._simulator: bool | None = None
+
+    def _first_call(self) -> None:
+        from sweeper_kernels import intrinsics
+        from sweeper_kernels.build import get_kernel
+
+        self._simulator = intrinsics.SIMULATOR
+        if self._sm_count is None or self._max_threads is None:
+            if self._simulator:
+                sms, threads = 1, 2048
+            else:
+                from numba import cuda
+
+                dev = cuda.get_current_device()
+                sms = dev.MULTIPROCESSOR_COUNT
+                threads = dev.MAX_THREADS_PER_MULTI_PROCESSOR
+            self._sm_count = self._sm_count or sms
+            self._max_threads = self._max_threads or threads
+        self._kernel = get_kernel(self.variant)
+
+    def _pointer(self, a, name: str) -> int:
+        ptr = a.ctypes.data if self._simulator else a.device_ctypes_pointer.value or 0
+        if ptr % self.variant.vec_bytes:
+            raise SweeperError(
+                f"{name} data pointer {ptr:#x} is not {self.variant.vec_bytes}-byte aligned "
+                f"(an offset view?); variant {self.variant.config} needs aligned buffers: use "
+                "a fresh allocation or a variant with a smaller vec_bytes"
+            )
+        return ptr
+
+    def shape(self, n: int) -> LaunchShape:
+        if self._kernel is None:
+            self._first_call()
+        return launch_shape(self.variant, n, self._sm_count, self._max_threads)
+
+    def __call__(self, x, y, n: int, stream=0) -> None:
+        n = int(n)
+        if n < 0:
+            raise SweeperError(f"n must be >= 0, got {n}")
+        if n == 0:
+            return
+        if self._kernel is None:
+            self._first_call()
+        dtype = self.variant.dtype
+        _check_array(x, "x", dtype, n)
+        _check_array(y, "y", dtype, n)
+        px = self._pointer(x, "x")
+        py = self._pointer(y, "y")
+        s = launch_shape(self.variant, n, self._sm_count, self._max_threads)
+        if self._simulator:  # the simulator's kernels index arrays, not addresses
+            px, py = x, y
+        self._kernel[s.blocks, s.threads, stream](px, py, n, s.nvec, s.ntiles, s.shift)
+
+
+def get_launcher(variant: Variant | str, **overrides) -> Launcher:
+    """A launcher for a Variant or a variant id. Compiles (or loads) on its first call."""
+    if isinstance(variant, str):
+        variant = Variant.from_id(variant)
+    return Launcher(variant, **overrides)

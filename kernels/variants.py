@@ -1,0 +1,243 @@
+"""A kernel variant is data: a frozen config with a stable id. No numba here (fast to import).
+
+    Variant(dtype="fp16", vec_bytes=16, unroll=2, load_hint="cs", store_hint="cs",
+            block=256, grid="onepass")
+    .config  "v16-u2-ld.cs-st.cs-b256-onepass"          (dtype-free, readable)
+    .id      "fp16-v16-u2-ld.cs-st.cs-b256-onepass-1a2b3c4d"
+
+The 8-hex hash covers the dtype, the config AND the kernel source fingerprint, so numbers
+measured with edited kernel code never share an id with old ones. `block` and `grid` are launch
+parameters: variants that differ only in them share one compiled kernel (`compile_key`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from itertools import product
+
+from sweeper_kernels.source import CompileKey, source_fingerprint
+
+from sweeper.errors import SweeperError
+
+DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8")
+VEC_BYTES: tuple[int, ...] = (4, 8, 16)
+UNROLLS: tuple[int, ...] = (1, 2, 4, 8)
+LOAD_HINTS: tuple[str, ...] = (
+    "default",
+    "cs",
+    "cg",
+    "lu",
+    "nc",
+    "L2::evict_first",
+    "L2::evict_last",
+    "L1::no_allocate",
+)
+STORE_HINTS: tuple[str, ...] = ("default", "cs", "cg", "wt")
+BLOCKS: tuple[int, ...] = (128, 256, 512, 1024)
+GRID_SHAPES: tuple[str, ...] = ("onepass", "stride1", "stride2", "stride4", "stride8")
+
+# Hint -> token used in names/ids (no "::" so ids stay shell- and file-name-safe).
+LOAD_TOKENS = {
+    "default": "def",
+    "cs": "cs",
+    "cg": "cg",
+    "lu": "lu",
+    "nc": "nc",
+    "L2::evict_first": "L2ef",
+    "L2::evict_last": "L2el",
+    "L1::no_allocate": "L1na",
+}
+STORE_TOKENS = {"default": "def", "cs": "cs", "cg": "cg", "wt": "wt"}
+_LOAD_FROM_TOKEN = {v: k for k, v in LOAD_TOKENS.items()}
+_STORE_FROM_TOKEN = {v: k for k, v in STORE_TOKENS.items()}
+
+_GRID_RE = re.compile(r"^(onepass|stride([1-9][0-9]?))$")
+_CONFIG_RE = (
+    r"v(?P<vec>\d+)-u(?P<unroll>\d+)-ld\.(?P<ld>[A-Za-z0-9]+)-st\.(?P<st>[a-z]+)"
+    r"-b(?P<block>\d+)-(?P<grid>onepass|stride\d+)"
+)
+_ID_RE = re.compile(rf"^(?P<dtype>[a-z0-9]+)-{_CONFIG_RE}(?:-(?P<hash>[0-9a-f]{{8}}))?$")
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    dtype: str
+    vec_bytes: int
+    unroll: int
+    load_hint: str = "default"
+    store_hint: str = "default"
+    block: int = 256
+    grid: str = "onepass"
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("dtype", self.dtype, DTYPES),
+            ("vec_bytes", self.vec_bytes, VEC_BYTES),
+            ("unroll", self.unroll, UNROLLS),
+            ("load_hint", self.load_hint, LOAD_HINTS),
+            ("store_hint", self.store_hint, STORE_HINTS),
+            ("block", self.block, BLOCKS),
+        ]
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise SweeperError(f"variant {name}={value!r} is not one of {list(allowed)}")
+        if not _GRID_RE.match(self.grid):
+            raise SweeperError(f"variant grid={self.grid!r}: use 'onepass' or 'strideW' (W=1..99)")
+
+    # ---- names ------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> str:
+        return (
+            f"v{self.vec_bytes}-u{self.unroll}-ld.{LOAD_TOKENS[self.load_hint]}"
+            f"-st.{STORE_TOKENS[self.store_hint]}-b{self.block}-{self.grid}"
+        )
+
+    @property
+    def hash8(self) -> str:
+        text = f"{self.dtype}|{self.config}|{source_fingerprint()}"
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    @property
+    def id(self) -> str:
+        return f"{self.dtype}-{self.config}-{self.hash8}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    # ---- what the launch needs ----------------------------------------------------------------
+
+    @property
+    def compile_key(self) -> CompileKey:
+        return CompileKey(self.dtype, self.vec_bytes, self.unroll, self.load_hint, self.store_hint)
+
+    @property
+    def waves(self) -> int | None:
+        """W of a "strideW" grid (grid-stride over W waves per SM); None for onepass."""
+        return None if self.grid == "onepass" else int(self.grid[len("stride") :])
+
+    # ---- parsing ------------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """An id ("fp32-v16-u2-ld.cs-st.cs-b256-onepass-1a2b3c4d") or the same without hash.
+
+        A hash that does not match the current kernel source is an error: that id names code
+        that no longer exists here.
+        """
+        m = _ID_RE.match(text.strip())
+        if not m:
+            raise SweeperError(
+                f"'{text}' is not a variant id (like fp32-v16-u2-ld.cs-st.cs-b256-onepass-"
+                "<hash>); `sweeper kernels list` prints the valid ids"
+            )
+        ld, st = m["ld"], m["st"]
+        if ld not in _LOAD_FROM_TOKEN or st not in _STORE_FROM_TOKEN:
+            raise SweeperError(
+                f"'{text}': unknown hint token (loads: {sorted(_LOAD_FROM_TOKEN)}, "
+                f"stores: {sorted(_STORE_FROM_TOKEN)})"
+            )
+        v = cls(
+            dtype=m["dtype"],
+            vec_bytes=int(m["vec"]),
+            unroll=int(m["unroll"]),
+            load_hint=_LOAD_FROM_TOKEN[ld],
+            store_hint=_STORE_FROM_TOKEN[st],
+            block=int(m["block"]),
+            grid=m["grid"],
+        )
+        if m["hash"] and m["hash"] != v.hash8:
+            raise SweeperError(
+                f"'{text}' was made from different kernel source (hash {m['hash']}, this "
+                f"checkout gives {v.hash8}); its results are not comparable with this code"
+            )
+        return v
+
+    @classmethod
+    def from_id(cls, variant_id: str) -> Variant:
+        return cls.parse(variant_id)
+
+
+# ---- grids ------------------------------------------------------------------------------------
+
+
+def _check_dtypes(dtypes) -> tuple[str, ...]:
+    if dtypes is None:
+        return DTYPES
+    if isinstance(dtypes, str):
+        dtypes = (dtypes,)
+    dtypes = tuple(dtypes)
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad:
+        raise SweeperError(f"unknown dtype(s) {bad}; use some of {list(DTYPES)}")
+    return dtypes
+
+
+# Compile-relevant part of the default grid, per dtype (see default_grid for the why).
+_DEFAULT_KEYS: tuple[tuple[int, int, str, str], ...] = (
+    # the required core: 4/8/16 B x unroll 1/2/4 x loads default/cs x stores default/cs
+    *[
+        (vec, u, ld, st)
+        for vec, u, ld, st in product((4, 8, 16), (1, 2, 4), ("default", "cs"), ("default", "cs"))
+    ],
+    # L2 band: evict_last loads keep the re-read input resident, cs stores stream the output
+    *[(16, u, "L2::evict_last", "cs") for u in (1, 2, 4, 8)],
+    # DRAM roofline: more bytes in flight per thread (16 B x 8 = 128 B)
+    *[(16, 8, ld, st) for ld, st in (("default", "default"), ("default", "cs"), ("cs", "cs"))],
+)
+_DEFAULT_BLOCKS = (128, 256, 512)
+_DEFAULT_GRIDS = ("onepass", "stride4")
+
+
+def default_grid(dtypes=None) -> list[Variant]:
+    """The grid a normal run sweeps: 43 compiles per dtype, 258 variants per dtype.
+
+    * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
+      default/cs, the space the 4090 study swept;
+    * L2 band (4): `L2::evict_last` loads + `.cs` stores, vec 16, unroll 1/2/4/8: keeps the
+      input resident across repeated calls while the write-once output streams (the fix for the
+      (32 MiB, L2] cliff that evict-first loads caused);
+    * DRAM roofline (3): vec 16 x unroll 8 (128 B in flight per thread) with default, default/cs
+      and cs/cs hints: a plain grid-stride vec4 Numba ReLU was 3-7% behind torch at DRAM sizes
+      on the H200, and bytes in flight are the usual lever.
+    * launch shapes (free: no recompile): block 128/256/512 x grid onepass (torch's shape: one
+      tile per block, many small blocks) and stride4 (grid-stride over 4 waves: fewer blocks,
+      and 4 waves amortise the partial last wave even when registers cut residency below the
+      thread-count estimate, which stride1 would turn into a 2-wave tail).
+    """
+    out = []
+    for dtype in _check_dtypes(dtypes):
+        for (vec, u, ld, st), block, grid in product(
+            _DEFAULT_KEYS, _DEFAULT_BLOCKS, _DEFAULT_GRIDS
+        ):
+            out.append(Variant(dtype, vec, u, ld, st, block, grid))
+    return out
+
+
+def extended_grid(dtypes=None) -> list[Variant]:
+    """Every value of every axis (384 compiles and 7680 variants per dtype)."""
+    axes = (VEC_BYTES, UNROLLS, LOAD_HINTS, STORE_HINTS, BLOCKS, GRID_SHAPES)
+    return [Variant(d, *combo) for d in _check_dtypes(dtypes) for combo in product(*axes)]
+
+
+GRIDS = {"default": default_grid, "extended": extended_grid}
+
+
+def get_grid(name: str, dtypes=None) -> list[Variant]:
+    if name not in GRIDS:
+        raise SweeperError(f"unknown grid '{name}'; use one of {sorted(GRIDS)}")
+    return GRIDS[name](dtypes)
+
+
+def compile_keys(variants) -> list[CompileKey]:
+    """The distinct compiles behind `variants`, in first-seen order."""
+    return list(dict.fromkeys(v.compile_key for v in variants))
+
+
+def sample(variants, k: int, seed: int = 0) -> list[Variant]:
+    """A seeded sample (stable for a given grid and seed)."""
+    variants = list(variants)
+    return random.Random(seed).sample(variants, min(k, len(variants)))
