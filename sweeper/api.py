@@ -46,3 +46,200 @@ def plan(
     path = Path(out) if out else Path("sweeps") / f"{spec.key}.json"
     planmod.write_plan(p, path, force=force)
     return planmod.PlanResult(plan=p, path=path, summary=planmod.summarize(p), notes=tuple(notes))
+
+
+# ---- plot / report -------------------------------------------------------------------------
+
+
+def plot(
+    run: str | None = None,
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+    root: str = "results",
+    top: int = 3,
+    heatmap_top: int = 40,
+) -> list:
+    """Render every figure of a run folder (default: the newest under `root`) into
+    <run>/plots/; returns the files written (list of Path). Never measures."""
+    from sweeper.report import render_plots, resolve_run
+
+    return render_plots(resolve_run(run, root), formats, top, heatmap_top)
+
+
+def report(run: str | None = None, root: str = "results"):
+    """Write <run>/REPORT.md (default run: the newest under `root`), rendering the plots
+    first if they are missing or older than the results/policy; returns its Path."""
+    from sweeper.report import resolve_run, write_report
+
+    return write_report(resolve_run(run, root))
+
+
+# ---- run -----------------------------------------------------------------------------------
+
+
+def find_plan(gpu_key: str, sweeps: str = "sweeps"):
+    """The newest plan file in `sweeps` made for `gpu_key` (by modification time)."""
+    from pathlib import Path
+
+    from sweeper.errors import SweeperError
+    from sweeper.plan import load_plan
+
+    found = []
+    for path in sorted(Path(sweeps).glob("*.json")):
+        try:
+            p = load_plan(path)
+        except SweeperError:
+            continue
+        if p.gpu == gpu_key:
+            found.append((path.stat().st_mtime, str(path), p))
+    if not found:
+        raise SweeperError(
+            f"no plan for '{gpu_key}' in {sweeps}/; run `sweeper plan --gpu {gpu_key}` first"
+        )
+    _, path, p = max(found)
+    return path, p
+
+
+def run(
+    plan_path: str | None = None,
+    *,
+    grid: str = "default",
+    dtypes: list[str] | None = None,
+    modes: list[str] | None = None,
+    baseline: str = "auto",
+    allocating: bool = False,
+    full: bool = False,
+    resume: str | bool | None = None,
+    run_id: str | None = None,
+    out_root: str = "results",
+    force: bool = False,
+    quick: bool = False,
+    workers: int | None = None,
+    progress=None,
+    executor=None,
+):
+    """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
+    run folder. `resume` is True (newest run for this GPU) or a run folder."""
+    from pathlib import Path
+
+    from sweeper.columns import MODES
+    from sweeper.errors import PlanMismatchError, SweeperError
+    from sweeper.measure import Stopping
+    from sweeper.plan import load_plan
+    from sweeper.runner import RunConfig, start
+    from sweeper.search import SearchParams
+    from sweeper.store import load_manifest, newest_run
+
+    for m in modes or ["hot"]:
+        if m not in MODES:
+            raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+    if executor is None:
+        from sweeper.gpus import detect, spec_for_device
+
+        info = detect()
+        spec, _notes = spec_for_device(info)
+        gpu_key = spec.key
+    else:
+        gpu_key = None
+
+    resume_dir = None
+    if resume:
+        resume_dir = Path(resume) if isinstance(resume, str) else newest_run(out_root, gpu_key)
+        m = load_manifest(resume_dir)
+        plan_path = plan_path or m["plan"]["path"]
+        grid, dtypes, modes = m["grid"], m["dtypes"], m["modes"]
+        allocating = m.get("pattern") == "allocating"
+        full = m.get("full", False)
+        stopping = Stopping(**m["stopping"])
+        search = SearchParams(**m["search"])
+    else:
+        stopping = (
+            Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
+            if quick
+            else Stopping()
+        )
+        search = SearchParams()
+    if plan_path is None:
+        if gpu_key is None:
+            raise SweeperError("name the plan file to run")
+        plan_path, plan_obj = find_plan(gpu_key)
+    else:
+        plan_obj = load_plan(plan_path)
+    if gpu_key is not None and plan_obj.gpu != gpu_key and not force:
+        raise PlanMismatchError(
+            f"{plan_path} was planned for '{plan_obj.gpu}' but this GPU is '{gpu_key}'; "
+            f"run `sweeper plan --gpu auto` (or pass --force)"
+        )
+    cfg = RunConfig(
+        plan=plan_obj,
+        plan_path=str(plan_path),
+        grid=grid,
+        dtypes=tuple(dtypes or plan_obj.dtypes),
+        modes=tuple(modes or ["hot"]),
+        pattern="allocating" if allocating else "preallocated",
+        stopping=stopping,
+        search=search,
+        full=full,
+        out_root=out_root,
+        run_id=run_id,
+    )
+    if executor is None:
+        from sweeper.executor import GpuExecutor
+
+        executor = GpuExecutor(
+            baseline=baseline,
+            pattern=cfg.pattern,
+            stopping=stopping,
+            dram_peak_gbps=plan_obj.dram_peak_gbps,
+            workers=workers,
+        )
+    return start(cfg, executor, resume=resume_dir, progress=progress)
+
+
+def run_summary(run_dir) -> dict:
+    """Per mode x dtype: cells, sizes, non-ok cells, best-per-size ratio range vs the baseline,
+    % of copy at the largest size. Strings, ready for a table."""
+    from sweeper.store import load_run
+
+    data = load_run(run_dir)
+    df = data.results
+    cols = [
+        "mode",
+        "dtype",
+        "sizes",
+        "cells",
+        "not ok",
+        "best/base min",
+        "best/base max",
+        "% copy @ max size",
+        "pruned",
+    ]
+    rows = []
+    pruned = data.manifest.get("pruned", [])
+    for (mode, dtype), g in df.groupby(["mode", "dtype"], sort=True):
+        c = g[(g.role == "candidate") & (g.status == "ok")]
+        if c.empty:
+            rows.append([mode, dtype, str(g.n.nunique()), str(len(g)), "all", "-", "-", "-", "-"])
+            continue
+        best = c.loc[c.groupby("n").ratio.idxmax()]
+        top = best.loc[best.ws_bytes.idxmax()]
+        pct = 100 * top.gbps / top.copy_gbps if top.copy_gbps == top.copy_gbps else float("nan")
+        npruned = sum(1 for p in pruned if p.get("mode") == mode and p.get("dtype") == dtype)
+        rows.append(
+            [
+                mode,
+                dtype,
+                str(g.n.nunique()),
+                str(int((g.role == "candidate").sum())),
+                str(int((g.status != "ok").sum())),
+                f"{best.ratio.min():.3f}x",
+                f"{best.ratio.max():.3f}x",
+                f"{pct:.1f}%",
+                str(npruned),
+            ]
+        )
+    m = data.manifest
+    notes = [
+        f"manifest: {run_dir}/manifest.json  status: {m.get('status')}  "
+        f"total {m.get('timing', {}).get('total_s', '?')} s"
+    ]
+    return {"columns": cols, "rows": rows, "notes": notes}

@@ -139,6 +139,118 @@ def plan_cmd(
     console.print(f"wrote {result.path}")
 
 
+@app.command("run")
+def run_cmd(
+    plan: str = typer.Argument(None, help="Plan file (default: newest in sweeps/ for this GPU)."),
+    grid: str = typer.Option("default", help="Variant grid: default or extended."),
+    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: the plan's)."),
+    modes: str = typer.Option("hot", help="Comma-separated: hot, cold, after-write."),
+    baseline: str = typer.Option("auto", help="torch, auto (torch if importable) or a config."),
+    allocating: bool = typer.Option(False, help="Diagnostic: the doubled output footprint."),
+    full: bool = typer.Option(False, help="Every config at every size (no screening)."),
+    resume: bool = typer.Option(False, help="Continue the newest (or --run-dir) run."),
+    run_dir: str = typer.Option(None, help="The run folder to resume."),
+    run_id: str = typer.Option(None, help="Name of the new run folder."),
+    out: str = typer.Option("results", help="Results root."),
+    force: bool = typer.Option(False, help="Run a plan made for another GPU."),
+    quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
+    replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
+) -> None:
+    """Time the variant grid over a plan against the baseline, with guards; resumable."""
+    from sweeper import api
+
+    executor = None
+    if replay:
+        from sweeper.replay import ReplayExecutor
+
+        executor = ReplayExecutor(replay)
+    console = _console()
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("preparing", total=None)
+
+        def progress(desc: str, done: int, total: int) -> None:
+            bar.update(task, description=desc, completed=done, total=total)
+
+        try:
+            path = api.run(
+                plan,
+                grid=grid,
+                dtypes=dtypes.split(",") if dtypes else None,
+                modes=modes.split(","),
+                baseline=baseline,
+                allocating=allocating,
+                full=full,
+                resume=(run_dir or True) if resume else None,
+                run_id=run_id,
+                out_root=out,
+                force=force,
+                quick=quick,
+                progress=progress,
+                executor=executor,
+            )
+        except SweeperError as e:
+            error = str(e)
+        else:
+            error = None
+    if error is not None:
+        fail(error)
+    from rich.table import Table
+
+    summary = api.run_summary(path)
+    table = Table(title=f"run {path}")
+    for col in summary["columns"]:
+        table.add_column(col)
+    for row in summary["rows"]:
+        table.add_row(*row)
+    console.print(table)
+    for line in summary["notes"]:
+        console.print(line)
+
+
+@app.command("plot")
+def plot_cmd(
+    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    fmt: str = typer.Option("png,svg", "--format", help="Comma-separated: png, svg, pdf."),
+    top: int = typer.Option(3, "--top", help="Configs drawn besides the best-per-size curve."),
+    heatmap_top: int = typer.Option(40, "--heatmap-top", help="Config rows per heatmap."),
+) -> None:
+    """Draw a run's figures into <run>/plots/: bandwidth, speedup over torch, config heatmaps,
+    the policy bands (when policy.json exists) and hot vs cold. Needs no GPU."""
+    from sweeper import api
+
+    formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
+    try:
+        paths = api.plot(run, formats=formats, top=top, heatmap_top=heatmap_top)
+    except SweeperError as e:
+        fail(str(e))
+    for p in paths:
+        typer.echo(str(p))
+
+
+@app.command("report")
+def report_cmd(
+    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+) -> None:
+    """Write <run>/REPORT.md: environment, plan coverage, selection, policy bands, plots,
+    guard findings, pruned configs and timing; says which stages are not built yet."""
+    from sweeper import api
+
+    try:
+        path = api.report(run)
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(str(path))
+
+
 def main() -> None:
     try:
         app()

@@ -254,5 +254,3 @@ def _plain(v: Any) -> Any:
     if hasattr(v, "item"):
         return v.item()
     return v
-
-

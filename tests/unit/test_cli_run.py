@@ -1,0 +1,96 @@
+"""`sweeper run` through typer's CliRunner: replay of a recorded run, and no-GPU errors."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from sweeper import api
+from sweeper.cli import app
+from sweeper.gpus import lookup
+from sweeper.replay import ModelExecutor
+from sweeper.store import load_manifest, read_trials
+
+L2 = lookup("h200").l2_bytes
+
+
+def _curve(fast, slow):
+    return lambda ws, l2: fast if ws < 0.9 * l2 else slow
+
+
+@pytest.fixture()
+def recorded(tmp_path):
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
+    ex = ModelExecutor(
+        {"a": _curve(9000.0, 3600.0), "b": _curve(6000.0, 4500.0)},
+        l2_bytes=L2,
+        baseline=_curve(5000.0, 4300.0),
+        copy=_curve(4800.0, 4800.0),
+    )
+    run_dir = api.run(str(plan.path), executor=ex, out_root=str(tmp_path / "res"), run_id="rec")
+    return plan.path, run_dir
+
+
+def test_run_replays_a_recorded_run_and_prints_a_summary(recorded, tmp_path):
+    plan_path, run_dir = recorded
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(plan_path),
+            "--replay",
+            str(run_dir),
+            "--out",
+            str(tmp_path / "re"),
+            "--run-id",
+            "again",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "fp32" in res.output and "best/base" in res.output
+    again = tmp_path / "re" / "h200" / "again"
+    assert load_manifest(again)["status"] == "complete"
+    a = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    b = {t["cell_key"] for t in read_trials(again)[0]}
+    assert a == b
+
+
+def test_run_without_a_gpu_is_one_clear_line(monkeypatch, tmp_path):
+    from sweeper import gpus
+    from sweeper.errors import NoGPUError
+
+    def no_gpu(*a, **k):
+        raise NoGPUError("no CUDA driver found")
+
+    monkeypatch.setattr(gpus, "detect", no_gpu)
+    res = CliRunner().invoke(app, ["run"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1].startswith("error: no CUDA driver")
+
+
+def test_run_rejects_an_unknown_mode(recorded):
+    plan_path, run_dir = recorded
+    res = CliRunner().invoke(
+        app, ["run", str(plan_path), "--modes", "warm", "--replay", str(run_dir)]
+    )
+    assert res.exit_code == 1
+    assert "unknown mode 'warm'" in res.output
+
+
+def test_replay_of_a_cell_not_recorded_is_an_error(recorded, tmp_path):
+    plan_path, run_dir = recorded
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(plan_path),
+            "--replay",
+            str(run_dir),
+            "--modes",
+            "cold",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
+    assert res.exit_code == 1
+    assert "not in the recorded run" in res.output
