@@ -24,6 +24,8 @@ from sweeper.errors import SweeperError
 from sweeper.measure import Bench, Stopping, check
 
 POISON = 0xABABABAB
+# The baseline when torch is not importable: the plainest 16-byte variant.
+REFERENCE_CONFIG = "v16-u1-ld.def-st.def-b256-onepass"
 
 
 def _ptr(a) -> int:
@@ -87,7 +89,7 @@ class GpuExecutor:
                     raise SweeperError(f"--baseline torch asked for, but {e}") from None
         if self.torch is None:
             self.baseline_name = (
-                baseline if baseline not in ("auto", "torch") else "v16-u1-ld.default-st.default"
+                baseline if baseline not in ("auto", "torch") else REFERENCE_CONFIG
             )
         self._mismatch = _mismatch_kernel()
         self._count = self.cuda.device_array(1, dtype=np.uint64)
@@ -171,7 +173,7 @@ class GpuExecutor:
             return self._alternating(into, b.y_b, b.y_b2)
         from sweeper_kernels import Variant, get_launcher
 
-        ref = Variant.from_config(dtype, self.baseline_name)
+        ref = Variant.parse(f"{dtype}-{self.baseline_name}")
         launcher = get_launcher(ref)
         return self._alternating(lambda y, s: launcher(b.x_b, y, n, s), b.y_b, b.y_b2)
 

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole GPU test suite, on a GPU machine: ./scripts/gpu_tests.sh [pytest args]
+# On our H200 node (no internet, numpy 2.5 in the image) it uses the carried numpy<2.5 wheel
+# (scripts/device_env.sh); elsewhere it runs in .venv like scripts/test.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .whl ]; then
+  source scripts/device_env.sh || exit 1
+  PY=python3
+else
+  PY=.venv/bin/python
+fi
+OUTDIR=${OUT:-.}
+$PY -m pytest tests/gpu -v -rA -p no:cacheprovider "$@" 2>&1 | tee "$OUTDIR/gpu_tests.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,98 @@
+"""A small end-to-end sweep and an interrupted + resumed run on the real GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sweeper.executor import GpuExecutor
+from sweeper.gpus import detect, spec_for_device
+from sweeper.measure import Stopping
+from sweeper.plan import make_plan
+from sweeper.runner import RunConfig, start
+from sweeper.store import load_manifest, load_run, read_trials
+
+STOP = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
+
+
+def _variants(dtype):
+    from sweeper_kernels import Variant
+
+    return [
+        Variant(dtype, 16, 1),
+        Variant(dtype, 16, 2, "cs", "cs"),
+        Variant(dtype, 16, 4, "L2::evict_last", "cs", 256, "stride4"),
+        Variant(dtype, 4, 1),
+    ]
+
+
+class SmallGrid(GpuExecutor):
+    def variants(self, grid, dtype):
+        return _variants(dtype)
+
+
+class Interrupting(SmallGrid):
+    def __init__(self, after, **kw):
+        super().__init__(**kw)
+        self.after, self.count = after, 0
+
+    def measure(self, *a):
+        if self.count >= self.after:
+            raise KeyboardInterrupt
+        self.count += 1
+        return super().measure(*a)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    spec, _ = spec_for_device(detect())
+    p = make_plan(spec, dtypes=["fp32", "fp16"])
+    keep = []
+    for d in ("fp32", "fp16"):
+        sizes = p.sizes(d)
+        keep += sizes[:: max(1, len(sizes) // 6)]
+    return dataclasses.replace(p, entries=tuple(keep))
+
+
+def _cfg(plan, tmp_path, run_id, modes=("hot",)):
+    return RunConfig(
+        plan=plan,
+        plan_path="(test)",
+        dtypes=("fp32", "fp16"),
+        modes=modes,
+        stopping=STOP,
+        out_root=str(tmp_path),
+        run_id=run_id,
+    )
+
+
+def test_small_sweep_end_to_end(plan, tmp_path):
+    run_dir = start(_cfg(plan, tmp_path, "e2e", ("hot", "cold")), SmallGrid(stopping=STOP))
+    data = load_run(run_dir)
+    df = data.results
+    c = df[df.role == "candidate"]
+    assert (c.status == "ok").all(), c[c.status != "ok"][["config", "status_detail"]]
+    assert set(df.role) == {"candidate", "baseline", "copy"}
+    assert set(df["mode"]) == {"hot", "cold"}
+    assert (c.ratio > 0).all() and ((c.ratio_lo <= c.ratio) & (c.ratio <= c.ratio_hi)).all()
+    # Cold figures never exceed the DRAM peak without being flagged.
+    cold = c[c["mode"] == "cold"]
+    assert (cold.gbps <= plan.dram_peak_gbps * 1.0).all()
+    assert data.manifest["status"] == "complete"
+
+
+def test_interrupted_run_resumes_on_the_gpu(plan, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        start(_cfg(plan, tmp_path, "res"), Interrupting(10, stopping=STOP))
+    run_dir = (
+        tmp_path / "h200" / "res" if (tmp_path / "h200").exists() else next(tmp_path.glob("*/res"))
+    )
+    first = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    resumed = Interrupting(10**6, stopping=STOP)
+    start(_cfg(plan, tmp_path, "res"), resumed, resume=run_dir)
+    keys = [t["cell_key"] for t in read_trials(run_dir)[0]]
+    assert len(keys) == len(set(keys))
+    assert first <= set(keys)
+    assert load_manifest(run_dir)["status"] == "complete"
+    assert resumed.count == len([k for k in keys if "|candidate|" in k]) - 10
