@@ -80,7 +80,7 @@ class Launcher:
         from sweeper_kernels import intrinsics
         from sweeper_kernels.build import get_kernel
 
-        self._simulator = intrinsics.SIMULATOR
+        self._simulator = intrinsics.simulator()
         if self._sm_count is None or self._max_threads is None:
             if self._simulator:
                 sms, threads = 1, 2048
@@ -89,7 +89,7 @@ class Launcher:
 
                 dev = cuda.get_current_device()
                 sms = dev.MULTIPROCESSOR_COUNT
-                threads = dev.MAX_THREADS_PER_MULTI_PROCESSOR
+                threads = dev.MAX_THREADS_PER_MULTIPROCESSOR
             self._sm_count = self._sm_count or sms
             self._max_threads = self._max_threads or threads
         self._kernel = get_kernel(self.variant)
