@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 POLICY = "policy.json"
 DTYPES = ("fp32", "fp16", "bf16", "int8")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
-VEC_BYTES = (1, 2, 4, 8, 16)
+VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
 GRID_RE = re.compile(r"^(onepass|stride[1-9][0-9]*)$")
 FALLBACK_RULE = [
     "exact (cc major.minor, l2_bytes)",

@@ -1,0 +1,286 @@
+"""Export: header contents, nvcc compiles it for sm_89 and sm_90 (all launchers, every cache
+hint), the header's ReLU word function is bit-exact on the host, and the Python/JSON forms
+select what the policy says."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.columns import COLUMNS
+from sweeper.errors import SweeperError
+from sweeper.export import LOAD_QUALIFIERS, STORE_QUALIFIERS, export, render
+from sweeper.policy import build_policy, config_at, merge_docs, write_policy
+
+MiB = 1 << 20
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot compile the header")
+ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+
+# Every vector width, unroll, grid shape and cache operator the exporter knows, one config each.
+CONFIGS = {
+    "v16-u1-ld.default-st.default-b256-onepass": (16, 1, "default", "default", 256, "onepass"),
+    "v16-u2-ld.cs-st.cs-b256-onepass": (16, 2, "cs", "cs", 256, "onepass"),
+    "v8-u4-ld.cg-st.cg-b128-stride4": (8, 4, "cg", "cg", 128, "stride4"),
+    "v4-u1-ld.lu-st.wt-b512-stride2": (4, 1, "lu", "wt", 512, "stride2"),
+    "v16-u1-ld.nc-st.default-b1024-onepass": (16, 1, "nc", "default", 1024, "onepass"),
+    "v8-u2-ld.L1::no_allocate-st.cs-b256-stride8": (8, 2, "L1::no_allocate", "cs", 256, "stride8"),
+    "v4-u2-ld.cs-st.cs-b64-stride1": (4, 2, "cs", "cs", 64, "stride1"),
+    "v8-u1-ld.default-st.cs-b128-onepass": (8, 1, "default", "cs", 128, "onepass"),
+}  # fmt: skip
+NAMES = list(CONFIGS)
+
+
+def _rows(l2, gpu, winner_at):
+    """Synthetic run: sizes k * l2/64; at each size the config winner_at(ws) is 20% faster."""
+    rows = []
+    for dt in ITEM:
+        for k in range(1, 290, 3):
+            ws = k * (l2 // 64)
+            for name, (vec, u, ld, st, block, grid) in CONFIGS.items():
+                gbps = 1200.0 if name == winner_at(ws) else 1000.0
+                t = ws / gbps / 1e3
+                r = {c: None for c in COLUMNS}
+                r.update(
+                    run_id=f"run-{gpu}", gpu=gpu, mode="hot", pattern="preallocated", dtype=dt,
+                    n=ws // (2 * ITEM[dt]), ws_bytes=ws, role="candidate", config=name,
+                    status="ok", time_us=t, time_lo_us=t * 0.999, time_hi_us=t * 1.001,
+                    gbps=gbps, ratio=1.0, ratio_lo=1.0, ratio_hi=1.0, vec_bytes=vec, unroll=u,
+                    load_hint=ld, store_hint=st, block=block, grid=grid,
+                )  # fmt: skip
+                rows.append(r)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _manifest(l2, cc, gpu):
+    return {
+        "run_id": f"run-{gpu}", "gpu": gpu, "modes": ["hot"], "baseline": "torch",
+        "device": {"name": gpu, "cc": list(cc), "sm_count": 132, "l2_bytes": l2},
+        "plan": {"plan_hash": "p-" + gpu, "resolution": 16, "l2_bytes": l2},
+    }  # fmt: skip
+
+
+def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h200"):
+    """Bands at 0.5 x L2 steps, each a different config: every config ends up in the policy."""
+
+    def winner(ws):
+        return NAMES[min(int(ws / (l2 / 2)), len(NAMES) - 1)]
+
+    return build_policy(_rows(l2, gpu, winner), _manifest(l2, cc, gpu))
+
+
+@pytest.fixture(scope="module")
+def merged():
+    a = all_hints_policy()
+    b = all_hints_policy(72 * MiB, (8, 9), "4090")
+    return merge_docs([a, b], ["h200/policy.json", "4090/policy.json"])
+
+
+def test_policy_uses_every_config(merged):
+    used = {
+        b["config"] for e in merged["entries"] for d in e["dtypes"].values() for b in d["bands"]
+    }
+    assert used == set(NAMES)
+
+
+def test_hint_vocabulary_matches_the_kernels():
+    intr = pytest.importorskip("sweeper_kernels.intrinsics")
+    assert intr.LOAD_QUALIFIERS == LOAD_QUALIFIERS
+    assert intr.STORE_QUALIFIERS == STORE_QUALIFIERS
+
+
+def test_header_contents(merged):
+    h = render(merged, "cuda")
+    for dt, ct in (
+        ("fp32", "float"),
+        ("fp16", "__half"),
+        ("bf16", "__nv_bfloat16"),
+        ("int8", "int8_t"),
+    ):
+        assert f"cudaError_t launch_relu(const {ct}* in, {ct}* out, size_t n, cudaStream_t s" in h
+        assert f'extern "C" cudaError_t sweeper_launch_relu_{dt}(const void* in, void* out' in h
+    assert "ld.global.cs.v4.u32" in h and "st.global.cs.v4.u32" in h
+    assert "cudaDevAttrL2CacheSize" in h and "std::call_once" in h
+    assert "#ifndef __CUDACC_RTC__" in h
+    # each band says where it came from
+    assert "lower edge: between measured" in h and "(run run-h200)" in h
+    assert "entry 0: 4090" in h and "entry 1: h200" in h
+    # no floating-point instruction on the data: the ReLU is integer math on words
+    assert "0x7F800000u" in h and "fmaxf" not in h
+
+
+def test_export_refuses_what_the_kernels_cannot_do(merged):
+    bad = json.loads(json.dumps(merged))
+    bad["configs"][NAMES[0]]["vec_bytes"] = 2
+    with pytest.raises(SweeperError, match="vec_bytes"):
+        render(bad, "cuda")
+    bad = json.loads(json.dumps(merged))
+    bad["configs"][NAMES[0]]["load_hint"] = "bogus"
+    with pytest.raises(SweeperError, match="load hint"):
+        render(bad, "python")
+    bad = json.loads(json.dumps(merged))
+    bad["configs"][NAMES[0]]["load_hint"] = "L2::evict_last"
+    with pytest.raises(SweeperError, match="v8.b32"):
+        render(bad, "cuda")
+    with pytest.raises(SweeperError, match="format"):
+        render(merged, "rust")
+
+
+def _load_module(path: Path):
+    spec = importlib.util.spec_from_file_location("relu_policy_export", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_python_and_json_export(tmp_path, merged):
+    pol = all_hints_policy()
+    ppath = write_policy(tmp_path / "policy.json", pol)
+    py = export(ppath, "python")
+    assert py.name == "relu_policy.py"
+    mod = _load_module(py)
+    bands = pol["dtypes"]["fp16"]["bands"]
+    l2 = pol["l2_bytes"]
+    for n in [1, 1000, l2 // 8, l2 // 4 - 1, l2 // 4, l2 // 4 + 1, l2, 10 * l2]:
+        name, fields = mod.select_config("fp16", n, (9, 0), l2)
+        assert name == config_at(bands, 2 * n * 2 / l2)
+        assert fields == pol["configs"][name]
+    rt = json.loads(export(ppath, "json", tmp_path / "rt.json").read_text())
+    assert rt["entries"][0]["dtypes"]["fp32"][-1]["below"] is None
+
+    # fallback: an unknown GPU with cc 9.x takes the cc-9 entry even if another L2 is nearer
+    mpath = tmp_path / "m.py"
+    mpath.write_text(render(merged, "python"))
+    mm = _load_module(mpath)
+    assert mm.pick_entry("fp32", (9, 7), 72 * MiB) == 1
+    assert mm.pick_entry("fp32", (10, 0), 70 * MiB) == 0  # no cc 10: nearest L2 (4090)
+    assert mm.pick_entry("fp32", (8, 9), 72 * MiB) == 0
+
+
+def _nvcc(*args, cwd):
+    r = subprocess.run([NVCC, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+@needs_nvcc
+def test_header_compiles_for_sm89_and_sm90(tmp_path, merged):
+    (tmp_path / "relu_policy.cuh").write_text(render(merged, "cuda"))
+    (tmp_path / "use.cu").write_text(
+        '#define SWEEPER_RELU_DEFINE_C_API\n#include "relu_policy.cuh"\n'
+        "// every public launcher, instantiated\n"
+        "cudaError_t all(void* p, void* q, size_t n, cudaStream_t s) {\n"
+        "  cudaError_t e = sweeper_relu::launch_relu((const float*)p, (float*)q, n, s);\n"
+        "  e = sweeper_relu::launch_relu((const __half*)p, (__half*)q, n, s);\n"
+        "  e = sweeper_relu::launch_relu((const __nv_bfloat16*)p, (__nv_bfloat16*)q, n, s);\n"
+        "  return sweeper_relu::launch_relu((const int8_t*)p, (int8_t*)q, n, s);\n}\n"
+    )
+    gencode = ["-gencode", "arch=compute_89,code=sm_89", "-gencode", "arch=compute_90,code=sm_90"]
+    _nvcc(
+        "-std=c++17",
+        "-O3",
+        "-Werror",
+        "all-warnings",
+        *gencode,
+        "-c",
+        "use.cu",
+        "-o",
+        "use.o",
+        cwd=tmp_path,
+    )
+    # the PTX carries the cache operators and vector widths the configs ask for
+    _nvcc("-std=c++17", "-arch=sm_90", "-ptx", "use.cu", "-o", "use.ptx", cwd=tmp_path)
+    ptx = (tmp_path / "use.ptx").read_text()
+    for want in [
+        "ld.global.cs.v4.u32", "st.global.cs.v4.u32", "ld.global.cg.v2.u32", "st.global.cg.v2.u32",
+        "ld.global.lu.u32", "st.global.wt.u32", "ld.global.nc.v4.u32",
+        "ld.global.L1::no_allocate.v2.u32", "ld.global.cs.b16", "st.global.cs.b8",
+    ]:  # fmt: skip
+        assert want in ptx, want
+    # no float instructions touch the data (bit-level ReLU): no max.f32 / setp.*.f32
+    assert not re.search(r"\b(max|min|setp\.[a-z]+)\.(f32|f16|bf16)", ptx)
+
+
+REF = r"""
+#include "relu_policy.cuh"
+#include <cstdio>
+#include <cstring>
+#include <vector>
+using namespace sweeper_relu;
+int main(int argc, char** argv) {
+  FILE* f = std::fopen(argv[2], "rb"); std::vector<uint32_t> w;
+  uint32_t v; while (std::fread(&v, 4, 1, f) == 1) w.push_back(v); std::fclose(f);
+  for (auto& x : w) {
+    if (!std::strcmp(argv[1], "fp32")) x = detail::relu_word<Dt::F32>(x);
+    else if (!std::strcmp(argv[1], "fp16")) x = detail::relu_word<Dt::F16>(x);
+    else if (!std::strcmp(argv[1], "bf16")) x = detail::relu_word<Dt::BF16>(x);
+    else x = detail::relu_word<Dt::I8>(x);
+  }
+  f = std::fopen(argv[3], "wb"); std::fwrite(w.data(), 4, w.size(), f); std::fclose(f);
+}
+"""
+
+
+def _float_relu(dtype: str, words: np.ndarray) -> np.ndarray:
+    """Independent reference: x > 0 ? x : +0 on the decoded values (NaN -> +0, -0 -> +0)."""
+    if dtype == "int8":
+        x = words.view(np.int8)
+        return np.where(x > 0, x, 0).astype(np.int8).view(np.uint32)
+    if dtype == "fp32":
+        x = words.view(np.float32)
+        return np.where(x > 0, words, 0).astype(np.uint32)
+    h = words.view(np.uint16)
+    if dtype == "fp16":
+        pos = h.view(np.float16) > 0
+    else:  # bf16 = the top half of an fp32
+        pos = (h.astype(np.uint32) << 16).view(np.float32) > 0
+    return np.where(pos, h, 0).astype(np.uint16).view(np.uint32)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "int8"])
+def test_header_relu_word_is_bit_exact_on_host(tmp_path_factory, merged, dtype):
+    d = tmp_path_factory.getbasetemp() / "relu_host"
+    exe = d / "ref"
+    if not exe.exists():
+        d.mkdir(exist_ok=True)
+        (d / "relu_policy.cuh").write_text(render(merged, "cuda"))
+        (d / "ref.cu").write_text(REF)
+        _nvcc("-std=c++17", "-O2", "ref.cu", "-o", "ref", cwd=d)
+    rng = np.random.default_rng(0)
+    if dtype in ("fp16", "bf16"):
+        words = np.arange(1 << 16, dtype=np.uint16).repeat(2).view(np.uint32)  # every pattern
+        words = np.concatenate([words, rng.integers(0, 2**32, 1 << 16, dtype=np.uint32)])
+    elif dtype == "int8":
+        words = np.arange(1 << 8, dtype=np.uint8).repeat(4).view(np.uint32)
+        words = np.concatenate([words, rng.integers(0, 2**32, 1 << 16, dtype=np.uint32)])
+    else:
+        special = np.array([0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF,
+                            0x7F800000, 0xFF800000, 0x7F800001, 0x7FC00000, 0xFFC00000,
+                            0x3F800000, 0xBF800000, 0xFFFFFFFF], dtype=np.uint32)  # fmt: skip
+        words = np.concatenate([special, rng.integers(0, 2**32, 1 << 18, dtype=np.uint32)])
+    inp, out = d / f"in_{dtype}.bin", d / f"out_{dtype}.bin"
+    words.tofile(inp)
+    subprocess.run([str(exe), dtype, str(inp), str(out)], check=True, timeout=60)
+    got = np.fromfile(out, dtype=np.uint32)
+    np.testing.assert_array_equal(got, _float_relu(dtype, words))
+    bitmath = pytest.importorskip("sweeper_kernels.bitmath")
+    np.testing.assert_array_equal(got, bitmath.relu_words(dtype, words))
+
+
+def test_cli_module_runs_without_gpu():
+    # exporting never imports numba (it must work on a laptop from a results folder)
+    code = (
+        "import sys, sweeper.export, sweeper.policy, sweeper.select; print('numba' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"
