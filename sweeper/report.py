@@ -1,0 +1,470 @@
+"""REPORT.md for a run folder: one markdown file that renders on GitHub.
+
+Built from what is in the folder (manifest, results table, and when present selection.csv,
+policy.json and plots/); a stage that has not run yet is named as missing, never silently
+left out. Pure text: `build_report` takes plain inputs, `api.report()` does the file IO.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper.columns import MODES
+from sweeper.plots import DTYPE_ORDER, MiB, best_per_size, dtypes_in, facets, fmt_mib
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+REPORT = "REPORT.md"
+SECTIONS = (
+    "Environment",
+    "Plan coverage",
+    "Selection",
+    "Policy",
+    "Plots",
+    "Guards",
+    "Pruned",
+    "Timing",
+)
+
+
+def _cell(v: Any) -> str:
+    """Text for a table cell: no pipes or newlines that would break the table."""
+    text = "" if v is None else str(v)
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
+    align = align or "-" * len(header)
+    marks = {"-": "---", "r": "---:", "c": ":---:"}
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def _bytes(b: Any) -> str:
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        return "-"
+    b = int(b)
+    if b >= 1 << 30:
+        return f"{b / (1 << 30):.4g} GiB"
+    if b >= MiB:
+        return f"{b / MiB:.4g} MiB"
+    if b >= 1024:
+        return f"{b / 1024:.4g} KiB"
+    return f"{b} B"
+
+
+def _num(v: Any, fmt: str = ".0f") -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    return "-" if math.isnan(f) else format(f, fmt)
+
+
+def _ratio_ci(r: Any, lo: Any, hi: Any) -> str:
+    if _num(r) == "-":
+        return "-"
+    ci = f" [{_num(lo, '.2f')}, {_num(hi, '.2f')}]" if _num(lo) != "-" else ""
+    return f"{_num(r, '.2f')}x{ci}"
+
+
+def _duration(s: Any) -> str:
+    try:
+        s = float(s)
+    except (TypeError, ValueError):
+        return _cell(s)
+    h, rem = divmod(int(round(s)), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{s:,.1f} s ({h}:{m:02d}:{sec:02d})"
+
+
+# ---- sections -----------------------------------------------------------------------------
+
+
+def environment(manifest: Mapping[str, Any]) -> list[str]:
+    dev = manifest.get("device") or {}
+    plan = manifest.get("plan") or {}
+    cc = dev.get("cc")
+    cc_text = f"{cc[0]}.{cc[1]}" if isinstance(cc, (list, tuple)) and len(cc) == 2 else cc
+    rows = [
+        ("GPU", f"{dev.get('name', '-')} (`{manifest.get('gpu', '-')}`)"),
+        ("compute capability", cc_text or "-"),
+        ("SMs", dev.get("sm_count", "-")),
+        ("L2", _bytes(dev.get("l2_bytes"))),
+        ("persisting-L2 max", _bytes(dev.get("persisting_l2_max_bytes"))),
+        ("DRAM peak", f"{_num(dev.get('dram_peak_gbps'))} GB/s"),
+        ("memory", _bytes(dev.get("memory_bytes"))),
+        ("driver", dev.get("driver_version", "-")),
+        ("git commit", f"`{manifest.get('git_commit', '-')}`"),
+        ("plan", f"`{plan.get('path', '-')}` (hash `{plan.get('plan_hash', '-')}`)"),
+        ("modes", ", ".join(manifest.get("modes") or [str(manifest.get("mode", "-"))])),
+        ("baseline", manifest.get("baseline", "-")),
+        ("started / finished", f"{manifest.get('started', '-')} / {manifest.get('finished', '-')}"),
+    ]
+    versions = manifest.get("versions") or {}
+    rows += [(f"version: {k}", v) for k, v in sorted(versions.items())]
+    return _table(("", "value"), rows)
+
+
+def largest_gaps(sizes: Sequence[int], k: int = 3) -> list[tuple[int, int]]:
+    """The k widest steps between consecutive sampled sizes, by ratio (widest first)."""
+    s = sorted(set(int(x) for x in sizes))
+    pairs = list(zip(s, s[1:], strict=False))
+    return sorted(pairs, key=lambda p: (-p[1] / p[0], p[0]))[:k]
+
+
+def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    plan = manifest.get("plan") or {}
+    dev = manifest.get("device") or {}
+    lo, hi = plan.get("dense_lo_bytes"), plan.get("dense_hi_bytes")
+    l2 = plan.get("l2_bytes") or dev.get("l2_bytes")
+    res = plan.get("resolution")
+    step = l2 / res if l2 and isinstance(res, (int, float)) and res >= 1 else None
+    out = [
+        f"Dense band of the plan: {_bytes(lo)} .. {_bytes(hi)}; L2 {_bytes(l2)}. "
+        f"Dense-band step target: {_bytes(step)} (L2/{res}). "
+        "Gaps are between consecutive sampled working sets (all rows, any status).",
+        "",
+    ]
+    rows = []
+    for facet, sub in facets(results):
+        for dtype in dtypes_in(sub):
+            sizes = sorted(int(x) for x in sub[sub["dtype"] == dtype]["ws_bytes"].unique())
+            dense = [s for s in sizes if lo and hi and lo <= s <= hi]
+            widest = max(
+                zip(dense, dense[1:], strict=False), key=lambda p: p[1] - p[0], default=None
+            )
+            if widest:
+                a, b = widest
+                flag = f" ⚠ wider than L2/{res:g}" if step and b - a > step * (1 + 1e-9) else ""
+                dense_step = f"{_bytes(b - a)} ({fmt_mib(a)} → {fmt_mib(b)}){flag}"
+            else:
+                dense_step = "no two sizes in the dense band"
+            gaps = "; ".join(
+                f"{fmt_mib(a)} → {fmt_mib(b)} MiB (×{b / a:.2f})" for a, b in largest_gaps(sizes)
+            )
+            below = max((s for s in sizes if l2 and s <= l2), default=None)
+            above = min((s for s in sizes if l2 and s > l2), default=None)
+            bracket = (
+                f"{fmt_mib(below)} .. {fmt_mib(above)}" if below and above else "not bracketed"
+            )
+            rows.append(
+                (
+                    dtype,
+                    facet,
+                    len(sizes),
+                    f"{fmt_mib(sizes[0])} .. {fmt_mib(sizes[-1])}",
+                    len(dense),
+                    dense_step,
+                    bracket,
+                    gaps or "-",
+                )
+            )
+    header = ("dtype", "mode", "sizes", "range (MiB)", "in dense band", "widest dense step")
+    return out + _table((*header, "L2 bracket (MiB)", "largest gaps (by ratio)"), rows, "--rrrrr-")
+
+
+def selection(results: pd.DataFrame, sel: pd.DataFrame | None) -> list[str]:
+    if sel is None:
+        out = [
+            "**No selection built yet** (`sweeper select` writes selection.csv and "
+            "selection.md into the run folder). Shown instead: the fastest ok config at each "
+            "size, without the noise-aware tie handling of the selection.",
+            "",
+        ]
+        table = best_per_size(results).rename(columns={"pct_of_copy": "pct_copy"})
+    else:
+        out = [
+            "From `selection.csv` (details, runner-up and ties: [selection.md](selection.md)).",
+            "",
+        ]
+        table = sel
+    if table.empty:
+        return [*out, "No ok candidate cell in this run: nothing to select from."]
+    groups = sorted(
+        table.groupby(["mode", "pattern", "dtype"], sort=False),
+        key=lambda g: (_rank(g[0][0], MODES), g[0][1], _rank(g[0][2], DTYPE_ORDER), g[0][2]),
+    )
+    for (mode, pattern, dtype), grp in groups:
+        grp = grp.sort_values("ws_bytes")
+        runs = "; ".join(
+            f"{c} {fmt_mib(a)}..{fmt_mib(b)}"
+            for c, a, b in config_runs(grp["config"], grp["ws_bytes"])
+        )
+        out += [
+            "<details>",
+            f"<summary><b>{dtype}</b>, mode {mode}, pattern {pattern}: {runs} (MiB)</summary>",
+            "",
+        ]
+        rows = [
+            (
+                fmt_mib(r["ws_bytes"]),
+                f"`{r['config']}`",
+                _num(r["gbps"]),
+                _num(r["pct_copy"], ".1f"),
+                _ratio_ci(r["ratio"], r["ratio_lo"], r["ratio_hi"]),
+            )
+            for _, r in grp.sort_values("ws_bytes").iterrows()
+        ]
+        header = ("size (MiB)", "config", "GB/s", "% of copy", "vs torch [95% CI]")
+        out += _table(header, rows, "r-rrr") + ["", "</details>", ""]
+    return out
+
+
+def _rank(value: str, order: Sequence[str]) -> int:
+    return order.index(value) if value in order else len(order)
+
+
+def config_runs(configs: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int, int]]:
+    """Consecutive sizes with the same config, as (config, first size, last size)."""
+    out: list[tuple[str, int, int]] = []
+    for c, ws in zip(configs, sizes, strict=True):
+        if out and out[-1][0] == c:
+            out[-1] = (c, out[-1][1], int(ws))
+        else:
+            out.append((c, int(ws), int(ws)))
+    return out
+
+
+def policy(doc: Mapping[str, Any] | None) -> list[str]:
+    if doc is None:
+        return [
+            "**No policy built yet** (`sweeper policy` writes policy.json into the run folder)."
+        ]
+    prov = doc.get("provenance") or {}
+    out = [
+        f"From `policy.json`: mode {prov.get('mode', '-')}, pattern {prov.get('pattern', '-')}, "
+        f"tolerance {prov.get('tolerance', '-')}, resolution L2/{prov.get('resolution', '-')}. "
+        "A band holds working sets in [lo, hi); the bracket is the pair of measured sizes "
+        "the boundary below it sits between.",
+        "",
+    ]
+    rows = []
+    for dtype, d in (doc.get("dtypes") or {}).items():
+        for b in d.get("bands", []):
+            hi = b.get("hi_bytes")
+            br = b.get("bracket_below")
+            worst = b.get("worst_frac_of_best")
+            rows.append(
+                (
+                    dtype,
+                    f"[{fmt_mib(b.get('lo_bytes') or 0)}, {'∞' if hi is None else fmt_mib(hi)})",
+                    f"`{b.get('config')}`",
+                    f"{fmt_mib(b['first_measured'])} .. {fmt_mib(b['last_measured'])}"
+                    if "first_measured" in b
+                    else "-",
+                    b.get("n_sizes", "-"),
+                    f"{fmt_mib(br[0])} .. {fmt_mib(br[1])}" if br else "-",
+                    _num(100 * worst, ".1f") if isinstance(worst, (int, float)) else "-",
+                )
+            )
+    header = ("dtype", "band (MiB)", "config", "measured (MiB)", "sizes", "bracket (MiB)")
+    return out + _table((*header, "worst % of best"), rows, "--r-rrr")
+
+
+def plots_section(run_dir: Path, plot_files: Sequence[Path]) -> list[str]:
+    pngs = [p for p in plot_files if p.suffix == ".png"]
+    if not pngs:
+        return ["**No plots** (`sweeper plot` writes them into plots/)."]
+    out = []
+    for png in pngs:
+        rel = Path(os.path.relpath(png, run_dir)).as_posix()
+        svg = png.with_suffix(".svg")
+        link = f" ([svg]({Path(os.path.relpath(svg, run_dir)).as_posix()}))" if svg.exists() else ""
+        out += [f"**{png.stem}**{link}", "", f"![{png.stem}]({rel})", ""]
+    return out
+
+
+def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    bad = results[results["status"] != "ok"].sort_values(["mode", "dtype", "ws_bytes", "config"])
+    logged = manifest.get("guards") or []
+    out = [
+        f"{len(bad)} of {len(results)} measured cells are not ok (left out of every table "
+        f"and plot above); {len(logged)} finding(s) in the run's guard log.",
+        "",
+    ]
+    if len(bad):
+        rows = [
+            (
+                r["mode"],
+                r["dtype"],
+                fmt_mib(r["ws_bytes"]),
+                r["role"],
+                f"`{r['config']}`",
+                r["status"],
+                r["status_detail"],
+            )
+            for _, r in bad.iterrows()
+        ]
+        header = ("mode", "dtype", "size (MiB)", "role", "config", "status", "detail")
+        out += _table(header, rows, "--r----") + [""]
+    if logged:
+        out += ["Guard log (manifest):", ""]
+        rows = [(g.get("cell", "-"), g.get("status", "-"), g.get("detail", "")) for g in logged]
+        out += _table(("cell", "status", "detail"), rows)
+    return out
+
+
+def pruned(manifest: Mapping[str, Any]) -> list[str]:
+    items = manifest.get("pruned") or []
+    if not items:
+        return ["Nothing was pruned: every config of the grid was measured at every size."]
+    rows = [(f"`{p.get('config', '-')}`", p.get("dtype", "-"), p.get("reason", "")) for p in items]
+    return [f"{len(items)} config(s) pruned before the full sweep:", ""] + _table(
+        ("config", "dtype", "reason"), rows
+    )
+
+
+def timing(manifest: Mapping[str, Any]) -> list[str]:
+    t = manifest.get("timing") or {}
+    if not t:
+        return ["No timing recorded in the manifest."]
+    rows = [(phase, _duration(s)) for phase, s in t.items()]
+    nums = [float(s) for s in t.values() if isinstance(s, (int, float))]
+    rows.append(("**total**", _duration(sum(nums))))
+    return _table(("phase", "wall time"), rows, "-r")
+
+
+# ---- the document -------------------------------------------------------------------------
+
+
+def build_report(
+    run_dir: str | os.PathLike,
+    manifest: Mapping[str, Any],
+    results: pd.DataFrame,
+    plot_files: Sequence[Path] = (),
+    selection_table: pd.DataFrame | None = None,
+    policy_doc: Mapping[str, Any] | None = None,
+) -> str:
+    """The REPORT.md text. Links are relative to run_dir."""
+    run_dir = Path(run_dir)
+    missing = []
+    if selection_table is None:
+        missing.append("selection (run `sweeper select`)")
+    if policy_doc is None:
+        missing.append("policy (run `sweeper policy`)")
+    if not any(p.suffix == ".png" for p in plot_files):
+        missing.append("plots (run `sweeper plot`)")
+    head = [
+        f"# Run report: {manifest.get('gpu', '?')} · {manifest.get('run_id', '?')}",
+        "",
+        f"Generated by `sweeper report` from `{run_dir.as_posix()}`. "
+        f"{len(results)} measured cells; only status-ok cells enter tables and plots.",
+        "",
+        "Not built yet: " + "; ".join(missing) + "." if missing else "All stages present.",
+        "",
+        " · ".join(f"[{s}](#{s.lower().replace(' ', '-')})" for s in SECTIONS),
+    ]
+    bodies = {
+        "Environment": environment(manifest),
+        "Plan coverage": coverage(results, manifest),
+        "Selection": selection(results, selection_table),
+        "Policy": policy(policy_doc),
+        "Plots": plots_section(run_dir, plot_files),
+        "Guards": guards(results, manifest),
+        "Pruned": pruned(manifest),
+        "Timing": timing(manifest),
+    }
+    lines = head
+    for name in SECTIONS:
+        lines += ["", f"## {name}", "", *bodies[name]]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ---- run-folder IO (what api.plot / api.report call) ---------------------------------------
+
+PLOTS = "plots"
+FORMATS = ("png", "svg", "pdf")
+_ORDER = ("bandwidth", "ratio", "modes", "policy", "heatmap")
+
+
+def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
+    """The run folder to work on: `run`, or the newest under `root` when None."""
+    from sweeper.errors import SweeperError
+    from sweeper.store import MANIFEST, newest_run
+
+    if run is None:
+        return newest_run(root)
+    path = Path(run)
+    if not path.is_dir():
+        raise SweeperError(f"{path}: no such run folder (pass results/<gpu>/<run-id>)")
+    if not (path / MANIFEST).is_file():
+        raise SweeperError(f"{path}: not a run folder (no {MANIFEST}); pass results/<gpu>/<run-id>")
+    return path
+
+
+def plot_order(path: Path) -> tuple:
+    stem = path.stem
+    kind = next((i for i, k in enumerate(_ORDER) if stem.startswith(k)), len(_ORDER))
+    return (kind, stem, path.suffix)
+
+
+def render_plots(
+    run_dir: str | os.PathLike,
+    formats: Sequence[str] = ("png", "svg"),
+    top: int = 3,
+    heatmap_top: int = 40,
+) -> list[Path]:
+    """Write every figure of a run into <run>/plots/ (stale png/svg there are removed)."""
+    from sweeper import plots
+    from sweeper.errors import SweeperError
+    from sweeper.store import load_run
+
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise SweeperError(f"unknown plot format {bad or formats!r}; use some of {FORMATS}")
+    run = load_run(run_dir)
+    if run.results.empty:
+        raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
+    out = run.path / PLOTS
+    info = plots.RunInfo.from_manifest(run.manifest)
+    bands = plots.load_bands(run.path)
+    written = plots.write_plots(run.results, out, formats, info, bands, top, heatmap_top)
+    for old in out.glob("*"):
+        if old.suffix.lstrip(".") in FORMATS and old not in written:
+            old.unlink()
+    return sorted(written, key=plot_order)
+
+
+def _plots_stale(run_dir: Path) -> bool:
+    from sweeper.policy import POLICY
+    from sweeper.store import RESULTS
+
+    pngs = list((run_dir / PLOTS).glob("*.png"))
+    if not pngs:
+        return True
+    oldest = min(p.stat().st_mtime for p in pngs)
+    inputs = [run_dir / RESULTS, run_dir / POLICY]
+    return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)
+
+
+def write_report(run_dir: str | os.PathLike) -> Path:
+    """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
+    import pandas as pd
+
+    from sweeper.errors import SchemaError
+    from sweeper.policy import POLICY, load_policy
+    from sweeper.schema import atomic_write_text
+    from sweeper.select import SELECTION_CSV
+    from sweeper.store import load_run
+
+    run_dir = Path(run_dir)
+    if _plots_stale(run_dir):
+        render_plots(run_dir)
+    run = load_run(run_dir)
+    sel = None
+    if (run_dir / SELECTION_CSV).exists():
+        try:
+            sel = pd.read_csv(run_dir / SELECTION_CSV)
+        except (OSError, ValueError) as e:
+            raise SchemaError(run_dir / SELECTION_CSV, None, f"cannot read: {e}") from None
+    doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
+    files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
+    text = build_report(run_dir, run.manifest, run.results, files, sel, doc)
+    return atomic_write_text(run_dir / REPORT, text)

@@ -1,0 +1,207 @@
+"""REPORT.md and the `plot` / `report` commands on a synthetic run folder."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from typer.testing import CliRunner
+
+from sweeper import api
+from sweeper.cli import app
+from sweeper.report import SECTIONS, largest_gaps
+
+try:
+    from tests.unit.test_plots import (
+        BAD_CELL,
+        CONFIGS,
+        PRUNED,
+        STREAMING,
+        synthetic_manifest,
+        synthetic_results,
+        write_synthetic_run,
+    )
+except ImportError:  # tests/ is not a package: pytest put tests/unit on sys.path
+    from test_plots import (
+        BAD_CELL,
+        CONFIGS,
+        PRUNED,
+        STREAMING,
+        synthetic_manifest,
+        synthetic_results,
+        write_synthetic_run,
+    )
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def plotted_run(tmp_path_factory) -> Path:
+    """A synthetic run with its plots rendered once (rendering is the slow part)."""
+    d = write_synthetic_run(tmp_path_factory.mktemp("plotted") / "results" / "testgpu" / "r1")
+    api.plot(str(d))
+    return d
+
+
+@pytest.fixture
+def run_dir(plotted_run, tmp_path) -> Path:
+    """A private copy (mtimes kept, so the plots stay newer than results.csv)."""
+    d = tmp_path / "results" / "testgpu" / "r1"
+    shutil.copytree(plotted_run, d, copy_function=shutil.copy2)
+    return d
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def test_report_without_selection_or_policy_says_so(run_dir):
+    path = api.report(str(run_dir))
+    assert path == run_dir / "REPORT.md"
+    text = path.read_text()
+    sec = _sections(text)
+    assert list(sec) == list(SECTIONS)
+    assert "No selection built yet" in sec["Selection"]
+    assert "No policy built yet" in sec["Policy"]
+    assert "Not built yet: selection" in text
+    # environment
+    for needle in ("Test GPU 64MB", "575.51", "deadbeef", "numba_cuda", "abc123", "64 MiB"):
+        assert needle in sec["Environment"], needle
+    # the fallback selection table names the cliff: default loads inside L2, streaming above
+    assert f"| 32 | `{CONFIGS[1]}` |" in sec["Selection"]
+    assert f"| 256 | `{STREAMING}` |" in sec["Selection"]
+    assert "1.16x [1.12, 1.19]" in sec["Selection"]
+    # hot before cold, fp32 before fp16; each group summarised as runs of one config
+    summaries = re.findall(r"<summary>(.*)</summary>", sec["Selection"])
+    assert [re.sub(r":.*", "", x) for x in summaries] == [
+        f"<b>{d}</b>, mode {m}, pattern preallocated"
+        for m in ("hot", "cold")
+        for d in ("fp32", "fp16")
+    ]
+    assert f"{CONFIGS[1]} 1..64; {STREAMING} 72..512 (MiB)" in summaries[0]
+
+
+def test_report_guards_pruned_timing(run_dir):
+    sec = _sections(api.report(str(run_dir)).read_text())
+    mode, dtype, ws, config = BAD_CELL
+    guard_rows = [ln for ln in sec["Guards"].splitlines() if "mismatch" in ln]
+    assert any(f"`{config}`" in ln and "| 40 |" in ln and mode in ln for ln in guard_rows)
+    assert "max abs err 3.0 at index 17" in sec["Guards"]
+    assert sec["Guards"].strip().startswith("1 of 552 measured cells are not ok")
+    assert PRUNED["config"] in sec["Pruned"] and PRUNED["reason"] in sec["Pruned"]
+    assert "3,120.5 s (0:52:00)" in sec["Timing"]  # total of the phases
+
+
+def test_report_links_to_existing_plots(run_dir):
+    text = api.report(str(run_dir)).read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert "plots/bandwidth_hot.png" in links and "plots/bandwidth_cold.png" in links
+    assert "plots/modes.png" in links
+    for link in links:
+        assert not Path(link).is_absolute()
+        assert (run_dir / link).stat().st_size > 1000, link
+    svgs = re.findall(r"\[svg\]\(([^)]+)\)", text)
+    assert svgs and all((run_dir / s).exists() for s in svgs)
+
+
+def test_report_coverage_shows_gaps_and_l2_bracket(run_dir):
+    sec = _sections(api.report(str(run_dir)).read_text())
+    cov = sec["Plan coverage"]
+    # widest by ratio: 1 -> 4 and 4 -> 16 (×4), then 256 -> 512 (×2)
+    assert "1 → 4 MiB (×4.00); 4 → 16 MiB (×4.00); 256 → 512 MiB (×2.00)" in cov
+    # dense band 24..160 MiB in 8 MiB steps, the plan's target (L2/8): no warning
+    assert "| 18 | 8 MiB (24 → 32) |" in cov and "⚠" not in cov
+    assert "64 .. 72" in cov  # L2 (64 MiB) bracketed by the sampled 64 and 72 MiB
+
+
+def test_largest_gaps_orders_by_ratio():
+    assert largest_gaps([1, 2, 3, 12, 13], k=2) == [(3, 12), (1, 2)]
+
+
+def test_report_with_selection_and_policy(run_dir):
+    from sweeper import policy, select
+    from sweeper.store import load_run
+
+    run = load_run(run_dir)
+    sel = select.select(run.results)
+    select.write_selection(run_dir, sel, run.manifest["device"]["l2_bytes"], "test")
+    doc = policy.build_policy(run.results, run.manifest)
+    policy.write_policy(run_dir / "policy.json", doc)
+    text = api.report(str(run_dir)).read_text()
+    sec = _sections(text)
+    assert "All stages present." in text
+    assert "selection.md" in sec["Selection"] and "No selection" not in sec["Selection"]
+    assert "No policy" not in sec["Policy"]
+    # the policy boundary sits between the measured 64 and 72 MiB, and is shown bracketed
+    assert re.search(rf"\| fp16 \| \[68, ∞\) \| `{STREAMING}` \|.*\| 64 \.\. 72 \|", sec["Policy"])
+    # policy.json is newer than the plots: the report re-rendered them with the policy figure
+    assert "plots/policy.png" in sec["Plots"] and (run_dir / "plots/policy.png").exists()
+
+
+def test_cli_plot_writes_png_and_svg(run_dir):
+    result = runner.invoke(app, ["plot", str(run_dir), "--format", "png,svg"])
+    assert result.exit_code == 0, result.output
+    paths = [Path(p) for p in result.output.split()]
+    assert {p.suffix for p in paths} == {".png", ".svg"}
+    assert all(p.parent == run_dir / "plots" and p.stat().st_size > 1000 for p in paths)
+    # one bandwidth + ratio figure per mode, heatmaps per mode and dtype, modes compared
+    stems = {p.stem for p in paths}
+    assert {"bandwidth_hot", "bandwidth_cold", "ratio_hot", "modes", "heatmap_cold_fp16"} <= stems
+
+
+def test_cli_plot_defaults_to_newest_run(run_dir, monkeypatch):
+    monkeypatch.chdir(run_dir.parents[2])
+    result = runner.invoke(app, ["plot", "--format", "svg"])
+    assert result.exit_code == 0, result.output
+    assert all(p.endswith(".svg") for p in result.output.split())
+
+
+def test_cli_report(run_dir):
+    result = runner.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == str(run_dir / "REPORT.md")
+    assert (run_dir / "plots" / "bandwidth_hot.png").exists()
+
+
+@pytest.mark.parametrize("cmd", ["plot", "report"])
+def test_cli_missing_run_is_one_line_exit_1(tmp_path, cmd):
+    result = runner.invoke(app, [cmd, str(tmp_path / "nope")])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "nope" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_cli_plot_rejects_unknown_format(run_dir):
+    result = runner.invoke(app, ["plot", str(run_dir), "--format", "gif"])
+    assert result.exit_code == 1 and "gif" in result.output
+
+
+def test_report_on_a_hot_only_run_has_no_modes_figure(tmp_path):
+    from sweeper.store import write_run
+
+    d = write_run(tmp_path / "r", synthetic_manifest(("hot",)), synthetic_results(("hot",)))
+    text = api.report(str(d)).read_text()
+    assert "plots/modes.png" not in text and "plots/bandwidth_hot.png" in text
+
+
+def test_coverage_flags_a_dense_band_hole(tmp_path):
+    from sweeper.plots import MiB
+    from sweeper.store import write_run
+
+    df = synthetic_results(("hot",))
+    df = df[~df["ws_bytes"].isin([80 * MiB, 88 * MiB])]  # a 24 MiB hole above L2
+    d = write_run(tmp_path / "r", synthetic_manifest(("hot",)), df)
+    from sweeper.report import coverage
+    from sweeper.store import load_run
+
+    run = load_run(d)
+    text = "\n".join(coverage(run.results, run.manifest))
+    assert "24 MiB (72 → 96) ⚠ wider than L2/8" in text
