@@ -284,3 +284,16 @@ def test_cli_module_runs_without_gpu():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
+
+
+@needs_nvcc
+def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypatch):
+    from sweeper.verify import build_exported_launchers, build_library
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
+    header = tmp_path / "relu_policy.cuh"
+    header.write_text(render(merged, "cuda"))
+    lib = build_library(header, arch="90")
+    assert build_library(header, arch="90") == lib  # cached by content hash
+    launchers = build_exported_launchers(header, arch="90")
+    assert sorted(launchers) == sorted(ITEM) and all(callable(f) for f in launchers.values())

@@ -1,0 +1,306 @@
+"""Verify an exported policy on a GPU: build the CUDA header, check it bit-exact, time it.
+
+`build_exported_launchers(header)` compiles the header (through its extern "C" API) into a
+shared library with nvcc, cached by content hash, and returns one callable per dtype,
+`launch(x_ptr, y_ptr, n, stream_handle)`, that only enqueues work (no sync, no allocation),
+so it can be captured into a CUDA graph. This exercises the real `launch_relu` dispatch,
+device-property cache and alignment fallback of the header, not a re-implementation.
+
+Only this module (and only inside functions) touches numba.cuda.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from sweeper.errors import NoGPUError, SweeperError
+from sweeper.policy import DTYPES, ITEMSIZE
+
+Launcher = Callable[[int, int, int, int], None]
+STORAGE = {"fp32": np.uint32, "fp16": np.uint16, "bf16": np.uint16, "int8": np.uint8}
+TAIL_NS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 255, 4097, 65537, 1000003)
+POISON = 0xA5
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SWEEPER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "sweeper"
+    )
+    return Path(root) / "export"
+
+
+def find_nvcc() -> str | None:
+    return os.environ.get("SWEEPER_NVCC") or shutil.which("nvcc")
+
+
+def device_arch() -> str:
+    """'90' for the current device (numba), else '90'."""
+    try:
+        from numba import cuda
+
+        major, minor = cuda.get_current_device().compute_capability
+        return f"{major}{minor}"
+    except Exception:  # noqa: BLE001 - no GPU: build for H100/H200
+        return "90"
+
+
+def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Path:
+    """nvcc -shared the header's C API into a cached .so; returns its path."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise SweeperError(
+            "nvcc not found (PATH or SWEEPER_NVCC): it is needed to build the exported header; "
+            "install the CUDA toolkit or point SWEEPER_NVCC at nvcc"
+        )
+    header = Path(header_path).resolve()
+    arch = arch or device_arch()
+    flags = [
+        "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",
+        "-gencode", f"arch=compute_{arch},code=sm_{arch}",
+    ]  # fmt: skip
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(
+        "\0".join([header.read_text(), " ".join(flags), version]).encode()
+    ).hexdigest()[:16]
+    out = cache_dir() / f"relu_policy_{key}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src = Path(tmp) / "relu_policy_capi.cu"
+        src.write_text(f'#define SWEEPER_RELU_DEFINE_C_API\n#include "{header}"\n')
+        lib = Path(tmp) / out.name
+        r = subprocess.run(
+            [nvcc, *flags, "-o", str(lib), str(src)], capture_output=True, text=True, timeout=900
+        )
+        if r.returncode != 0:
+            raise SweeperError(f"nvcc failed building {header}:\n{r.stderr[-3000:]}")
+        os.replace(lib, out)
+    return out
+
+
+def _library(header_path: str | os.PathLike, arch: str | None = None) -> ctypes.CDLL:
+    return ctypes.CDLL(str(build_library(header_path, arch)))
+
+
+def build_exported_launchers(
+    header_path: str | os.PathLike, arch: str | None = None
+) -> dict[str, Launcher]:
+    """dtype -> launch(x_ptr, y_ptr, n, stream_handle): the header's launch_relu for that dtype.
+
+    Raises SweeperError when the launch returns a CUDA error (e.g. cudaErrorNotSupported for
+    a dtype the policy has no bands for)."""
+    lib = _library(header_path, arch)
+    out: dict[str, Launcher] = {}
+    for dt in DTYPES:
+        fn = getattr(lib, f"sweeper_launch_relu_{dt}")
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+
+        def launch(x_ptr: int, y_ptr: int, n: int, stream: int, fn=fn, dt=dt) -> None:
+            rc = fn(x_ptr, y_ptr, n, stream)
+            if rc != 0:
+                raise SweeperError(f"exported launch_relu ({dt}, n={n}) returned cudaError {rc}")
+
+        out[dt] = launch
+    return out
+
+
+def exported_choices(header_path: str | os.PathLike, arch: str | None = None) -> dict:
+    """dtype -> choice(n) -> config name the header's dispatch picks on the current device."""
+    lib = _library(header_path, arch)
+    out = {}
+    for dt in DTYPES:
+        fn = getattr(lib, f"sweeper_relu_choice_{dt}")
+        fn.argtypes = [ctypes.c_size_t]
+        fn.restype = ctypes.c_char_p
+        out[dt] = lambda n, fn=fn: fn(n).decode()
+    return out
+
+
+# ---- bit-exactness ---------------------------------------------------------------------------
+
+
+def special_bits(dtype: str) -> np.ndarray:
+    """Signed zeros, denormals, normals, infinities, NaNs (both signs, quiet and signalling)."""
+    if dtype == "fp32":
+        v = [0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x3F800000,
+             0xBF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7F800001,
+             0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0xFFFFFFFF]  # fmt: skip
+    elif dtype == "fp16":
+        v = [0, 0x8000, 1, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x7C00,
+             0xFC00, 0x7C01, 0x7E00, 0xFE00, 0x7FFF, 0xFFFF]  # fmt: skip
+    elif dtype == "bf16":
+        v = [0, 0x8000, 1, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80, 0x7F7F, 0xFF7F, 0x7F80,
+             0xFF80, 0x7F81, 0x7FC0, 0xFFC0, 0x7FFF, 0xFFFF]  # fmt: skip
+    else:
+        v = [0, 1, 0x7F, 0x80, 0x81, 0xFF, 0x40, 0xC0]
+    return np.array(v, dtype=STORAGE[dtype])
+
+
+def independent_reference(dtype: str, bits: np.ndarray) -> np.ndarray:
+    """out = x > 0 ? x : +0 on decoded values (NaN -> +0, -0 -> +0), bit patterns in/out."""
+    if dtype == "int8":
+        x = bits.view(np.int8)
+        return np.where(x > 0, x, 0).astype(np.int8).view(np.uint8)
+    if dtype == "fp32":
+        pos = bits.view(np.float32) > 0
+    elif dtype == "fp16":
+        pos = bits.view(np.float16) > 0
+    else:
+        pos = (bits.astype(np.uint32) << 16).view(np.float32) > 0
+    return np.where(pos, bits, 0).astype(STORAGE[dtype])
+
+
+def kernels_reference(dtype: str, bits: np.ndarray) -> np.ndarray | None:
+    """sweeper_kernels.reference_relu on the same bit patterns, when that package has it."""
+    try:
+        from sweeper_kernels import reference_relu, storage_dtype
+    except ImportError:
+        return None
+    out = reference_relu(bits.view(storage_dtype(dtype)), dtype)  # TODO(lead): confirm signature
+    return np.asarray(out).view(STORAGE[dtype])
+
+
+def test_input(dtype: str, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed + n)
+    sp = special_bits(dtype)
+    info = np.iinfo(STORAGE[dtype])
+    rnd = rng.integers(0, int(info.max) + 1, size=n, dtype=np.uint64).astype(STORAGE[dtype])
+    rnd[: min(n, sp.size)] = sp[: min(n, sp.size)]
+    return rnd
+
+
+def stream_handle(stream) -> int:
+    """The CUstream of a numba stream as an int (ctypes c_void_p or cuda-python CUstream)."""
+    h = stream.handle
+    v = getattr(h, "value", None)
+    return int(v) if v is not None else int(h)
+
+
+def verify_bits(
+    launchers: dict[str, Launcher],
+    dtypes: tuple[str, ...] = DTYPES,
+    sizes: tuple[int, ...] = TAIL_NS,
+    offsets: tuple[int, ...] = (0, 1),
+) -> list[dict]:
+    """Run each launcher on special values + random bit patterns at tail sizes, aligned and
+    offset by one element (the scalar fallback); poisoned outputs with guard elements on both
+    sides. Returns one dict per case with 'ok' and, when not ok, where it first differs."""
+    from numba import cuda
+
+    if not cuda.is_available():
+        raise NoGPUError("no CUDA GPU: verify needs one (the export itself does not)")
+    stream = cuda.stream()
+    guard = 64
+    results = []
+    for dt in dtypes:
+        st = STORAGE[dt]
+        for n in sizes:
+            x = test_input(dt, n)
+            want = independent_reference(dt, x)
+            alt = kernels_reference(dt, x)
+            for off in offsets:
+                total = guard + off + n + guard
+                poisoned = np.frombuffer(bytes([POISON]) * (total * x.itemsize), dtype=st)
+                host_in = poisoned.copy()
+                host_in[guard + off : guard + off + n] = x
+                d_in = cuda.to_device(host_in, stream=stream)
+                d_out = cuda.to_device(poisoned.copy(), stream=stream)
+                start = (guard + off) * ITEMSIZE[dt]
+                launchers[dt](
+                    d_in.device_ctypes_pointer.value + start,
+                    d_out.device_ctypes_pointer.value + start,
+                    n,
+                    stream_handle(stream),
+                )
+                got_all = d_out.copy_to_host(stream=stream)
+                stream.synchronize()
+                got = got_all[guard + off : guard + off + n]
+                poison = poisoned[0]
+                outside = np.concatenate([got_all[: guard + off], got_all[guard + off + n :]])
+                case = {"dtype": dt, "n": n, "offset": off, "ok": True, "detail": ""}
+                bad = np.flatnonzero(got != want)
+                if bad.size:
+                    i = int(bad[0])
+                    case.update(
+                        ok=False,
+                        detail=f"element {i}: in {int(x[i]):#x} got {int(got[i]):#x} "
+                        f"want {int(want[i]):#x} ({bad.size} differ)",
+                    )
+                elif np.any(outside != poison):
+                    case.update(ok=False, detail="wrote outside [0, n)")
+                elif alt is not None and not np.array_equal(alt, want):
+                    case.update(
+                        ok=False, detail="sweeper_kernels.reference_relu disagrees with numpy"
+                    )
+                results.append(case)
+    return results
+
+
+# ---- timing (for the lead to wire to sweeper.measure) ------------------------------------------
+
+
+def verify_timing(launchers: dict[str, Launcher], dtype: str, sizes: list[int], baseline=None):
+    """TODO(lead): time each exported launcher against the baseline at `sizes` with
+    sweeper.measure (Bench.time_pair_hot wants Launch = launch(numba_stream)); the adapter is
+
+        lambda stream: launchers[dtype](x_ptr, y_ptr, n, int(stream.handle.value))
+
+    and the result should land in the same table shape as a run (ratio with CI per size),
+    so `sweeper select` can compare exported-vs-Numba parity. Not wired yet."""
+    raise NotImplementedError("verify_timing is not wired to sweeper.measure yet")
+
+
+def verify(policy_path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> dict:
+    """Export the policy's header, build it, check bit-exactness on every dtype it covers and
+    that the header's dispatch picks what the Python export picks on this device."""
+    import importlib.util
+
+    from sweeper.export import render
+    from sweeper.policy import load_any
+
+    doc = load_any(policy_path)
+    out_dir = Path(out_dir) if out_dir else Path(policy_path).parent
+    header = out_dir / "relu_policy.cuh"
+    from sweeper.schema import atomic_write_text
+
+    atomic_write_text(header, render(doc, "cuda"))
+    pyfile = atomic_write_text(out_dir / "relu_policy.py", render(doc, "python"))
+    launchers = build_exported_launchers(header)
+    dtypes = tuple(dt for dt in DTYPES if any(dt in e["dtypes"] for e in doc["entries"]))
+    cases = verify_bits(launchers, dtypes)
+
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    cc = dev.compute_capability
+    l2 = int(dev.L2_CACHE_SIZE)
+    spec = importlib.util.spec_from_file_location("relu_policy_verify", pyfile)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    choices = exported_choices(header)
+    dispatch = []
+    for dt in dtypes:
+        for k in range(1, 257):
+            n = max(1, int(k / 64 * l2 / (2 * ITEMSIZE[dt])))
+            want, _ = mod.select_config(dt, n, cc, l2)
+            got = choices[dt](n)
+            if got != want:
+                dispatch.append({"dtype": dt, "n": n, "header": got, "python": want})
+    return {
+        "header": str(header),
+        "cases": cases,
+        "failed": [c for c in cases if not c["ok"]],
+        "dispatch_mismatches": dispatch,
+        "device": {"cc": list(cc), "l2_bytes": l2},
+    }
