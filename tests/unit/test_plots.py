@@ -31,12 +31,15 @@ PRUNED = {"config": "v32_u8_ld-cs_st-cs", "dtype": "fp16", "reason": "register s
 
 
 def _gbps(mode: str, ws: int, config: str | None) -> float:
-    """Hot: L2-resident up to L2 except for streaming loads (the cliff); DRAM above L2."""
+    """Hot: L2-resident up to L2, except streaming loads in (32 MiB, L2] (the v2 cliff of
+    seeds/L2_BAND_CLIFF.md); DRAM above L2, where streaming wins."""
     in_l2 = mode == "hot" and ws <= L2
     if config is None:  # torch
         return 2900.0 if in_l2 else 950.0
+    if in_l2 and config == STREAMING:
+        return 1200.0 if ws > 32 * MiB else 2850.0
     if in_l2:
-        return 1200.0 if config == STREAMING else 3000.0 - 100 * CONFIGS.index(config)
+        return 3000.0 - 100 * CONFIGS.index(config)
     return 1100.0 if config == STREAMING else 1000.0 - 20 * CONFIGS.index(config)
 
 
