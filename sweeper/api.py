@@ -243,3 +243,92 @@ def run_summary(run_dir) -> dict:
         f"total {m.get('timing', {}).get('total_s', '?')} s"
     ]
     return {"columns": cols, "rows": rows, "notes": notes}
+
+
+# ---- select / policy / export / verify -------------------------------------------------------
+
+
+def _run_dir(run: str | None, root: str):
+    from pathlib import Path
+
+    from sweeper.store import newest_run
+
+    return Path(run) if run else newest_run(root)
+
+
+def select(run: str | None = None, root: str = "results", tolerance: float | None = None):
+    """Per mode x pattern x dtype x size: the chosen config, its GB/s, % of copy, ratio to the
+    baseline with CI, runner-up and margin. Writes <run>/selection.csv and selection.md;
+    returns the DataFrame."""
+    from sweeper import select as sel
+    from sweeper.store import load_run
+
+    data = load_run(_run_dir(run, root))
+    tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
+    df = sel.select(data.results, tol)
+    l2 = (data.manifest.get("device") or {}).get("l2_bytes")
+    sel.write_selection(data.path, df, l2, f"{data.manifest.get('run_id', data.path.name)}")
+    return df
+
+
+def policy_build(
+    run: str | None = None,
+    root: str = "results",
+    tolerance: float | None = None,
+    mode: str | None = None,
+    pattern: str | None = None,
+    resolution: int | None = None,
+):
+    """Build <run>/policy.json (fewest bands per dtype; refuses boundaries in brackets wider
+    than the plan resolution). Returns (path, policy dict)."""
+    from sweeper import policy as pol
+    from sweeper.select import DEFAULT_TOLERANCE
+    from sweeper.store import load_run
+
+    data = load_run(_run_dir(run, root))
+    doc = pol.build_policy(
+        data.results,
+        data.manifest,
+        DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        mode=mode,
+        pattern=pattern,
+        resolution=resolution,
+    )
+    path = pol.write_policy(data.path / pol.POLICY, doc)
+    return path, pol.load_policy(path)
+
+
+def policy_merge(paths: list[str], out: str):
+    """Merge per-GPU policies into one rule keyed by (cc, l2_bytes); returns (path, doc)."""
+    from sweeper import policy as pol
+
+    docs = [pol.load_policy(p) for p in paths]
+    merged = pol.merge_docs(docs, [str(p) for p in paths])
+    path = pol.write_merged(out, merged)
+    return path, pol.load_merged(path)
+
+
+def policy_show(path: str) -> str:
+    """A readable summary of a policy or merged policy."""
+    from sweeper import policy as pol
+
+    doc = pol.load_any(path)
+    import json
+    from pathlib import Path
+
+    kind = json.loads(Path(path).read_text()).get("kind")
+    return pol.describe(pol.load_policy(path) if kind == "policy" else doc)
+
+
+def export(policy: str, fmt: str = "cuda", out: str | None = None):
+    """Render a policy (either kind) as a CUDA header, runtime JSON or Python module."""
+    from sweeper.export import export as do_export
+
+    return do_export(policy, fmt, out)
+
+
+def verify(policy: str, out_dir: str | None = None) -> dict:
+    """GPU: build the exported header and check it bit-exact on every dtype (see verify.py)."""
+    from sweeper.verify import verify as do_verify
+
+    return do_verify(policy, out_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -249,6 +250,116 @@ def report_cmd(
     except SweeperError as e:
         fail(str(e))
     typer.echo(str(path))
+
+
+@app.command("select")
+def select_cmd(
+    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tie tolerance."),
+) -> None:
+    """Pick the best config per mode, dtype and size (ties inside the noise go to the smaller
+    size's choice, then the simpler config); writes selection.csv and selection.md."""
+    from sweeper import api
+
+    try:
+        df = api.select(run, tolerance=tolerance)
+    except SweeperError as e:
+        fail(str(e))
+    for r in df.itertuples(index=False):
+        typer.echo(
+            f"{r.mode:5} {r.dtype:5} {_mib(int(r.ws_bytes)):>12}  {r.config:40} "
+            f"{r.gbps:7.0f} GB/s  {r.pct_copy:5.1f}% copy  {r.ratio:.3f}x  {r.reason}"
+        )
+
+
+policy_app = typer.Typer(help="Build, merge and show launch policies.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("build")
+def policy_build_cmd(
+    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tolerance."),
+    mode: str = typer.Option(None, "--mode", help="Residency mode [default: hot if measured]."),
+    pattern: str = typer.Option(None, "--pattern", help="Call pattern [default: preallocated]."),
+) -> None:
+    """Write <run>/policy.json: the fewest size bands per dtype, each served by one config;
+    refuses a boundary whose bracket is wider than the plan resolution."""
+    from sweeper import api
+
+    try:
+        path, doc = api.policy_build(run, tolerance=tolerance, mode=mode, pattern=pattern)
+        text = api.policy_show(str(path))
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(text)
+    typer.echo(str(path))
+
+
+@policy_app.command("merge")
+def policy_merge_cmd(
+    policies: Annotated[list[str], typer.Argument(help="policy.json files, one per GPU.")],
+    out: str = typer.Option(..., "-o", "--out", help="Merged policy file to write."),
+) -> None:
+    """Merge per-GPU policies into one rule keyed by (compute capability, L2 size), bands
+    relative to L2; prints where GPUs disagree."""
+    from sweeper import api
+
+    try:
+        path, _ = api.policy_merge(policies, out)
+        text = api.policy_show(str(path))
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(text)
+    typer.echo(str(path))
+
+
+@policy_app.command("show")
+def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
+    """Print a policy's bands, where each came from, and (merged) disagreements."""
+    from sweeper import api
+
+    try:
+        typer.echo(api.policy_show(path))
+    except SweeperError as e:
+        fail(str(e))
+
+
+@app.command("export")
+def export_cmd(
+    policy: str = typer.Argument(..., help="policy.json or merged policy."),
+    fmt: str = typer.Option("cuda", "--format", help="cuda | json | python."),
+    out: str = typer.Option(None, "-o", "--out", help="Output file [default: next to policy]."),
+) -> None:
+    """Render a policy for production code: a CUDA header (relu_policy.cuh), the runtime JSON,
+    or a Python module with select_config(dtype, n, cc, l2_bytes)."""
+    from sweeper import api
+
+    try:
+        path = api.export(policy, fmt, out)
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(str(path))
+
+
+@app.command("verify")
+def verify_cmd(policy: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
+    """GPU: build the exported header with nvcc and check launch_relu bit-exact on every
+    dtype (special values, tails, misaligned pointers) and its dispatch."""
+    from sweeper import api
+
+    try:
+        rep = api.verify(policy)
+    except SweeperError as e:
+        fail(str(e))
+    bad = rep["failed"]
+    typer.echo(f"{len(rep['cases']) - len(bad)}/{len(rep['cases'])} bit-exact cases ok")
+    for c in bad[:20]:
+        typer.echo(f"FAIL {c['dtype']} n={c['n']} offset={c['offset']}: {c['detail']}")
+    for m in rep["dispatch_mismatches"][:20]:
+        typer.echo(f"DISPATCH {m['dtype']} n={m['n']}: header {m['header']}, python {m['python']}")
+    if bad or rep["dispatch_mismatches"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -320,3 +320,35 @@ def test_merge_refuses_two_policies_for_one_gpu():
     a = _gpu_policy(72 * MiB, (8, 9), "4090", 0.5)
     with pytest.raises(SweeperError, match="one policy per GPU"):
         merge_docs([a, a], ["a.json", "b.json"])
+
+
+# ---- CLI end to end on a written run folder --------------------------------------------------
+
+
+def test_cli_select_policy_export(tmp_path):
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+    from sweeper.store import write_run
+
+    run = tmp_path / "results" / "synth" / "r1"
+    write_run(run, manifest(), cliff_results({"fp32": new_sizes("fp32")}))
+    cli = CliRunner()
+    r = cli.invoke(app, ["select", str(run)])
+    assert r.exit_code == 0, r.output
+    assert (run / "selection.csv").exists() and (run / "selection.md").exists()
+    r = cli.invoke(app, ["policy", "build", str(run)])
+    assert r.exit_code == 0, r.output
+    assert "bracketed" in r.output and (run / "policy.json").exists()
+    r = cli.invoke(app, ["export", str(run / "policy.json"), "--format", "cuda"])
+    assert r.exit_code == 0, r.output
+    assert (run / "relu_policy.cuh").read_text().count("V_stream::launch<Dt::F32>") == 2
+    r = cli.invoke(
+        app, ["policy", "merge", str(run / "policy.json"), "-o", str(tmp_path / "m.json")]
+    )
+    assert r.exit_code == 0 and "fallback" in r.output
+
+    old = tmp_path / "results" / "synth" / "old"
+    write_run(old, manifest(run_id="old"), cliff_results({"fp16": old_sizes("fp16")}))
+    r = cli.invoke(app, ["policy", "build", str(old)])
+    assert r.exit_code == 1 and "fp16" in r.output and "--resume" in r.output
