@@ -33,7 +33,6 @@ import functools
 from typing import Any
 
 import numpy as np
-from numba.cuda.core import config
 from sweeper_kernels.bitmath import DTYPE_LANES, FP32_INF_BITS, relu_words, swar_constants
 
 # Hint name (as in a Variant) -> PTX qualifier text inserted after `ld.global` / `st.global`.
@@ -49,7 +48,12 @@ LOAD_QUALIFIERS: dict[str, str] = {
 }
 STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
 
-SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+def simulator() -> bool:
+    """True when numba.cuda is the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) in this process."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
 
 
 def load_asm(nwords: int, hint: str) -> str:
@@ -348,25 +352,25 @@ def _sim_relu_word(dtype: str):
 
 
 def vector_load(nwords: int, hint: str):
-    return _sim_load(nwords) if SIMULATOR else _load_intrinsic(nwords, hint)
+    return _sim_load(nwords) if simulator() else _load_intrinsic(nwords, hint)
 
 
 def vector_store(nwords: int, hint: str):
-    return _sim_store(nwords) if SIMULATOR else _store_intrinsic(nwords, hint)
+    return _sim_store(nwords) if simulator() else _store_intrinsic(nwords, hint)
 
 
 def element_load(bits: int, hint: str):
-    return _sim_elem_load(bits) if SIMULATOR else _elem_load_intrinsic(bits, hint)
+    return _sim_elem_load(bits) if simulator() else _elem_load_intrinsic(bits, hint)
 
 
 def element_store(bits: int, hint: str):
-    return _sim_elem_store(bits) if SIMULATOR else _elem_store_intrinsic(bits, hint)
+    return _sim_elem_store(bits) if simulator() else _elem_store_intrinsic(bits, hint)
 
 
 def relu_word(dtype: str):
-    return _sim_relu_word(dtype) if SIMULATOR else _relu_word_intrinsic(dtype)
+    return _sim_relu_word(dtype) if simulator() else _relu_word_intrinsic(dtype)
 
 
 def to_global():
     """`cvta.to.global`: the launcher passes generic addresses; ld/st.global want global ones."""
-    return _sim_to_global if SIMULATOR else _to_global_intrinsic()
+    return _sim_to_global if simulator() else _to_global_intrinsic()

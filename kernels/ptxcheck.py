@@ -1,0 +1,116 @@
+"""Read a ReLU kernel's PTX back and check it is the code its config asks for. No numba here.
+
+Checks (`check_ptx` returns a list of problems, empty when the PTX is right):
+  * every global load/store carries the variant's cache operator (none for "default");
+  * main accesses are `.u32` with the variant's vector width (`.v4` / `.v2` / scalar), tail
+    accesses are one element (`.b8` / `.b16` / `.b32`), and nothing else touches global memory;
+  * the main loop (the loop with the most main loads) has exactly `unroll` main loads and
+    `unroll` main stores per iteration; the whole kernel has unroll + 1 of each (main loop plus
+    the leftover-vector loop) and one tail element access when a vector holds > 1 element;
+  * no local-memory traffic (`ld.local` / `st.local`: spills or a stack array).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sweeper_kernels.bitmath import DTYPE_LANES
+from sweeper_kernels.intrinsics import LOAD_QUALIFIERS, STORE_QUALIFIERS
+from sweeper_kernels.source import CompileKey
+from sweeper_kernels.variants import Variant
+
+_ACCESS_RE = re.compile(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w:]*)\s")
+_LABEL_RE = re.compile(r"^(\$L__\w+):")
+_BRANCH_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
+_LOCAL_RE = re.compile(r"\b(?:ld|st)\.local\b")
+
+
+@dataclass(frozen=True)
+class Access:
+    line: int
+    op: str  # "ld" | "st"
+    qualifiers: tuple[str, ...]  # e.g. ("cs",) or ("L2::evict_last",) or ()
+    vec: int  # 1, 2, 4
+    type: str  # "u32" (main) or "b8"/"b16"/"b32" (tail element)
+
+
+def global_accesses(ptx: str) -> list[Access]:
+    out = []
+    for i, text in enumerate(ptx.splitlines()):
+        m = _ACCESS_RE.match(text)
+        if not m:
+            continue
+        parts = m.group(1).split(".")
+        op, typ, mid = parts[0], parts[-1], parts[2:-1]
+        vec = 1
+        if mid and re.fullmatch(r"v\d", mid[-1]):
+            vec = int(mid[-1][1:])
+            mid = mid[:-1]
+        out.append(Access(i, op, tuple(mid), vec, typ))
+    return out
+
+
+def loops(ptx: str) -> list[tuple[int, int]]:
+    """(first line, last line) of every loop: a label and a later branch back to it."""
+    labels: dict[str, int] = {}
+    found = []
+    for i, text in enumerate(ptx.splitlines()):
+        m = _LABEL_RE.match(text)
+        if m:
+            labels[m.group(1)] = i
+        b = _BRANCH_RE.search(text)
+        if b and b.group(1) in labels:
+            found.append((labels[b.group(1)], i))
+    return found
+
+
+def has_local_traffic(ptx: str) -> bool:
+    return bool(_LOCAL_RE.search(ptx))
+
+
+def _qual(hint: str, table: dict[str, str]) -> tuple[str, ...]:
+    q = table[hint]
+    return tuple(q.lstrip(".").split(".")) if q else ()
+
+
+def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
+    key = variant.compile_key if isinstance(variant, Variant) else variant
+    bits = DTYPE_LANES[key.dtype][0]
+    nwords = key.vec_bytes // 4
+    elems = key.vec_bytes * 8 // bits
+    u = key.unroll
+    want = {
+        "ld": _qual(key.load_hint, LOAD_QUALIFIERS),
+        "st": _qual(key.store_hint, STORE_QUALIFIERS),
+    }
+    problems: list[str] = []
+    acc = global_accesses(ptx)
+    if not acc:
+        return ["no global loads or stores found"]
+    for a in acc:
+        if a.qualifiers != want[a.op]:
+            problems.append(
+                f"line {a.line}: {a.op} has cache operator {a.qualifiers or 'none'}, "
+                f"want {want[a.op] or 'none'}"
+            )
+        if a.type == "u32":
+            if a.vec != nwords:
+                problems.append(f"line {a.line}: {a.op} is .v{a.vec}, want {nwords} word(s)")
+        elif a.type != f"b{bits}" or a.vec != 1:
+            problems.append(f"line {a.line}: unexpected {a.op} .v{a.vec}.{a.type}")
+    for op in ("ld", "st"):
+        main = [a for a in acc if a.op == op and a.type == "u32"]
+        tail = [a for a in acc if a.op == op and a.type != "u32"]
+        if len(main) != u + 1:
+            problems.append(f"{len(main)} main {op}s in the kernel, want unroll + 1 = {u + 1}")
+        if len(tail) != (1 if elems > 1 else 0):
+            problems.append(f"{len(tail)} tail element {op}s, want {1 if elems > 1 else 0}")
+        per_loop = [sum(1 for a in main if lo <= a.line <= hi) for lo, hi in loops(ptx)]
+        if not per_loop or max(per_loop) != u:
+            problems.append(
+                f"main loop has {max(per_loop, default=0)} {op}s per iteration, want {u}"
+            )
+    if has_local_traffic(ptx):
+        problems.append("local memory traffic (ld.local/st.local)")
+    return problems

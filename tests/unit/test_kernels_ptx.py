@@ -1,0 +1,117 @@
+"""PTX of every default-grid compile (4 dtypes) and a seeded extended sample, for sm_89 and
+sm_90, compiled on the CPU (no GPU) and read back: vector width, cache operators, unroll in
+the main loop, no local memory. See sweeper_kernels.ptxcheck for exactly what is checked.
+
+Block and grid are launch parameters, so every default-grid *config* of a dtype maps onto one
+of its 43 compile keys; checking each key checks every config. The whole set is compiled once,
+in a process pool, into the PTX disk cache ($SWEEPER_CACHE or ~/.cache/sweeper).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from itertools import product
+
+import pytest
+from sweeper_kernels.build import ptx, ptx_many
+from sweeper_kernels.ptxcheck import check_ptx, global_accesses, loops
+from sweeper_kernels.source import CompileKey
+from sweeper_kernels.variants import (
+    DTYPES,
+    LOAD_HINTS,
+    STORE_HINTS,
+    UNROLLS,
+    VEC_BYTES,
+    Variant,
+    compile_keys,
+    default_grid,
+)
+
+CCS = ((8, 9), (9, 0))
+DEFAULT_KEYS = compile_keys(default_grid())
+_RNG = random.Random(20261129)
+# Seeded extended sample, stratified so every (load hint, store hint) pair appears once with a
+# random dtype / vector width / unroll.
+EXTENDED_SAMPLE = [
+    k
+    for ld, st in product(LOAD_HINTS, STORE_HINTS)
+    if (k := CompileKey(_RNG.choice(DTYPES), _RNG.choice(VEC_BYTES), _RNG.choice(UNROLLS), ld, st))
+    not in DEFAULT_KEYS
+]
+ALL_KEYS = DEFAULT_KEYS + EXTENDED_SAMPLE
+
+
+@pytest.fixture(scope="module")
+def all_ptx():
+    """Every (key, cc) PTX, compiled in parallel on a cold cache (2 cores in CI)."""
+    return ptx_many(ALL_KEYS, CCS, workers=os.cpu_count())
+
+
+@pytest.mark.parametrize("cc", CCS, ids=lambda cc: f"sm{cc[0]}{cc[1]}")
+@pytest.mark.parametrize("key", ALL_KEYS, ids=lambda k: k.slug)
+def test_ptx_is_what_the_config_asks_for(all_ptx, key, cc):
+    text = all_ptx[(key, cc)]
+    assert f".target sm_{cc[0]}{cc[1]}" in text
+    assert check_ptx(key, text) == []
+
+
+def test_sample_covers_every_axis_value():
+    assert {k.load_hint for k in ALL_KEYS} == set(LOAD_HINTS)
+    assert {k.store_hint for k in ALL_KEYS} == set(STORE_HINTS)
+    assert {k.unroll for k in ALL_KEYS} == set(UNROLLS)
+    assert {k.vec_bytes for k in ALL_KEYS} == set(VEC_BYTES)
+
+
+def test_literal_instructions_for_one_config(all_ptx):
+    """The exact PTX spellings, independent of the checker's parser."""
+    text = all_ptx[(CompileKey("fp16", 16, 4, "L2::evict_last", "cs"), (9, 0))]
+    assert len(re.findall(r"ld\.global\.L2::evict_last\.v4\.u32\s", text)) == 5
+    assert len(re.findall(r"st\.global\.cs\.v4\.u32\s", text)) == 5
+    assert len(re.findall(r"ld\.global\.L2::evict_last\.b16\s", text)) == 1
+    plain = all_ptx[(CompileKey("int8", 8, 2, "default", "default"), (8, 9))]
+    assert re.search(r"ld\.global\.v2\.u32\s", plain) and re.search(r"st\.global\.v2\.u32\s", plain)
+    assert not re.search(r"(ld|st)\.global\.(cs|cg|lu|nc|wt|L1|L2)", plain)
+    scalar = all_ptx[(CompileKey("fp32", 4, 1, "cs", "cs"), (9, 0))]
+    assert re.search(r"ld\.global\.cs\.u32\s", scalar) and ".v2." not in scalar
+
+
+def test_variant_ptx_is_its_compile_key_ptx():
+    v = Variant("bf16", 8, 2, "cs", "default", 512, "stride4")
+    w = Variant("bf16", 8, 2, "cs", "default", 128, "onepass")
+    assert ptx(v) == ptx(w) == ptx(v.compile_key, (9, 0))
+
+
+# ---- the checker can fail: feed it PTX that is not what the config asks for --------------------
+
+
+def test_checker_catches_wrong_unroll_hint_width_and_local_memory(all_ptx):
+    u2 = all_ptx[(CompileKey("fp32", 16, 2, "cs", "cs"), (9, 0))]
+    assert any("per iteration" in p for p in check_ptx(CompileKey("fp32", 16, 4, "cs", "cs"), u2))
+    assert any("cache operator" in p for p in check_ptx(CompileKey("fp32", 16, 2, "cg", "cs"), u2))
+    assert any("cache operator" in p for p in check_ptx(CompileKey("fp32", 16, 2, "cs", "wt"), u2))
+    assert any("word(s)" in p for p in check_ptx(CompileKey("fp32", 8, 2, "cs", "cs"), u2))
+    spilled = u2.replace("ret;", "st.local.u32 [%rd1], %r1;\n\tret;")
+    assert check_ptx(CompileKey("fp32", 16, 2, "cs", "cs"), spilled) == [
+        "local memory traffic (ld.local/st.local)"
+    ]
+
+
+def test_parser_reads_accesses_and_loops():
+    text = "\n".join(
+        [
+            "$L__BB0_1:",
+            "\tld.global.L2::evict_last.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];",
+            "\t@%p1 st.global.cs.v2.u32 [%rd2], {%r1, %r2};",
+            "\t@%p2 bra $L__BB0_1;",
+            "\tld.global.nc.b8 %r9, [%rd3];",
+        ]
+    )
+    acc = global_accesses(text)
+    assert [(a.op, a.qualifiers, a.vec, a.type) for a in acc] == [
+        ("ld", ("L2::evict_last",), 4, "u32"),
+        ("st", ("cs",), 2, "u32"),
+        ("ld", ("nc",), 1, "b8"),
+    ]
+    assert loops(text) == [(0, 3)]

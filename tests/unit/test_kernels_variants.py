@@ -1,0 +1,129 @@
+"""Variants are data: ids, parsing, grids and launch shapes (no numba, no GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sweeper_kernels import source as source_mod
+from sweeper_kernels.launch import elems_per_vector, launch_shape
+from sweeper_kernels.variants import (
+    BLOCKS,
+    DTYPES,
+    GRID_SHAPES,
+    UNROLLS,
+    VEC_BYTES,
+    Variant,
+    compile_keys,
+    default_grid,
+    extended_grid,
+    get_grid,
+)
+
+from sweeper.errors import SweeperError
+
+
+def test_config_and_id_format():
+    v = Variant("fp16", 16, 2, "cs", "cs", 256, "onepass")
+    assert v.config == "v16-u2-ld.cs-st.cs-b256-onepass"
+    assert v.id.startswith("fp16-v16-u2-ld.cs-st.cs-b256-onepass-")
+    assert len(v.id.rsplit("-", 1)[1]) == 8
+    assert hash(v) == hash(Variant("fp16", 16, 2, "cs", "cs", 256, "onepass"))
+
+
+def test_ids_unique_and_round_trip_over_extended_grid():
+    grid = extended_grid()
+    ids = [v.id for v in grid]
+    assert len(set(ids)) == len(ids)
+    for v in grid[::97]:
+        assert Variant.from_id(v.id) == v
+        assert Variant.parse(f"{v.dtype}-{v.config}") == v  # hash optional
+
+
+def test_id_hash_covers_kernel_source(monkeypatch):
+    v = Variant("fp32", 16, 4, "L2::evict_last", "cs", 128, "stride4")
+    old = v.id
+    monkeypatch.setattr(source_mod, "source_fingerprint", lambda: "edited kernel")
+    import sweeper_kernels.variants as variants_mod
+
+    monkeypatch.setattr(variants_mod, "source_fingerprint", lambda: "edited kernel")
+    assert v.id != old
+    with pytest.raises(SweeperError, match="different kernel source"):
+        Variant.from_id(old)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "fp32", "fp64-v16-u2-ld.cs-st.cs-b256-onepass", "fp32-v32-u2-ld.cs-st.cs-b256-onepass",
+     "fp32-v16-u3-ld.cs-st.cs-b256-onepass", "fp32-v16-u2-ld.zz-st.cs-b256-onepass",
+     "fp32-v16-u2-ld.cs-st.cs-b100-onepass", "fp32-v16-u2-ld.cs-st.cs-b256-stride0"],
+)  # fmt: skip
+def test_bad_ids_are_one_clear_error(bad):
+    with pytest.raises(SweeperError):
+        Variant.parse(bad)
+
+
+def test_default_grid_contents():
+    grid = default_grid()
+    keys = compile_keys(grid)
+    assert len(keys) == 43 * 4  # compiles stay modest: block and grid are launch parameters
+    for d in DTYPES:
+        for vec in (4, 8, 16):
+            for u in (1, 2, 4):
+                for ld in ("default", "cs"):
+                    for st_ in ("default", "cs"):
+                        for b in (128, 256, 512):
+                            assert Variant(d, vec, u, ld, st_, b, "onepass") in grid
+        assert Variant(d, 16, 4, "L2::evict_last", "cs", 256, "onepass") in grid
+        assert Variant(d, 16, 8, "default", "default", 512, "stride4") in grid
+    assert {v.grid for v in grid} == {"onepass", "stride4"}
+
+
+def test_extended_grid_has_every_axis_value():
+    grid = extended_grid(["int8"])
+    assert len(grid) == len(VEC_BYTES) * len(UNROLLS) * 8 * 4 * len(BLOCKS) * len(GRID_SHAPES)
+    assert {v.grid for v in grid} == set(GRID_SHAPES)
+    assert get_grid("extended", "int8") == grid
+    with pytest.raises(SweeperError):
+        get_grid("nope")
+    with pytest.raises(SweeperError):
+        default_grid(["fp64"])
+
+
+def test_import_is_numba_free():
+    code = (
+        "import sys\n"
+        "from sweeper_kernels import build, launch, ptxcheck, reference, variants\n"
+        "variants.default_grid(); variants.Variant.parse('fp32-v4-u1-ld.def-st.def-b128-onepass')\n"
+        "sys.exit('numba' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@given(
+    n=st.integers(1, 1 << 34),
+    dtype=st.sampled_from(DTYPES),
+    vec=st.sampled_from(VEC_BYTES),
+    u=st.sampled_from(UNROLLS),
+    block=st.sampled_from(BLOCKS),
+    grid=st.sampled_from(GRID_SHAPES),
+    sms=st.integers(1, 200),
+)
+def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
+    v = Variant(dtype, vec, u, "default", "default", block, grid)
+    s = launch_shape(v, n, sms, 2048)
+    e = elems_per_vector(v)
+    assert s.threads == block and s.blocks >= 1
+    assert s.nvec == n // e and s.ntiles == s.nvec // (u * block) and s.shift == s.ntiles % s.blocks
+    assert n % e < s.blocks * block  # every tail element has a thread
+    tile = u * block
+    units = (n + e - 1) // e
+    onepass = (units + tile - 1) // tile
+    if grid == "onepass":
+        assert s.blocks == onepass
+        assert s.blocks * tile * e >= n
+    else:
+        assert s.blocks == min(onepass, v.waves * sms * (2048 // block))
