@@ -128,8 +128,18 @@ class Launcher:
         self._kernel[s.blocks, s.threads, stream](px, py, n, s.nvec, s.ntiles, s.shift)
 
 
-def get_launcher(variant: Variant | str, **overrides) -> Launcher:
-    """A launcher for a Variant or a variant id. Compiles (or loads) on its first call."""
+def get_launcher(variant: Variant | str, **overrides):
+    """A launcher for a Variant, a variant id, or an adversarial id ("adv-<kind>-<id>").
+
+    Compiles (or loads from the disk cache) on its first call."""
     if isinstance(variant, str):
+        if variant.startswith("adv-"):
+            from sweeper_kernels.adversarial import get_adversarial_launcher
+
+            return get_adversarial_launcher(variant, **overrides)
         variant = Variant.from_id(variant)
+    elif not isinstance(variant, Variant):  # an AdversarialVariant
+        from sweeper_kernels.adversarial import get_adversarial_launcher
+
+        return get_adversarial_launcher(variant, **overrides)
     return Launcher(variant, **overrides)

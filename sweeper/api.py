@@ -332,3 +332,34 @@ def verify(policy: str, out_dir: str | None = None) -> dict:
     from sweeper.verify import verify as do_verify
 
     return do_verify(policy, out_dir)
+
+
+# ---- kernels ---------------------------------------------------------------------------------
+
+
+def kernels_list(grid: str = "default", dtype: str | None = None) -> dict:
+    """The variants of a kernel grid: {"grid", "variants": [Variant], "compiles", "per_dtype"}."""
+    from sweeper_kernels.variants import compile_keys, get_grid
+
+    variants = get_grid(grid, [dtype] if dtype else None)
+    per_dtype: dict[str, int] = {}
+    for v in variants:
+        per_dtype[v.dtype] = per_dtype.get(v.dtype, 0) + 1
+    return {
+        "grid": grid,
+        "variants": variants,
+        "compiles": len(compile_keys(variants)),
+        "per_dtype": per_dtype,
+    }
+
+
+def kernels_ptx(variant_id: str, cc: int = 90) -> str:
+    """PTX of one variant for compute capability `cc` (e.g. 90); needs no GPU."""
+    from sweeper_kernels.build import ptx
+    from sweeper_kernels.variants import Variant
+
+    from sweeper.errors import SweeperError
+
+    if cc < 50 or cc > 129:
+        raise SweeperError(f"--cc {cc}: give the compute capability as two digits, e.g. 90")
+    return ptx(Variant.from_id(variant_id), (cc // 10, cc % 10))

@@ -362,6 +362,57 @@ def verify_cmd(policy: str = typer.Argument(..., help="policy.json or merged pol
         raise typer.Exit(1)
 
 
+kernels_app = typer.Typer(help="The Numba CUDA ReLU variant grid.", no_args_is_help=True)
+app.add_typer(kernels_app, name="kernels")
+
+
+@kernels_app.command("list")
+def kernels_list_cmd(
+    grid: Annotated[str, typer.Option(help="default or extended.")] = "default",
+    dtype: Annotated[
+        str | None, typer.Option(help="Only this dtype (fp32 fp16 bf16 int8).")
+    ] = None,
+) -> None:
+    """List a grid's variant ids, with counts of variants and of distinct compiles."""
+    from rich.table import Table
+
+    from sweeper import api
+
+    try:
+        res = api.kernels_list(grid, dtype)
+    except SweeperError as e:
+        fail(str(e))
+    table = Table(title=f"{grid} grid", show_lines=False)
+    for col in ("id", "dtype", "vec B", "unroll", "load", "store", "block", "grid"):
+        table.add_column(col)
+    for v in res["variants"]:
+        table.add_row(
+            v.id, v.dtype, str(v.vec_bytes), str(v.unroll), v.load_hint, v.store_hint,
+            str(v.block), v.grid,
+        )  # fmt: skip
+    console = _console()
+    console.print(table)
+    counts = ", ".join(f"{d}: {n}" for d, n in res["per_dtype"].items())
+    console.print(
+        f"{len(res['variants'])} variants ({counts}); {res['compiles']} distinct compiles"
+    )
+
+
+@kernels_app.command("ptx")
+def kernels_ptx_cmd(
+    variant_id: Annotated[str, typer.Argument(help="A variant id from `sweeper kernels list`.")],
+    cc: Annotated[int, typer.Option(help="Compute capability, two digits (90 = sm_90).")] = 90,
+) -> None:
+    """Print a variant's PTX (compiled on this machine; no GPU needed)."""
+    from sweeper import api
+
+    try:
+        text = api.kernels_ptx(variant_id, cc)
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(text)
+
+
 def main() -> None:
     try:
         app()

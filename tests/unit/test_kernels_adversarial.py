@@ -1,0 +1,41 @@
+"""Adversarial variants: ids, and their helper kernels compile (PTX, no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+from numba import cuda
+from sweeper_kernels.adversarial import (
+    AdversarialVariant,
+    drift_after_10,
+    half_work_after_warmup,
+    helper_functions,
+    persisting_window,
+)
+from sweeper_kernels.variants import default_grid
+
+from sweeper.errors import SweeperError
+
+
+def test_ids_round_trip():
+    base = default_grid(["bf16"])[11]
+    for make, kind in (
+        (persisting_window, "persist"),
+        (drift_after_10, "drift10"),
+        (half_work_after_warmup, "half3"),
+    ):
+        adv = make(base)
+        assert adv.id == f"adv-{kind}-{base.id}"
+        assert AdversarialVariant.from_id(adv.id) == adv
+    with pytest.raises(SweeperError):
+        AdversarialVariant.from_id(f"adv-cheat-{base.id}")
+    with pytest.raises(SweeperError):
+        AdversarialVariant.from_id(base.id)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])
+def test_helper_kernels_compile_and_touch_what_they_should(dtype):
+    fns = helper_functions(dtype)
+    drift = cuda.compile_ptx(*fns["drift"], cc=(9, 0))[0]
+    assert "st.global.b8" in drift  # the corrupting byte store
+    gated = cuda.compile_ptx(*fns["gated"], cc=(9, 0))[0]
+    assert "ld.global.cg.b32" in gated  # reads the device counter, bypassing L1
