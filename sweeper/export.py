@@ -11,8 +11,9 @@ The CUDA header mirrors the Numba variants of sweeper_kernels exactly:
   `.b8/.b16/.b32` element accesses, all as volatile asm, on `cvta.to.global` addresses;
 * the same bit-level ReLU on 32-bit words (kernels/bitmath.py: SWAR for 16/8-bit lanes;
   NaN -> +0, -0 -> +0, denormals kept, no float instruction touches the data);
-* the same launch shape: `block` threads; "onepass" covers every tile once; "strideW" caps
-  the grid at W x SM count blocks (grid-stride).
+* the same launch shape (kernels/launch.py): `block` threads; "onepass" one block per tile
+  (the tail elements counted as one more vector); "strideW" caps the grid at W waves of
+  sm_count * (max_threads_per_sm / block) blocks (grid-stride).
 
 Added for production (no Numba counterpart): if either pointer is not aligned to the vector
 width, a scalar grid-stride kernel with the same cache operators runs instead.
@@ -203,7 +204,7 @@ __global__ void relu_scalar_kernel(const void* x, void* y, int64_t n) {
 _HOST = r"""
 struct DeviceInfo {
   cudaError_t status = cudaSuccess;
-  int major = 0, minor = 0, sms = 0;
+  int major = 0, minor = 0, sms = 0, max_threads_per_sm = 0;
   long long l2 = 0;
   int entry[4] = {-1, -1, -1, -1};  // per Dt: index into the entry table, -1 = none
 };
@@ -244,6 +245,7 @@ inline const DeviceInfo& device_info() {
     if ((d.status = cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev)) == cudaSuccess &&
         (d.status = cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev)) == cudaSuccess &&
         (d.status = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev)) == cudaSuccess &&
+        (d.status = cudaDeviceGetAttribute(&d.max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev)) == cudaSuccess &&
         (d.status = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) == cudaSuccess) {
       d.l2 = l2;
       int count = 0;
@@ -260,6 +262,13 @@ inline double ws_over_l2(size_t n, size_t itemsize, long long l2) {
   return 2.0 * double(n) * double(itemsize) / double(l2 > 0 ? l2 : 1);
 }
 
+// W waves of blocks: W * sm_count * (max_threads_per_sm / BLOCK), at least one block per SM.
+template <int BLOCK, int WAVES>
+inline int64_t max_grid(const DeviceInfo& d) {
+  const int64_t per_sm = d.max_threads_per_sm / BLOCK > 0 ? d.max_threads_per_sm / BLOCK : 1;
+  return int64_t(WAVES) * d.sms * per_sm;
+}
+
 // One config = one variant: vector bytes, unroll, cache operators, block, waves (0 = onepass).
 template <int VB, int U, class LD, class ST, int BLOCK, int WAVES>
 struct Variant {
@@ -270,15 +279,18 @@ struct Variant {
     const int64_t nn = int64_t(n);
     if ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) % VB != 0) {
       int64_t grid = (nn + BLOCK - 1) / BLOCK;
-      if (WAVES > 0 && grid > int64_t(WAVES) * d.sms) grid = int64_t(WAVES) * d.sms;
+      if (WAVES > 0 && grid > max_grid<BLOCK, WAVES>(d)) grid = max_grid<BLOCK, WAVES>(d);
       if (grid > 0x7FFFFFFF) grid = 0x7FFFFFFF;
       relu_scalar_kernel<D, LD, ST><<<unsigned(grid), BLOCK, 0, s>>>(in, out, nn);
       return cudaGetLastError();
     }
+    // Launch shape of sweeper_kernels.launch.launch_shape: the tail elements ride in one
+    // extra "vector" slot; a wave = every SM full of resident blocks by thread count.
     const int64_t nvec = nn / E, tile = int64_t(BLOCK) * U;
-    int64_t grid = (nvec + tile - 1) / tile;
+    const int64_t units = nvec + (nn % E ? 1 : 0);
+    int64_t grid = (units + tile - 1) / tile;
+    if (WAVES > 0 && grid > max_grid<BLOCK, WAVES>(d)) grid = max_grid<BLOCK, WAVES>(d);
     if (grid < 1) grid = 1;
-    if (WAVES > 0 && grid > int64_t(WAVES) * d.sms) grid = int64_t(WAVES) * d.sms;
     const int64_t ntiles = nvec / tile;
     relu_kernel<D, VB / 4, U, LD, ST><<<unsigned(grid), BLOCK, 0, s>>>(in, out, nn, nvec, ntiles, ntiles % grid);
     return cudaGetLastError();

@@ -167,7 +167,7 @@ def kernels_reference(dtype: str, bits: np.ndarray) -> np.ndarray | None:
         from sweeper_kernels import reference_relu, storage_dtype
     except ImportError:
         return None
-    out = reference_relu(bits.view(storage_dtype(dtype)), dtype)  # TODO(lead): confirm signature
+    out = reference_relu(bits.view(storage_dtype(dtype)), dtype)
     return np.asarray(out).view(STORAGE[dtype])
 
 
