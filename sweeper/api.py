@@ -327,11 +327,12 @@ def export(policy: str, fmt: str = "cuda", out: str | None = None):
     return do_export(policy, fmt, out)
 
 
-def verify(policy: str, out_dir: str | None = None) -> dict:
-    """GPU: build the exported header and check it bit-exact on every dtype (see verify.py)."""
+def verify(policy: str, out_dir: str | None = None, timing: bool = True) -> dict:
+    """GPU: build the exported header, check it bit-exact on every dtype, and (timing) time it
+    over the run's sizes against its Numba variant and the baseline (see verify.py)."""
     from sweeper.verify import verify as do_verify
 
-    return do_verify(policy, out_dir)
+    return do_verify(policy, out_dir, timing=timing)
 
 
 # ---- kernels ---------------------------------------------------------------------------------

@@ -343,13 +343,17 @@ def export_cmd(
 
 
 @app.command("verify")
-def verify_cmd(policy: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
+def verify_cmd(
+    policy: str = typer.Argument(..., help="policy.json or merged policy."),
+    timing: bool = typer.Option(True, help="Also time the export over the run's sizes."),
+) -> None:
     """GPU: build the exported header with nvcc and check launch_relu bit-exact on every
-    dtype (special values, tails, misaligned pointers) and its dispatch."""
+    dtype (special values, tails, misaligned pointers) and its dispatch; then time it over the
+    run's sizes against the Numba variant it dispatches to and against the baseline."""
     from sweeper import api
 
     try:
-        rep = api.verify(policy)
+        rep = api.verify(policy, timing=timing)
     except SweeperError as e:
         fail(str(e))
     bad = rep["failed"]
@@ -358,7 +362,23 @@ def verify_cmd(policy: str = typer.Argument(..., help="policy.json or merged pol
         typer.echo(f"FAIL {c['dtype']} n={c['n']} offset={c['offset']}: {c['detail']}")
     for m in rep["dispatch_mismatches"][:20]:
         typer.echo(f"DISPATCH {m['dtype']} n={m['n']}: header {m['header']}, python {m['python']}")
-    if bad or rep["dispatch_mismatches"]:
+    t = rep.get("timing")
+    if t is not None:
+        typer.echo(
+            f"timing: {t['sizes']} sizes; export vs its Numba variant: max deviation "
+            f"{t['max_parity_dev']:.1%}; vs baseline: min ratio {t['min_ratio']:.3f}x "
+            f"({rep['timing_csv']})"
+        )
+        for r in t["parity_failures"][:20]:
+            typer.echo(f"PARITY {r['dtype']} {r['ws_bytes']} B: {r['vs_numba']:.3f}x of Numba")
+        for r in t["baseline_losses"][:20]:
+            typer.echo(
+                f"LOSES {r['dtype']} {r['ws_bytes']} B: {r['ratio']:.3f}x "
+                f"[{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}] vs {r['baseline']}"
+            )
+        for r in t["bit_failures"][:20]:
+            typer.echo(f"WRONG after timing {r['dtype']} n={r['n']}")
+    if bad or rep["dispatch_mismatches"] or (t is not None and not t["ok"]):
         raise typer.Exit(1)
 
 

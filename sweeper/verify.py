@@ -250,18 +250,102 @@ def verify_bits(
 # ---- timing (for the lead to wire to sweeper.measure) ------------------------------------------
 
 
-def verify_timing(launchers: dict[str, Launcher], dtype: str, sizes: list[int], baseline=None):
-    """TODO(lead): time each exported launcher against the baseline at `sizes` with
-    sweeper.measure (Bench.time_pair_hot wants Launch = launch(numba_stream)); the adapter is
+def verify_timing(
+    launchers: dict[str, Launcher],
+    select_config,
+    sizes: dict[str, list[int]],
+    cc: tuple[int, int],
+    l2_bytes: int,
+    *,
+    mode: str = "hot",
+) -> list[dict]:
+    """Time each exported launcher with the run's harness (sweeper.measure), per size:
 
-        lambda stream: launchers[dtype](x_ptr, y_ptr, n, int(stream.handle.value))
+    * against the Numba variant it dispatches to (ABBA, separate buffers): the export must
+      reproduce the Numba measurement (`vs_numba` ratio with CI, 1.0 = identical);
+    * against the baseline (torch, or the reference config), as `sweeper run` does;
+    and re-check the exported output bit-exactly after the timed loop.
+    """
+    from sweeper_kernels import Variant, get_launcher
 
-    and the result should land in the same table shape as a run (ratio with CI per size),
-    so `sweeper select` can compare exported-vs-Numba parity. Not wired yet."""
-    raise NotImplementedError("verify_timing is not wired to sweeper.measure yet")
+    from sweeper.executor import GpuExecutor
+
+    ex = GpuExecutor(stopping=None)
+    rows = []
+    for dtype, ns in sizes.items():
+        for n in ns:
+            config, _ = select_config(dtype, n, cc, l2_bytes)
+            variant = Variant.parse(f"{dtype}-{config}")
+            b = ex._bufs(dtype, n)
+            fn = launchers[dtype]
+            xa, ya = (
+                b.x_a.__cuda_array_interface__["data"][0],
+                b.y_a.__cuda_array_interface__["data"][0],
+            )
+
+            def exported(s, fn=fn, xa=xa, ya=ya, n=n):
+                fn(xa, ya, n, int(s.handle))
+
+            numba_launch = get_launcher(variant)
+
+            def numba_side(s, numba_launch=numba_launch, b=b, n=n):
+                numba_launch(b.x_b, b.y_b, n, s)
+
+            ex.bench.reset_persisting()
+            ex._poison(b.y_a)
+            vs_numba = ex._pair(mode, exported, numba_side, b, (dtype, n), ex.stopping).summary()
+            vs_base = ex._pair(
+                mode, exported, ex._baseline_launch(dtype, b, n), b, (dtype, n), ex.stopping
+            ).summary()
+            bad = ex._mismatches(b.y_a, b)
+            ws = 2 * n * ITEMSIZE[dtype]
+            rows.append(
+                {
+                    "mode": mode,
+                    "dtype": dtype,
+                    "n": n,
+                    "ws_bytes": ws,
+                    "config": config,
+                    "time_us": vs_base["time_us"],
+                    "gbps": ws / vs_base["time_us"] / 1e3,
+                    "numba_time_us": vs_numba["base_time_us"],
+                    "vs_numba": 1 / vs_numba["ratio"],
+                    "vs_numba_lo": 1 / vs_numba["ratio_hi"],
+                    "vs_numba_hi": 1 / vs_numba["ratio_lo"],
+                    "baseline": ex.baseline_name,
+                    "ratio": vs_base["ratio"],
+                    "ratio_lo": vs_base["ratio_lo"],
+                    "ratio_hi": vs_base["ratio_hi"],
+                    "bit_exact_after_timing": bad == 0,
+                }
+            )
+        ex.release(dtype, n)
+    return rows
 
 
-def verify(policy_path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> dict:
+def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
+    """Pass/fail of the timing checks: exported within `parity` of the Numba variant at
+    every size, and at no size slower than the baseline beyond the noise (ratio CI wholly
+    below 1)."""
+    off = [r for r in rows if abs(r["vs_numba"] - 1) > parity]
+    loses = [r for r in rows if r["ratio_hi"] < 1.0]
+    wrong = [r for r in rows if not r["bit_exact_after_timing"]]
+    return {
+        "sizes": len(rows),
+        "parity_failures": off,
+        "baseline_losses": loses,
+        "bit_failures": wrong,
+        "max_parity_dev": max((abs(r["vs_numba"] - 1) for r in rows), default=0.0),
+        "min_ratio": min((r["ratio"] for r in rows), default=float("nan")),
+        "ok": not (off or loses or wrong),
+    }
+
+
+def verify(
+    policy_path: str | os.PathLike,
+    out_dir: str | os.PathLike | None = None,
+    timing: bool = True,
+) -> dict:
     """Export the policy's header, build it, check bit-exactness on every dtype it covers and
     that the header's dispatch picks what the Python export picks on this device."""
     import importlib.util
@@ -297,10 +381,46 @@ def verify(policy_path: str | os.PathLike, out_dir: str | os.PathLike | None = N
             got = choices[dt](n)
             if got != want:
                 dispatch.append({"dtype": dt, "n": n, "header": got, "python": want})
-    return {
+    result = {
         "header": str(header),
         "cases": cases,
         "failed": [c for c in cases if not c["ok"]],
         "dispatch_mismatches": dispatch,
         "device": {"cc": list(cc), "l2_bytes": l2},
     }
+    if timing:
+        sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
+        rows = verify_timing(launchers, mod.select_config, sizes, tuple(cc), l2)
+        _write_csv(out_dir / "verify_timing.csv", rows)
+        result["timing"] = timing_verdict(rows)
+        result["timing_csv"] = str(out_dir / "verify_timing.csv")
+    return result
+
+
+def run_sizes(run_dir: Path, dtypes, doc: dict) -> dict[str, list[int]]:
+    """The sizes the policy's run measured (hot mode), per dtype: verify times exactly these."""
+    from sweeper.store import load_run
+
+    try:
+        df = load_run(run_dir).results
+    except Exception as e:  # a merged policy lives outside a run folder
+        raise SweeperError(
+            f"{run_dir}: timing needs the policy's run folder next to it ({e}); "
+            "use --no-timing for a bit-exactness check only"
+        ) from None
+    base = df[(df.role == "baseline") & (df["mode"] == "hot")]
+    return {dt: sorted(int(n) for n in base[base.dtype == dt].n.unique()) for dt in dtypes}
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    import csv
+    import io
+
+    from sweeper.schema import atomic_write_text
+
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
