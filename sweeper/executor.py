@@ -88,9 +88,7 @@ class GpuExecutor:
                 if baseline == "torch":
                     raise SweeperError(f"--baseline torch asked for, but {e}") from None
         if self.torch is None:
-            self.baseline_name = (
-                baseline if baseline not in ("auto", "torch") else REFERENCE_CONFIG
-            )
+            self.baseline_name = baseline if baseline not in ("auto", "torch") else REFERENCE_CONFIG
         self._mismatch = _mismatch_kernel()
         self._count = self.cuda.device_array(1, dtype=np.uint64)
 
@@ -119,13 +117,23 @@ class GpuExecutor:
         return list(GRIDS[grid]([dtype]))
 
     def prepare(self, variants: list[Any]) -> None:
-        import sweeper_kernels
+        """Compile every distinct kernel in a process pool (filling Numba's disk cache), then
+        load them here, so no compile happens inside a timed cell."""
+        import time
 
-        warm = getattr(sweeper_kernels, "precompile", None)
-        if warm is not None:
-            warm(variants, workers=self.workers)
+        import sweeper_kernels
+        from sweeper_kernels.build import warm_kernels
+
+        t0 = time.perf_counter()
+        keys = sweeper_kernels.compile_keys(variants)
+        results = warm_kernels(keys, workers=self.workers)
         for v in variants:
             sweeper_kernels.get_launcher(v)
+        self.compile_stats = {
+            "compile_keys": len(keys),
+            "compiled": sum(1 for _, compiled, _ in results if compiled),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
 
     def release(self, dtype: str, n: int) -> None:
         self._buffers.pop((dtype, n), None)

@@ -219,6 +219,8 @@ class Runner:
         all_variants = {d: self.ex.variants(cfg.grid, d) for d in cfg.dtypes}
         self.ex.prepare([v for vs in all_variants.values() for v in vs])
         timing["prepare_s"] = round(time.perf_counter() - t0, 2)
+        if getattr(self.ex, "compile_stats", None):
+            self.manifest["compile"] = self.ex.compile_stats
         self._total = sum(
             len(screen_sizes(plan.sizes(d), plan.l2_bytes)) * len(all_variants[d])
             for d in cfg.dtypes
