@@ -190,7 +190,7 @@ class AdversarialLauncher:
     def _set_window(self, x, n: int, stream) -> None:
         from cuda.bindings import driver as cu
 
-        handle = int(getattr(stream, "handle", stream) or 0)
+        handle = int(stream.handle) if hasattr(stream, "handle") else int(stream or 0)
         if not handle:
             raise SweeperError("persisting_window needs a non-default stream")
         value = cu.CUstreamAttrValue()

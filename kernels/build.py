@@ -123,3 +123,24 @@ def ptx_many(keys, ccs=((9, 0),), workers: int | None = None) -> dict:
 
 def _ptx_job(job) -> None:
     ptx(*job)
+
+
+def _kernel_job(key: CompileKey) -> tuple[str, bool, float]:
+    import time
+
+    t0 = time.perf_counter()
+    stats = get_kernel(key).stats
+    return key.slug, sum(stats.cache_misses.values()) > 0, time.perf_counter() - t0
+
+
+def warm_kernels(keys, workers: int | None = None) -> list[tuple[str, bool, float]]:
+    """GPU: compile (or load) every key's kernel in a spawned process pool, filling Numba's disk
+    cache, so this process then loads each in milliseconds. Returns (slug, compiled?, seconds)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    keys = list(dict.fromkeys(_as_key(k) for k in keys))
+    workers = max(1, min(workers or os.cpu_count() or 1, len(keys)))
+    ctx = multiprocessing.get_context("spawn")  # one clean CUDA context per worker
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        return list(pool.map(_kernel_job, keys, chunksize=1))
