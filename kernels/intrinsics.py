@@ -22,8 +22,9 @@ them in source order and never merges or drops one: the unrolled kernel source m
 PTX instructions. ptxas still schedules them freely.
 
 PTX ISA: `ld{.ss}{.cop}{.vec}.type` with .cop in {.ca,.cg,.cs,.lu,.cv}; `ld.global.nc`;
-`ld{.ss}{.level1::eviction_priority}{.level2::eviction_priority}{.vec}.type` with
-L1::no_allocate / L2::evict_first / L2::evict_last (PTX ISA 7.4, sm_70+);
+`ld{.ss}{.level1::eviction_priority}{.vec}.type` with L1::no_allocate; L2 eviction priority
+(evict_first / evict_last) through `createpolicy` + `ld.global.L2::cache_hint` (sm_80+: the
+`.L2::evict_*` qualifier itself needs 256-bit loads, which ptxas enforces);
 `st{.ss}{.cop}{.vec}.type` with .cop in {.wb,.cg,.cs,.wt}.
 """
 
@@ -42,8 +43,11 @@ LOAD_QUALIFIERS: dict[str, str] = {
     "cg": ".cg",
     "lu": ".lu",
     "nc": ".nc",
-    "L2::evict_first": ".L2::evict_first",
-    "L2::evict_last": ".L2::evict_last",
+    # sm_80/sm_90 take an L2 eviction priority on 32/64/128-bit loads only through a cache
+    # policy: `createpolicy.fractional.L2::evict_last.b64 p, 1.0; ld.global.L2::cache_hint...
+    # [a], p`. (ptxas accepts `ld.global.L2::evict_last` only on 256-bit .v8.b32/.v4.b64.)
+    "L2::evict_first": ".L2::cache_hint",
+    "L2::evict_last": ".L2::cache_hint",
     "L1::no_allocate": ".L1::no_allocate",
 }
 STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
@@ -56,13 +60,27 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+# Load hints that need an L2 cache policy operand, and the priority the policy carries.
+L2_POLICY: dict[str, str] = {"L2::evict_first": "evict_first", "L2::evict_last": "evict_last"}
+
+
+def _with_policy(hint: str, ld: str) -> str:
+    """Wrap a load in a scope that creates its L2 policy (one line per PTX statement)."""
+    if hint not in L2_POLICY:
+        return ld
+    ld = ld[:-1] + ", pol;"  # the policy is the load's last operand
+    return (
+        f"{{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::{L2_POLICY[hint]}.b64 pol, 1.0;\n{ld}\n}}"
+    )
+
+
 def load_asm(nwords: int, hint: str) -> str:
     """PTX text of a main (vector) load of `nwords` uint32 words; operand $n is the address."""
     q = LOAD_QUALIFIERS[hint]
     if nwords == 1:
-        return f"ld.global{q}.u32 $0, [$1];"
+        return _with_policy(hint, f"ld.global{q}.u32 $0, [$1];")
     regs = ", ".join(f"${i}" for i in range(nwords))
-    return f"ld.global{q}.v{nwords}.u32 {{{regs}}}, [${nwords}];"
+    return _with_policy(hint, f"ld.global{q}.v{nwords}.u32 {{{regs}}}, [${nwords}];")
 
 
 def store_asm(nwords: int, hint: str) -> str:
@@ -75,7 +93,7 @@ def store_asm(nwords: int, hint: str) -> str:
 
 
 def elem_load_asm(bits: int, hint: str) -> str:
-    return f"ld.global{LOAD_QUALIFIERS[hint]}.b{bits} $0, [$1];"
+    return _with_policy(hint, f"ld.global{LOAD_QUALIFIERS[hint]}.b{bits} $0, [$1];")
 
 
 def elem_store_asm(bits: int, hint: str) -> str:

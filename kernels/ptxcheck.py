@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from sweeper_kernels.bitmath import DTYPE_LANES
-from sweeper_kernels.intrinsics import LOAD_QUALIFIERS, STORE_QUALIFIERS
+from sweeper_kernels.intrinsics import L2_POLICY, LOAD_QUALIFIERS, STORE_QUALIFIERS
 from sweeper_kernels.source import CompileKey
 from sweeper_kernels.variants import Variant
 
@@ -24,6 +24,7 @@ _ACCESS_RE = re.compile(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w:]*)\s")
 _LABEL_RE = re.compile(r"^(\$L__\w+):")
 _BRANCH_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _LOCAL_RE = re.compile(r"\b(?:ld|st)\.local\b")
+_POLICY_RE = re.compile(r"^\s*createpolicy\.fractional\.L2::(\w+)\.b64\s")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,52 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
             problems.append(
                 f"main loop has {max(per_loop, default=0)} {op}s per iteration, want {u}"
             )
+    policies = [m.group(1) for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
+    loads = [a for a in acc if a.op == "ld"]
+    if key.load_hint in L2_POLICY:
+        want_p = L2_POLICY[key.load_hint]
+        if len(policies) != len(loads) or set(policies) != {want_p}:
+            problems.append(
+                f"{len(policies)} createpolicy L2::{want_p} for {len(loads)} loads "
+                f"(found {sorted(set(policies))})"
+            )
+    elif policies:
+        problems.append(f"unexpected createpolicy ({sorted(set(policies))})")
     if has_local_traffic(ptx):
         problems.append("local memory traffic (ld.local/st.local)")
     return problems
+
+
+_VERSION_RE = re.compile(r"^\.version\s+(\d+)\.(\d+)", re.M)
+_MAX_RE = re.compile(r"current version is '(\d+)\.(\d+)'")
+
+
+def assemble(ptx: str, arch: str = "sm_90", ptxas: str = "ptxas") -> str | None:
+    """Run ptxas on the PTX; None if it assembles, else ptxas's first error line.
+
+    The text check above cannot tell a valid instruction from one ptxas rejects (an L2
+    eviction qualifier on a 128-bit load is such a case). If this ptxas is older than the
+    PTX ISA version NVVM wrote, the `.version` line is lowered to what ptxas supports and
+    the assembly retried: the instructions we emit exist in both versions.
+    """
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "k.ptx"
+        for _ in range(2):
+            src.write_text(ptx)
+            r = subprocess.run(
+                [ptxas, f"-arch={arch}", str(src), "-o", str(Path(d) / "k.cubin")],
+                capture_output=True,
+                text=True,
+            )
+            if r.returncode == 0:
+                return None
+            m = _MAX_RE.search(r.stderr)
+            if not m or not _VERSION_RE.search(ptx):
+                break
+            ptx = _VERSION_RE.sub(f".version {m.group(1)}.{m.group(2)}", ptx, count=1)
+        lines = [ln for ln in r.stderr.splitlines() if "error" in ln or "fatal" in ln]
+        return (lines or r.stderr.splitlines() or ["ptxas failed"])[0]

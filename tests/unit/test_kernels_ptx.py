@@ -67,9 +67,11 @@ def test_sample_covers_every_axis_value():
 def test_literal_instructions_for_one_config(all_ptx):
     """The exact PTX spellings, independent of the checker's parser."""
     text = all_ptx[(CompileKey("fp16", 16, 4, "L2::evict_last", "cs"), (9, 0))]
-    assert len(re.findall(r"ld\.global\.L2::evict_last\.v4\.u32\s", text)) == 5
+    # sm_90 takes an L2 eviction priority on a 128-bit load only through a cache policy.
+    assert len(re.findall(r"ld\.global\.L2::cache_hint\.v4\.u32\s.*\], pol;", text)) == 5
+    assert len(re.findall(r"createpolicy\.fractional\.L2::evict_last\.b64 pol, 1\.0;", text)) == 6
     assert len(re.findall(r"st\.global\.cs\.v4\.u32\s", text)) == 5
-    assert len(re.findall(r"ld\.global\.L2::evict_last\.b16\s", text)) == 1
+    assert len(re.findall(r"ld\.global\.L2::cache_hint\.b16\s", text)) == 1
     plain = all_ptx[(CompileKey("int8", 8, 2, "default", "default"), (8, 9))]
     assert re.search(r"ld\.global\.v2\.u32\s", plain) and re.search(r"st\.global\.v2\.u32\s", plain)
     assert not re.search(r"(ld|st)\.global\.(cs|cg|lu|nc|wt|L1|L2)", plain)

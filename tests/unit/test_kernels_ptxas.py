@@ -1,0 +1,53 @@
+"""Every default-grid kernel, and every load x store hint pair, assembles with ptxas.
+
+The PTX text checks cannot see an instruction form that ptxas rejects (this caught
+`ld.global.L2::evict_last.v4.u32`, valid text but only allowed on 256-bit loads).
+"""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from itertools import product
+
+import pytest
+from sweeper_kernels.build import ptx
+from sweeper_kernels.intrinsics import LOAD_QUALIFIERS, STORE_QUALIFIERS
+from sweeper_kernels.ptxcheck import assemble
+from sweeper_kernels.variants import Variant, compile_keys, default_grid
+
+PTXAS = shutil.which("ptxas")
+pytestmark = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+
+
+def _failures(jobs):
+    def one(job):
+        key, cc = job
+        return job, assemble(ptx(key, cc), f"sm_{cc[0]}{cc[1]}", PTXAS)
+
+    with ThreadPoolExecutor(4) as pool:
+        return [(j, err) for j, err in pool.map(one, jobs) if err is not None]
+
+
+def test_every_default_grid_kernel_assembles_for_sm90():
+    jobs = [(k, (9, 0)) for k in compile_keys(default_grid())]
+    assert _failures(jobs) == []
+
+
+def test_every_hint_pair_assembles_for_sm89_and_sm90():
+    keys = [
+        Variant(dtype, vec, 2, ld, st).compile_key
+        for dtype, vec, ld, st in product(
+            ("fp16", "int8"), (4, 16), LOAD_QUALIFIERS, STORE_QUALIFIERS
+        )
+    ]
+    jobs = [(k, cc) for k in keys for cc in ((8, 9), (9, 0))]
+    assert _failures(jobs) == []
+
+
+def test_assemble_reports_a_rejected_instruction():
+    bad = ptx(Variant("fp32", 16, 1, "cs", "cs"), (9, 0)).replace(
+        "ld.global.cs.v4.u32", "ld.global.L2::evict_last.v4.u32", 1
+    )
+    err = assemble(bad, "sm_90", PTXAS)
+    assert err is not None and "evict_last" in err
