@@ -37,19 +37,15 @@ LOAD_QUALIFIERS: dict[str, str] = {
     "cg": ".cg",
     "lu": ".lu",
     "nc": ".nc",
-    "L2::evict_first": ".L2::evict_first",
-    "L2::evict_last": ".L2::evict_last",
+    "L2::evict_first": ".L2::cache_hint",
+    "L2::evict_last": ".L2::cache_hint",
     "L1::no_allocate": ".L1::no_allocate",
 }
+# L2 eviction priority on a 32/64/128-bit load goes through a cache policy operand on sm_80+
+# (ptxas accepts `.L2::evict_*` itself only on 256-bit loads): createpolicy + L2::cache_hint.
+L2_POLICY: dict[str, str] = {"L2::evict_first": "evict_first", "L2::evict_last": "evict_last"}
 STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
 EXPORT_VEC_BYTES = (4, 8, 16)
-# ptxas (CUDA 13.0) accepts `ld.global.L2::evict_first|last` only with .v8.b32/.v4.b64 (256-bit)
-# types, which no exported width uses: such a variant cannot be built for sm_89/sm_90, so its
-# Numba twin cannot have produced an ok measurement either. Refuse rather than guess.
-UNEXPORTABLE_LOADS = {
-    "L2::evict_first": "ptxas requires .v8.b32/.v4.b64 with .L2::evict_first on ld",
-    "L2::evict_last": "ptxas requires .v8.b32/.v4.b64 with .L2::evict_last on ld",
-}
 
 CTYPE = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int8": "int8_t"}
 DT_ENUM = {"fp32": "Dt::F32", "fp16": "Dt::F16", "bf16": "Dt::BF16", "int8": "Dt::I8"}
@@ -71,11 +67,6 @@ def _check_configs(doc: dict) -> None:
             )
         if c["load_hint"] not in LOAD_QUALIFIERS:
             raise SweeperError(f"config {name!r}: unknown load hint {c['load_hint']!r}")
-        if c["load_hint"] in UNEXPORTABLE_LOADS:
-            raise SweeperError(
-                f"config {name!r}: load hint {c['load_hint']!r} cannot be exported "
-                f"({UNEXPORTABLE_LOADS[c['load_hint']]})"
-            )
         if c["store_hint"] not in STORE_QUALIFIERS:
             raise SweeperError(f"config {name!r}: unknown store hint {c['store_hint']!r}")
 
@@ -299,28 +290,47 @@ struct Variant {
 """
 
 
+def _load_struct(h: str, q: str, priority: str) -> str:
+    """The load struct for hint h: `ld.global{q}`, with an L2 cache-policy operand when
+    `priority` (evict_first / evict_last) is given."""
+    if priority:
+        pol = (
+            f'    uint64_t pol; asm volatile("createpolicy.fractional.L2::{priority}'
+            f'.b64 %0, 1.0;" : "=l"(pol));\n'
+        )
+        p1, p2, p4, pin = ", %2", ", %3", ", %5", ', "l"(pol)'
+    else:
+        pol, p1, p2, p4, pin = "", "", "", "", ""
+    return f"""struct {_hint_struct("load", h)} {{  // load hint '{h}': ld.global{q}
+  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {{
+{pol}    if constexpr (NW == 1) asm volatile("ld.global{q}.u32 %0, [%1]{p1};" : "=r"(w[0]) : "l"(a){pin});
+    else if constexpr (NW == 2) asm volatile("ld.global{q}.v2.u32 {{%0, %1}}, [%2]{p2};" : "=r"(w[0]), "=r"(w[1]) : "l"(a){pin});
+    else asm volatile("ld.global{q}.v4.u32 {{%0, %1, %2, %3}}, [%4]{p4};" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a){pin});
+  }}
+  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {{
+    uint32_t v;
+{pol}    if constexpr (BITS == 8) asm volatile("ld.global{q}.b8 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
+    else if constexpr (BITS == 16) asm volatile("ld.global{q}.b16 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
+    else asm volatile("ld.global{q}.b32 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
+    return v;
+  }}
+}};"""
+
+
 def _hint_structs(doc: dict) -> str:
     loads = sorted({c["load_hint"] for c in doc["configs"].values()})
     stores = sorted({c["store_hint"] for c in doc["configs"].values()})
     out = ["// ---- cache operators: one struct per hint used by the policy ---------------------"]
     for h in loads:
-        q = LOAD_QUALIFIERS[h]
-        out.append(
-            f"""struct {_hint_struct("load", h)} {{  // load hint '{h}': ld.global{q}
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {{
-    if constexpr (NW == 1) asm volatile("ld.global{q}.u32 %0, [%1];" : "=r"(w[0]) : "l"(a));
-    else if constexpr (NW == 2) asm volatile("ld.global{q}.v2.u32 {{%0, %1}}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(a));
-    else asm volatile("ld.global{q}.v4.u32 {{%0, %1, %2, %3}}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a));
-  }}
-  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {{
-    uint32_t v;
-    if constexpr (BITS == 8) asm volatile("ld.global{q}.b8 %0, [%1];" : "=r"(v) : "l"(a));
-    else if constexpr (BITS == 16) asm volatile("ld.global{q}.b16 %0, [%1];" : "=r"(v) : "l"(a));
-    else asm volatile("ld.global{q}.b32 %0, [%1];" : "=r"(v) : "l"(a));
-    return v;
-  }}
-}};"""
-        )
+        if h in L2_POLICY:
+            # sm_80+: the priority rides on a cache policy; older targets get a plain load.
+            out.append("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800")
+            out.append(_load_struct(h, "", ""))
+            out.append("#else")
+            out.append(_load_struct(h, LOAD_QUALIFIERS[h], L2_POLICY[h]))
+            out.append("#endif")
+        else:
+            out.append(_load_struct(h, LOAD_QUALIFIERS[h], ""))
     for h in stores:
         q = STORE_QUALIFIERS[h]
         out.append(

@@ -36,6 +36,8 @@ CONFIGS = {
     "v8-u2-ld.L1::no_allocate-st.cs-b256-stride8": (8, 2, "L1::no_allocate", "cs", 256, "stride8"),
     "v4-u2-ld.cs-st.cs-b64-stride1": (4, 2, "cs", "cs", 64, "stride1"),
     "v8-u1-ld.default-st.cs-b128-onepass": (8, 1, "default", "cs", 128, "onepass"),
+    "v16-u4-ld.L2::evict_last-st.cs-b256-stride4": (16, 4, "L2::evict_last", "cs", 256, "stride4"),
+    "v4-u1-ld.L2::evict_first-st.default-b128-onepass": (4, 1, "L2::evict_first", "default", 128, "onepass"),
 }  # fmt: skip
 NAMES = list(CONFIGS)
 
@@ -127,10 +129,6 @@ def test_export_refuses_what_the_kernels_cannot_do(merged):
     bad["configs"][NAMES[0]]["load_hint"] = "bogus"
     with pytest.raises(SweeperError, match="load hint"):
         render(bad, "python")
-    bad = json.loads(json.dumps(merged))
-    bad["configs"][NAMES[0]]["load_hint"] = "L2::evict_last"
-    with pytest.raises(SweeperError, match="v8.b32"):
-        render(bad, "cuda")
     with pytest.raises(SweeperError, match="format"):
         render(merged, "rust")
 
@@ -204,6 +202,8 @@ def test_header_compiles_for_sm89_and_sm90(tmp_path, merged):
         "ld.global.cs.v4.u32", "st.global.cs.v4.u32", "ld.global.cg.v2.u32", "st.global.cg.v2.u32",
         "ld.global.lu.u32", "st.global.wt.u32", "ld.global.nc.v4.u32",
         "ld.global.L1::no_allocate.v2.u32", "ld.global.cs.b16", "st.global.cs.b8",
+        "createpolicy.fractional.L2::evict_last.b64", "ld.global.L2::cache_hint.v4.u32",
+        "createpolicy.fractional.L2::evict_first.b64", "ld.global.L2::cache_hint.u32",
     ]:  # fmt: skip
         assert want in ptx, want
     # no float instructions touch the data (bit-level ReLU): no max.f32 / setp.*.f32
