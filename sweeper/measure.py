@@ -218,14 +218,17 @@ class Graph:
         cu = _cu()
         self.calls = calls
         self.h = cu.CUstream(int(stream.handle))
-        check(
-            cu.cuStreamBeginCapture(self.h, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
-        )
-        try:
-            for _ in range(calls):
-                launch(stream)
-        finally:
-            graph = check(cu.cuStreamEndCapture(self.h))
+        from numba import cuda
+
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        # No deferred cuMemFree may run while the stream is being captured.
+        with cuda.defer_cleanup():
+            check(cu.cuStreamBeginCapture(self.h, mode))
+            try:
+                for _ in range(calls):
+                    launch(stream)
+            finally:
+                graph = check(cu.cuStreamEndCapture(self.h))
         self.graph = graph
         self.exec = check(cu.cuGraphInstantiate(graph, 0))
 
@@ -427,15 +430,19 @@ class Bench:
         self.sync()
         while True:
             slots = "ABBA" * 2
-            self._hold()
-            for i, s in enumerate(slots):
-                before, launch = (before_a, a) if s == "A" else (before_b, b)
-                if before is not None:
-                    before(self.stream)
-                self._event(2 * i).record(self.stream)
-                launch(self.stream)
-                self._event(2 * i + 1).record(self.stream)
-            self._release()
+            self._event(2 * len(slots) - 1)  # create every event before the stream is held
+            # While the blocking kernel holds the stream, nothing on the host may wait for the
+            # GPU: Numba's deferred cuMemFree would (it synchronises), so cleanup is deferred.
+            with self.cuda.defer_cleanup():
+                self._hold()
+                for i, s in enumerate(slots):
+                    before, launch = (before_a, a) if s == "A" else (before_b, b)
+                    if before is not None:
+                        before(self.stream)
+                    self._event(2 * i).record(self.stream)
+                    launch(self.stream)
+                    self._event(2 * i + 1).record(self.stream)
+                self._release()
             for i, s in enumerate(slots):
                 us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
                 (a_us if s == "A" else b_us).append(us * 1e3)
