@@ -268,7 +268,7 @@ class Bench:
         self.flush_words = 2 * self.l2_bytes // 4
         self.flush_buf = cuda.device_array(self.flush_words, dtype=np.uint32)
         self.flag = cuda.mapped_array(1, dtype=np.int32)
-        self.timed_out = cuda.device_array(1, dtype=np.int32)
+        self.timed_out = cuda.to_device(np.zeros(1, dtype=np.int32))  # device_array is not zeroed
         self.block_timeout_ns = int(block_timeout_s * 1e9)
         self._events: list = []
         self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
