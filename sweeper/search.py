@@ -21,6 +21,7 @@ SCREEN_FRACTIONS = (0.125, 0.5, 0.75, 1.0, 1.5, 8.0)
 class SearchParams:
     tolerance: float = 0.03  # survivors: within this of the best ratio at some screening size
     min_survivors: int = 3  # always keep at least the top-k at every screening size
+    max_survivors: int = 12  # then keep at most this many (closest to the best first)
     refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
     max_refine_rounds: int = 6
     max_refine_points: int = 48  # per (mode, dtype)
@@ -69,11 +70,26 @@ def survivors(rows: list[dict], params: SearchParams) -> tuple[list[str], list[d
             if rank < params.min_survivors or margin <= params.tolerance or overlaps:
                 keep.add(r["config"])
     configs = {r["config"] for r in rows if r.get("role") == "candidate"}
+    # Cap: the winner at every screening size always stays; then the closest to the best.
+    winners_ = {max(g, key=lambda r: r["ratio"])["config"] for g in by_size.values()}
+    ranked = sorted(keep - winners_, key=lambda c: (margins.get(c, 1.0), c))
+    capped = set(ranked[max(0, params.max_survivors - len(winners_)) :])
+    keep -= capped
     pruned = []
     for c in sorted(configs):
         if c in failed:
             pruned.append({"config": c, "reason": f"failed at screening ({failed[c]})"})
             keep.discard(c)
+        elif c in capped:
+            pruned.append(
+                {
+                    "config": c,
+                    "reason": (
+                        f"within noise at a screening size but beyond the {params.max_survivors} "
+                        f"closest to the best (closest: {margins.get(c, 1.0):.1%} behind)"
+                    ),
+                }
+            )
         elif c not in keep:
             pruned.append(
                 {

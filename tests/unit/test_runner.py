@@ -208,3 +208,39 @@ def test_manifest_records_provenance(complete):
     for f in ("plan", "device", "git_commit", "grid", "modes", "stopping", "search", "timing"):
         assert f in m
     assert m["plan"]["plan_hash"]
+
+
+def test_survivors_are_capped_keeping_every_screening_winner():
+    from sweeper.search import survivors
+
+    rows = []
+    for n, winner in ((1, "w1"), (2, "w2")):
+        for i in range(30):  # 30 configs all within noise of the best
+            rows.append(
+                {
+                    "role": "candidate",
+                    "status": "ok",
+                    "n": n,
+                    "config": f"c{i:02d}",
+                    "ratio": 1.0 - i * 0.0005,
+                    "ratio_lo": 0.98,
+                    "ratio_hi": 1.02,
+                }
+            )
+        rows.append(
+            {
+                "role": "candidate",
+                "status": "ok",
+                "n": n,
+                "config": winner,
+                "ratio": 1.01,
+                "ratio_lo": 1.0,
+                "ratio_hi": 1.02,
+            }
+        )
+    keep, pruned = survivors(rows, SearchParams(max_survivors=5))
+    assert len(keep) == 5
+    assert {"w1", "w2"} <= set(keep)
+    assert {"c00", "c01", "c02"} <= set(keep)
+    capped = [p for p in pruned if "beyond the 5 closest" in p["reason"]]
+    assert len(capped) == len(pruned) == 32 - 5
