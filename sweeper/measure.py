@@ -86,7 +86,7 @@ class Stopping:
     """When to stop sampling a cell: enough samples and a tight CI, or a cap."""
 
     min_samples: int = 6
-    max_samples: int = 24
+    max_samples: int = 16
     rel_tol: float = 0.01  # CI half-width of the median, relative
     time_cap_s: float = 2.0
     target_sample_us: float = 150.0  # GPU time per hot sample (sets calls per graph)

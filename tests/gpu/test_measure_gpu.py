@@ -34,9 +34,11 @@ def test_spin_kernel_of_known_duration_is_measured_within_5_percent(bench, us):
     assert abs(got - empty - us) <= 0.05 * us, (got, empty)
     if us >= 100:
         assert abs(got - us) <= 0.05 * us, got
+    # Cold-style timing: CUDA events around ONE launch; cudaEventElapsedTime's resolution is
+    # about 0.5 us (CUDA runtime docs), so the bound is 5% or 0.5 us, whichever is larger.
     blocked = float(np.median(bench.time_single_blocked(bench.spin_launch(us * 1000), 20)))
     blocked_empty = float(np.median(bench.time_single_blocked(bench.empty_launch(), 20)))
-    assert abs(blocked - blocked_empty - us) <= 0.05 * us, (blocked, blocked_empty)
+    assert abs(blocked - blocked_empty - us) <= max(0.05 * us, 0.5), (blocked, blocked_empty)
 
 
 def test_launch_overhead_is_excluded(bench):
