@@ -14,10 +14,10 @@ run() {  # RUN_ID SECONDS ARGS...
   local id=$1 secs=$2; shift 2
   /usr/bin/time -f "$id wall %e s" timeout -s INT "$secs" python3 -m sweeper run sweeps/h200.json --run-id "$id" "$@" 2>&1 | tail -12
 }
-run hot-2 250 --modes hot
-run hot-3 70 --modes hot --dtypes fp32
-run cold-1 110 --modes cold --dtypes fp32,fp16 --quick
+run hot-2 260 --modes hot
+run hot-3 60 --modes hot --dtypes fp32
+run cold-1 90 --modes cold --dtypes fp32,fp16 --quick
 R=results/h200/hot-2
 python3 -m sweeper select "$R" > /dev/null && python3 -m sweeper policy build "$R" 2>&1 | tail -30
-timeout 90 python3 -m sweeper verify "$R/policy.json" 2>&1 | tail -25 | tee "$R/verify.txt"
+timeout 75 python3 -m sweeper verify "$R/policy.json" 2>&1 | tail -25 | tee "$R/verify.txt"
 tar czf "$OUT/runs.tgz" -C results/h200 hot-2 hot-3 cold-1
