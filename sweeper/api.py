@@ -364,3 +364,36 @@ def kernels_ptx(variant_id: str, cc: int = 90) -> str:
     if cc < 50 or cc > 129:
         raise SweeperError(f"--cc {cc}: give the compute capability as two digits, e.g. 90")
     return ptx(Variant.from_id(variant_id), (cc // 10, cc % 10))
+
+
+def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
+    """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
+    the share of cells whose median time and ratio to the baseline differ by at most
+    `tolerance`, overall and per working-set decade."""
+    from sweeper.store import load_run
+
+    a, b = load_run(run_a).results, load_run(run_b).results
+    key = ["mode", "dtype", "n", "role", "config"]
+    m = a.merge(b, on=key, suffixes=("_a", "_b"))
+    m = m[(m.status_a == "ok") & (m.status_b == "ok")]
+    out = {"common_cells": int(len(m)), "tolerance": tolerance, "by_size": []}
+    if m.empty:
+        return out
+    for col in ("time_us", "ratio"):
+        rel = (m[f"{col}_b"] / m[f"{col}_a"] - 1).abs()
+        out[col] = {
+            "within": float((rel <= tolerance).mean()),
+            "median_dev": float(rel.median()),
+            "p95_dev": float(rel.quantile(0.95)),
+        }
+    rel = (m["time_us_b"] / m["time_us_a"] - 1).abs()
+    edges = [0, 1, 4, 16, 64, 256, float("inf")]
+    mib = m["ws_bytes_a"] / 2**20
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        sel = (mib > lo) & (mib <= hi)
+        if sel.any():
+            out["by_size"].append(
+                {"mib": f"({lo:g}, {hi:g}]", "cells": int(sel.sum()),
+                 "within": float((rel[sel] <= tolerance).mean())}
+            )  # fmt: skip
+    return out

@@ -342,6 +342,31 @@ def export_cmd(
     typer.echo(str(path))
 
 
+@app.command("compare")
+def compare_cmd(
+    run_a: str = typer.Argument(..., help="First run folder."),
+    run_b: str = typer.Argument(..., help="Second run folder."),
+    tolerance: float = typer.Option(0.03, help="Relative difference counted as agreement."),
+) -> None:
+    """How well two runs agree on their common cells (run-to-run reproducibility)."""
+    from sweeper import api
+
+    try:
+        rep = api.compare(run_a, run_b, tolerance)
+    except SweeperError as e:
+        fail(str(e))
+    typer.echo(f"{rep['common_cells']} common ok cells")
+    for col in ("time_us", "ratio"):
+        if col in rep:
+            r = rep[col]
+            typer.echo(
+                f"{col}: {r['within']:.1%} within {tolerance:.0%}; median |diff| "
+                f"{r['median_dev']:.2%}, p95 {r['p95_dev']:.2%}"
+            )
+    for row in rep["by_size"]:
+        typer.echo(f"  ws {row['mib']} MiB: {row['cells']} cells, {row['within']:.1%} within")
+
+
 @app.command("verify")
 def verify_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),

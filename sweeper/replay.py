@@ -134,6 +134,8 @@ class ModelExecutor:
         t = self._time(self.curves[variant.config], ws, key + "|" + variant.config)
         row = self._row(mode, dtype, n, "candidate", variant.config, t, base_t)
         row["variant_id"] = variant.id
+        copy_t = self._time(self.copy_curve, ws, key + "|copy")
+        row["copy_gbps"] = ws / copy_t[0] / 1e3
         for f in ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid"):
             row[f] = getattr(variant, f)
         if variant.config in self.fail:

@@ -25,6 +25,7 @@ SECTIONS = (
     "Plan coverage",
     "Selection",
     "Policy",
+    "Targets",
     "Plots",
     "Guards",
     "Pruned",
@@ -334,6 +335,24 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
 # ---- the document -------------------------------------------------------------------------
 
 
+def targets_section(
+    results: pd.DataFrame, manifest: Mapping[str, Any], doc: Mapping[str, Any] | None
+) -> list[str]:
+    if doc is None:
+        return ["No policy yet: the targets are checked on the policy's configs."]
+    from sweeper.targets import scorecard, scorecard_markdown
+
+    mode = (doc.get("provenance") or {}).get("mode", "hot")
+    l2 = int(doc.get("l2_bytes") or manifest["device"]["l2_bytes"])
+    card = scorecard(results, dict(doc), l2, mode=mode)
+    return [
+        f"The policy's config at every measured size ({mode} mode), against the project's "
+        "targets (`sweeper/targets.py`). Ratios are to the baseline, measured side by side.",
+        "",
+        scorecard_markdown(card),
+    ]
+
+
 def build_report(
     run_dir: str | os.PathLike,
     manifest: Mapping[str, Any],
@@ -366,6 +385,7 @@ def build_report(
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(results, selection_table),
         "Policy": policy(policy_doc),
+        "Targets": targets_section(results, manifest, policy_doc),
         "Plots": plots_section(run_dir, plot_files),
         "Guards": guards(results, manifest),
         "Pruned": pruned(manifest),

@@ -1,0 +1,111 @@
+"""Scorecard: the project's performance targets, checked against a run and its policy.
+
+Every figure is the POLICY's config at that size (what production would dispatch to), taken
+from the run's own measurements, with the ratio to the baseline measured side by side (ABBA).
+
+Targets (hot mode; see the issue tracker, "first real H200 results"):
+  * never slower than the baseline: at no planned size does the ratio's whole CI lie below 1;
+  * in (36 MiB, 52 MiB] of working set, at least 1.3x the baseline for fp32, fp16, bf16;
+  * int8 at least 1.2x the baseline at every size of 8 MiB or more;
+  * at DRAM sizes (>= 4 x L2) at least 97% of the copy bandwidth measured in the same run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    dtypes: tuple[str, ...]
+    lo_bytes: float  # exclusive
+    hi_bytes: float  # inclusive
+    metric: str  # "ratio_hi" | "ratio" | "pct_copy"
+    floor: float
+
+
+def targets(l2_bytes: int) -> list[Target]:
+    inf = float("inf")
+    all4 = ("fp32", "fp16", "bf16", "int8")
+    return [
+        Target("never below the baseline (CI)", all4, 0, inf, "ratio_hi", 1.0),
+        Target("1.3x in (36, 52] MiB", ("fp32", "fp16", "bf16"), 36 * MiB, 52 * MiB, "ratio", 1.3),
+        Target("int8 1.2x at >= 8 MiB", ("int8",), 8 * MiB - 1, inf, "ratio", 1.2),
+        Target(">= 97% of copy at >= 4 x L2", all4, 4 * l2_bytes - 1, inf, "pct_copy", 97.0),
+    ]
+
+
+def policy_rows(results, policy: dict, mode: str = "hot"):
+    """The measured row of the policy's config at every size the run measured it."""
+    import pandas as pd
+
+    df = results[(results.role == "candidate") & (results["mode"] == mode)]
+    out = []
+    for dtype, spec in policy["dtypes"].items():
+        d = df[df.dtype == dtype]
+        for band in spec["bands"]:
+            hi = band["hi_bytes"] if band["hi_bytes"] is not None else float("inf")
+            rows = d[
+                (d.config == band["config"]) & (d.ws_bytes >= band["lo_bytes"]) & (d.ws_bytes < hi)
+            ]
+            out.append(rows)
+    rows = pd.concat(out) if out else df.iloc[:0]
+    # The copy roofline from the run's own copy rows at the same size (not a cached column).
+    copy = results[(results.role == "copy") & (results["mode"] == mode)]
+    copy = copy.set_index(["dtype", "n"])["gbps"]
+    idx = pd.MultiIndex.from_arrays([rows.dtype, rows.n])
+    rows = rows.assign(copy_gbps=copy.reindex(idx).to_numpy())
+    rows = rows.assign(pct_copy=100 * rows.gbps / rows.copy_gbps)
+    return rows.sort_values(["dtype", "ws_bytes"])
+
+
+def scorecard(results, policy: dict, l2_bytes: int, mode: str = "hot") -> list[dict]:
+    """One line per (target, dtype): sizes checked, worst value, pass, failing sizes (MiB)."""
+    rows = policy_rows(results, policy, mode)
+    card = []
+    for t in targets(l2_bytes):
+        for dtype in t.dtypes:
+            r = rows[
+                (rows.dtype == dtype) & (rows.ws_bytes > t.lo_bytes) & (rows.ws_bytes <= t.hi_bytes)
+            ]
+            if r.empty:
+                card.append(
+                    {"target": t.name, "dtype": dtype, "sizes": 0, "worst": None,
+                     "floor": t.floor, "ok": None, "failing_mib": []}
+                )  # fmt: skip
+                continue
+            # A missing value (NaN) can never count as meeting a floor.
+            bad = r[~(r[t.metric] >= t.floor)]
+            card.append(
+                {
+                    "target": t.name,
+                    "dtype": dtype,
+                    "sizes": int(len(r)),
+                    "worst": float(r[t.metric].min()),
+                    "floor": t.floor,
+                    "ok": bad.empty,
+                    "failing_mib": [round(float(w) / MiB, 2) for w in bad.ws_bytes],
+                }
+            )
+    return card
+
+
+def scorecard_markdown(card: list[dict]) -> str:
+    lines = [
+        "| target | dtype | sizes | worst | floor | met | failing sizes (MiB) |",
+        "|---|---|---:|---:|---:|:---:|---|",
+    ]
+    for c in card:
+        worst = "-" if c["worst"] is None else f"{c['worst']:.3f}"
+        met = "n/a" if c["ok"] is None else ("yes" if c["ok"] else "**no**")
+        fails = ", ".join(str(x) for x in c["failing_mib"][:12])
+        if len(c["failing_mib"]) > 12:
+            fails += f", ... ({len(c['failing_mib'])} in all)"
+        lines.append(
+            f"| {c['target']} | {c['dtype']} | {c['sizes']} | {worst} | {c['floor']} | {met} "
+            f"| {fails} |"
+        )
+    return "\n".join(lines) + "\n"

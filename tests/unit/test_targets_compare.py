@@ -1,0 +1,63 @@
+"""The targets scorecard and run-to-run comparison, on model runs with known answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper import api
+from sweeper.gpus import lookup
+from sweeper.replay import ModelExecutor
+from sweeper.targets import MiB, scorecard, scorecard_markdown
+
+L2 = lookup("h200").l2_bytes
+
+
+def _run(tmp_path, run_id, fast=9000.0, noise=0.004):
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
+    ex = ModelExecutor(
+        {
+            "a": lambda ws, l2: fast if ws < l2 else 4200.0,
+            "b": lambda ws, l2: 4000.0 if ws < l2 else 4300.0,
+        },
+        l2_bytes=L2,
+        baseline=lambda ws, l2: 6000.0 if ws < l2 else 4100.0,
+        copy=lambda ws, l2: 4250.0,
+        noise=noise,
+    )
+    return api.run(str(plan.path), executor=ex, out_root=str(tmp_path / "res"), run_id=run_id)
+
+
+def _policy(config="a"):
+    return {"dtypes": {"fp32": {"bands": [{"lo_bytes": 0, "hi_bytes": None, "config": config}]}}}
+
+
+def test_scorecard_knows_which_targets_a_model_meets(tmp_path):
+    from sweeper.store import load_run
+
+    res = load_run(_run(tmp_path, "r")).results
+    card = {(c["target"], c["dtype"]): c for c in scorecard(res, _policy(), L2)}
+    band = card[("1.3x in (36, 52] MiB", "fp32")]
+    assert band["ok"] is True and band["worst"] == pytest.approx(1.5, rel=0.02)
+    dram = card[(">= 97% of copy at >= 4 x L2", "fp32")]
+    assert dram["ok"] is True and dram["worst"] == pytest.approx(100 * 4200 / 4250, rel=0.02)
+    never = card[("never below the baseline (CI)", "fp32")]
+    assert never["ok"] is True
+    # config "b" is slower than the baseline below L2: every such size is listed as failing
+    card_b = {(c["target"], c["dtype"]): c for c in scorecard(res, _policy("b"), L2)}
+    fail = card_b[("never below the baseline (CI)", "fp32")]
+    assert fail["ok"] is False
+    assert fail["failing_mib"] and max(fail["failing_mib"]) < L2 / MiB
+    assert "**no**" in scorecard_markdown(list(card_b.values()))
+    assert card_b[("int8 1.2x at >= 8 MiB", "int8")]["ok"] is None  # no int8 data: n/a
+
+
+def test_compare_reports_agreement_of_two_runs(tmp_path):
+    a = _run(tmp_path, "a")
+    same = api.compare(a, a)
+    assert same["common_cells"] > 100 and same["time_us"]["within"] == 1.0
+    b = _run(tmp_path / "x", "b", fast=9600.0)  # 6.7% faster below L2 for config a
+    rep = api.compare(a, b)
+    assert rep["common_cells"] == same["common_cells"]
+    assert 0.0 < rep["time_us"]["within"] < 1.0
+    small = [r for r in rep["by_size"] if r["mib"].startswith("(0,")]
+    assert small and small[0]["within"] < 1.0
