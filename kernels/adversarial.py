@@ -58,6 +58,14 @@ class AdversarialVariant:
     def config(self) -> str:
         return f"adv-{self.kind}-{self.base.config}"
 
+    # The runner records a variant's fields; an adversarial variant reports its base's.
+    vec_bytes = property(lambda self: self.base.vec_bytes)
+    unroll = property(lambda self: self.base.unroll)
+    load_hint = property(lambda self: self.base.load_hint)
+    store_hint = property(lambda self: self.base.store_hint)
+    block = property(lambda self: self.base.block)
+    grid = property(lambda self: self.base.grid)
+
     @classmethod
     def from_id(cls, text: str) -> AdversarialVariant:
         parts = text.split("-", 2)

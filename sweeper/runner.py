@@ -78,6 +78,13 @@ def row_key(row: dict) -> str:
 
 
 def git_commit(cwd: str | Path = ".") -> str:
+    """HEAD's sha (+dirty), $SWEEPER_GIT_COMMIT where the checkout has no git metadata (a
+    copied tree on a GPU node), else "unknown"."""
+    import os
+    import re
+
+    if os.environ.get("SWEEPER_GIT_COMMIT"):
+        return os.environ["SWEEPER_GIT_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
@@ -90,7 +97,9 @@ def git_commit(cwd: str | Path = ".") -> str:
             text=True,
             timeout=5,
         ).stdout.strip()
-        return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return "unknown"
+        return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

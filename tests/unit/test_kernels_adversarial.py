@@ -39,3 +39,14 @@ def test_helper_kernels_compile_and_touch_what_they_should(dtype):
     assert "st.global.b8" in drift  # the corrupting byte store
     gated = cuda.compile_ptx(*fns["gated"], cc=(9, 0))[0]
     assert "ld.global.cg.b32" in gated  # reads the device counter, bypassing L1
+
+
+def test_adversarial_variants_report_their_base_fields_to_the_runner():
+    from sweeper_kernels.adversarial import drift_after_10
+    from sweeper_kernels.variants import Variant
+
+    base = Variant("fp16", 8, 4, "cs", "wt", 512, "stride4")
+    adv = drift_after_10(base)
+    for f in ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid", "dtype"):
+        assert getattr(adv, f) == getattr(base, f)
+    assert adv.config.startswith("adv-drift10-") and adv.id.startswith("adv-drift10-fp16-")

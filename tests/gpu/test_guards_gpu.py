@@ -1,0 +1,59 @@
+"""The runner's guards catch the three cheating variants (sweeper_kernels.adversarial)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.executor import GpuExecutor
+from sweeper.measure import Stopping
+
+N = 1 << 22  # 32 MiB working set in fp32
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return GpuExecutor(stopping=Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=1))
+
+
+@pytest.fixture(scope="module")
+def base():
+    from sweeper_kernels import Variant
+
+    return Variant("fp32", 16, 2, "cs", "cs")
+
+
+def test_an_honest_variant_passes_every_guard(ex, base):
+    row = ex.measure("hot", "fp32", N, base)
+    assert row["status"] == "ok", row["status_detail"]
+
+
+def test_a_persisting_window_is_caught_and_cleared(ex, base):
+    from sweeper_kernels.adversarial import persisting_window
+
+    row = ex.measure("hot", "fp32", N, persisting_window(base))
+    assert row["status"] == "guard", row
+    assert "persisting-L2 state changed" in row["status_detail"]
+    assert ex.bench.persisting_state()["limit"] == 0  # reset after the cell
+
+
+def test_drift_after_10_calls_is_caught_after_the_timed_loop(ex, base):
+    from sweeper_kernels.adversarial import drift_after_10
+
+    row = ex.measure("hot", "fp32", N, drift_after_10(base))
+    assert row["status"] == "mismatch", row
+    assert "after the timed loop" in row["status_detail"]
+
+
+def test_skipping_half_the_work_after_warmup_is_caught(ex, base):
+    from sweeper_kernels.adversarial import half_work_after_warmup
+
+    row = ex.measure("hot", "fp32", N, half_work_after_warmup(base))
+    assert row["status"] == "mismatch", row
+    assert "after the timed loop" in row["status_detail"]
+
+
+def test_cold_mode_catches_them_too(ex, base):
+    from sweeper_kernels.adversarial import drift_after_10
+
+    row = ex.measure("cold", "fp32", N, drift_after_10(base))
+    assert row["status"] == "mismatch", row
