@@ -26,25 +26,13 @@ import os
 import re
 from pathlib import Path
 
+# The kernels' own cache-operator vocabulary (importing it does not import numba), so the
+# exported header emits exactly the instructions the measured Numba variants did.
+from sweeper_kernels.intrinsics import L2_POLICY, LOAD_QUALIFIERS, STORE_QUALIFIERS
+
 from sweeper.errors import SweeperError
 from sweeper.policy import DTYPES, FALLBACK_RULE
 
-# Same vocabulary as sweeper_kernels.intrinsics (a test checks they agree); duplicated so
-# exporting never imports numba.
-LOAD_QUALIFIERS: dict[str, str] = {
-    "default": "",
-    "cs": ".cs",
-    "cg": ".cg",
-    "lu": ".lu",
-    "nc": ".nc",
-    "L2::evict_first": ".L2::cache_hint",
-    "L2::evict_last": ".L2::cache_hint",
-    "L1::no_allocate": ".L1::no_allocate",
-}
-# L2 eviction priority on a 32/64/128-bit load goes through a cache policy operand on sm_80+
-# (ptxas accepts `.L2::evict_*` itself only on 256-bit loads): createpolicy + L2::cache_hint.
-L2_POLICY: dict[str, str] = {"L2::evict_first": "evict_first", "L2::evict_last": "evict_last"}
-STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
 EXPORT_VEC_BYTES = (4, 8, 16)
 
 CTYPE = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int8": "int8_t"}

@@ -18,7 +18,7 @@ import pytest
 
 from sweeper.columns import COLUMNS
 from sweeper.errors import SweeperError
-from sweeper.export import LOAD_QUALIFIERS, STORE_QUALIFIERS, export, render
+from sweeper.export import export, render
 from sweeper.policy import build_policy, config_at, merge_docs, write_policy
 
 MiB = 1 << 20
@@ -94,10 +94,13 @@ def test_policy_uses_every_config(merged):
     assert used == set(NAMES)
 
 
-def test_hint_vocabulary_matches_the_kernels():
-    intr = pytest.importorskip("sweeper_kernels.intrinsics")
-    assert intr.LOAD_QUALIFIERS == LOAD_QUALIFIERS
-    assert intr.STORE_QUALIFIERS == STORE_QUALIFIERS
+def test_export_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = "import sys, sweeper.export; print(any(m.startswith('numba') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_header_contents(merged):
