@@ -165,8 +165,9 @@ def build_policy(
             raise SweeperError(
                 f"{dtype}: the best config changes between {lo} and {hi} bytes of working set "
                 f"({lo / l2:.4f}-{hi / l2:.4f} x L2), a bracket wider than the plan resolution "
-                f"({step:.0f} bytes = L2/{res}); refusing to place a boundary there. Run "
-                "`sweeper run --resume` with a refined plan to sample that stretch"
+                f"({step:.0f} bytes = L2/{res}); refusing to place a boundary there. "
+                "`sweeper run --resume --run-dir RUN` samples that stretch (the runner adds "
+                "sizes wherever a boundary's bracket is too wide)"
             )
         out_dtypes[dtype] = _bands_doc(sizes, acc, bands, l2)
     if not out_dtypes:

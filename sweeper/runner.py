@@ -21,7 +21,13 @@ from sweeper import __version__
 from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.measure import Stopping
 from sweeper.plan import DTYPES, Plan
-from sweeper.search import SearchParams, refinement_points, screen_sizes, survivors
+from sweeper.search import (
+    SearchParams,
+    bracket_points,
+    refinement_points,
+    screen_sizes,
+    survivors,
+)
 from sweeper.store import (
     MANIFEST,
     TrialWriter,
@@ -213,6 +219,12 @@ class Runner:
     def _refs(self) -> list[tuple[str, str]]:
         return [("copy", "copy"), ("baseline", self.manifest.get("baseline", "torch"))]
 
+    def _has_size(self, mode: str, dtype: str, n: int) -> bool:
+        return any(
+            r["mode"] == mode and r["dtype"] == dtype and r["n"] == n and r["role"] == "candidate"
+            for r in self.rows.values()
+        )
+
     def _rows_for(self, mode: str, dtype: str, ns: set[int] | None = None) -> list[dict]:
         return [
             r
@@ -284,8 +296,24 @@ class Runner:
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             added += len(points)
+        # Then close every gap the policy would need a boundary in (see bracket_points).
+        bracketed = 0
+        for _ in range(cfg.search.max_bracket_rounds):
+            rows = [r for r in self._rows_for(mode, dtype) if r["config"] in set(keep)]
+            points = bracket_points(
+                rows, plan.l2_bytes, plan.resolution, itemsize, cfg.search.policy_tolerance
+            )
+            points = [n for n in points if not self._has_size(mode, dtype, n)]
+            points = points[: max(0, cfg.search.max_refine_points - bracketed)]
+            if not points:
+                break
+            self._total += len(points) * len(chosen)
+            for n in points:
+                self._measure_size(mode, dtype, n, chosen, "refine")
+            bracketed += len(points)
         timing[f"{mode}/{dtype}/refine_s"] = round(time.perf_counter() - t, 2)
         timing[f"{mode}/{dtype}/refine_points"] = added
+        timing[f"{mode}/{dtype}/bracket_points"] = bracketed
         write_manifest(self.run_dir, self.manifest)
 
     def _finish(self, t0: float) -> None:
@@ -319,7 +347,10 @@ def start(
         trials, _ = read_trials(run_dir)
         done = {t.get("cell_key") or row_key(t): t for t in trials}
         manifest["status"] = "running"
-        manifest.setdefault("resumed", []).append({"at": _now(), "dropped_bytes": dropped})
+        manifest.setdefault("resumed", []).append(
+            {"at": _now(), "dropped_bytes": dropped, "search": asdict(cfg.search)}
+        )
+        manifest["search"] = asdict(cfg.search)
         manifest["guards"] = [
             {"cell": k, "status": t["status"], "detail": t.get("status_detail", "")}
             for k, t in done.items()

@@ -25,6 +25,10 @@ class SearchParams:
     refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
     max_refine_rounds: int = 6
     max_refine_points: int = 48  # per (mode, dtype)
+    # Then: sample wherever the policy would need a boundary in a gap wider than the plan
+    # resolution (sweeper policy refuses those), at the policy's tolerance.
+    max_bracket_rounds: int = 6
+    policy_tolerance: float = 0.02
 
 
 def screen_sizes(entries: list[dict], l2_bytes: int) -> list[int]:
@@ -150,3 +154,37 @@ def refinement_points(
         if lo < mid < hi:
             out.append(mid)
     return out
+
+
+def bracket_points(
+    rows: list[dict], l2_bytes: int, resolution: int, itemsize: int, tolerance: float = 0.02
+) -> list[int]:
+    """New sizes (n) where the minimal policy segmentation of these rows puts a boundary in
+    a gap wider than L2/resolution: the midpoint of each such gap.
+
+    The same segmentation `sweeper policy build` runs (sweeper.policy.segment over
+    sweeper.select.acceptable_sets), so a run refined by this never has its policy refused.
+    """
+    from sweeper.policy import segment
+    from sweeper.select import acceptable_sets
+    from sweeper.store import trials_to_frame
+
+    ok = [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
+    if not ok:
+        return []
+    df = trials_to_frame(ok)
+    step = l2_bytes / resolution
+    grain = max(1, 16 // itemsize)
+    out: set[int] = set()
+    for seq in acceptable_sets(df, tolerance).values():
+        sizes = [s for s, _ in seq]
+        bands, wide = segment(sizes, [a for _, a in seq], step)
+        if not wide:
+            continue
+        for i, _, _ in bands:
+            if i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12):
+                lo_n, hi_n = sizes[i - 1] // (2 * itemsize), sizes[i] // (2 * itemsize)
+                mid = (lo_n + hi_n) // 2 // grain * grain
+                if lo_n < mid < hi_n:
+                    out.add(mid)
+    return sorted(out)

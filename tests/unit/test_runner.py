@@ -244,3 +244,67 @@ def test_survivors_are_capped_keeping_every_screening_winner():
     assert {"c00", "c01", "c02"} <= set(keep)
     capped = [p for p in pruned if "beyond the 5 closest" in p["reason"]]
     assert len(capped) == len(pruned) == 32 - 5
+
+
+def _outer_cross_model():
+    far = 6 * L2  # a crossover in the outer (1.25x-spaced) region of the plan
+
+    def a(ws, l2):
+        return 4400.0 if ws < far else 4000.0
+
+    def b(ws, l2):
+        return 4000.0 if ws < far else 4400.0
+
+    return ModelExecutor(
+        {"a": a, "b": b},
+        l2_bytes=L2,
+        baseline=lambda ws, l2: 4100.0,
+        copy=lambda ws, l2: 4500.0,
+        noise=0.002,
+    )
+
+
+def test_bracket_points_are_the_midpoints_of_too_wide_policy_gaps():
+    from sweeper.search import bracket_points
+
+    def row(ws, config, gbps):
+        n = ws // 8
+        return {"mode": "hot", "dtype": "fp32", "n": n, "ws_bytes": ws, "role": "candidate",
+                "config": config, "status": "ok", "gbps": gbps, "time_us": ws / gbps / 1e3,
+                "pattern": "preallocated", "run_id": "r"}  # fmt: skip
+
+    sizes = [L2 * k for k in (4, 5, 6, 8)]  # crossover between 5 and 6 x L2, 1 x L2 apart
+    rows = [row(ws, "a", 4400.0 if ws < 5.5 * L2 else 4000.0) for ws in sizes]
+    rows += [row(ws, "b", 4000.0 if ws < 5.5 * L2 else 4400.0) for ws in sizes]
+    pts = bracket_points(rows, L2, 32, 4)
+    assert pts == [(5 * L2 // 8 + 6 * L2 // 8) // 2 // 4 * 4]
+    # once the gap is sampled at L2/32, nothing is left to add
+    fine = [L2 * 5 + k * L2 // 32 for k in range(33)]
+    rows = [row(ws, "a", 4400.0 if ws < 5.5 * L2 else 4000.0) for ws in fine]
+    rows += [row(ws, "b", 4000.0 if ws < 5.5 * L2 else 4400.0) for ws in fine]
+    assert bracket_points(rows, L2, 32, 4) == []
+
+
+def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
+    from sweeper.errors import SweeperError
+    from sweeper.policy import build_policy
+
+    no_brackets = SearchParams(max_refine_rounds=0, max_bracket_rounds=0)
+    c = cfg(plan, tmp_path)
+    c.search = no_brackets
+    run_dir = start(c, _outer_cross_model())
+    data = load_run(run_dir)
+    with pytest.raises(SweeperError, match="wider than the plan resolution"):
+        build_policy(data.results, data.manifest)
+    # Resuming with bracket refinement on samples the gap; the policy then builds.
+    c2 = cfg(plan, tmp_path)
+    c2.search = SearchParams(max_refine_rounds=0)  # bracket refinement alone
+    start(c2, _outer_cross_model(), resume=run_dir)
+    assert load_manifest(run_dir)["timing"]["hot/fp32/bracket_points"] > 0
+    data = load_run(run_dir)
+    pol = build_policy(data.results, data.manifest)
+    bands = pol["dtypes"]["fp32"]["bands"]
+    cross = [b for b in bands if b["bracket_below"] and b["bracket_below"][0] > 4 * L2]
+    assert len(cross) == 1
+    lo, hi = cross[0]["bracket_below"]
+    assert lo < 6 * L2 <= hi and hi - lo <= L2 / 32
