@@ -33,18 +33,40 @@ def _ptr(a) -> int:
     return a.__cuda_array_interface__["data"][0]
 
 
-class _Buffers:
-    def __init__(self, cuda, dtype: str, n: int, seed: int, allocating: bool):
+class HostData:
+    """Random input bit patterns and their reference output, per dtype, generated once at a
+    geometrically growing size and sliced: ReLU is elementwise, so reference(x)[:n] equals
+    reference(x[:n]). Generating 1 GB of data and its reference per planned size was what
+    made large sizes (and `sweeper verify`) slow."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, dtype: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         from sweeper_kernels import reference_relu, storage_dtype
+
+        have = self._cache.get(dtype)
+        if have is None or have[0].size < n:
+            size = max(n, 2 * have[0].size) if have is not None else n
+            st = np.dtype(storage_dtype(dtype))
+            rng = np.random.default_rng(self.seed)
+            host = rng.integers(0, 256, size=size * st.itemsize, dtype=np.uint8).view(st)
+            self._cache[dtype] = (host, reference_relu(host, dtype))
+        x, expected = self._cache[dtype]
+        return x[:n], expected[:n]
+
+
+class _Buffers:
+    def __init__(self, cuda, dtype: str, n: int, host: HostData, allocating: bool):
+        from sweeper_kernels import storage_dtype
 
         st = np.dtype(storage_dtype(dtype))
         self.nbytes = n * st.itemsize
-        rng = np.random.default_rng(seed)
-        host = rng.integers(0, 256, size=self.nbytes, dtype=np.uint8).view(st)
-        expected = reference_relu(host, dtype)
-        self.x_a = cuda.to_device(host)
-        self.x_b = cuda.to_device(host)
-        self.src = cuda.to_device(host)
+        x, expected = host.get(dtype, n)
+        self.x_a = cuda.to_device(x)
+        self.x_b = cuda.to_device(x)
+        self.src = cuda.to_device(x)
         self.y_a = cuda.device_array(n, dtype=st)
         self.y_b = cuda.device_array(n, dtype=st)
         # The allocating call pattern keeps the previous output alive, so a caching
@@ -74,6 +96,7 @@ class GpuExecutor:
         self.seed = seed
         self.workers = workers
         self._buffers: dict[tuple[str, int], _Buffers] = {}
+        self._host = HostData(seed)
         self._base_graphs: dict[tuple, Any] = {}
         self.torch = None
         if baseline in ("auto", "torch"):
@@ -147,7 +170,7 @@ class GpuExecutor:
         if key not in self._buffers:
             self._buffers.clear()
             self._buffers[key] = _Buffers(
-                self.cuda, dtype, n, self.seed, self.pattern == "allocating"
+                self.cuda, dtype, n, self._host, self.pattern == "allocating"
             )
         return self._buffers[key]
 
