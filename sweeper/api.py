@@ -379,14 +379,14 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     out = {"common_cells": int(len(m)), "tolerance": tolerance, "by_size": []}
     if m.empty:
         return out
-    for col in ("time_us", "ratio"):
-        rel = (m[f"{col}_b"] / m[f"{col}_a"] - 1).abs()
+    devs = {col: (m[f"{col}_b"] / m[f"{col}_a"] - 1).abs() for col in ("time_us", "ratio")}
+    for col, dev in devs.items():
         out[col] = {
-            "within": float((rel <= tolerance).mean()),
-            "median_dev": float(rel.median()),
-            "p95_dev": float(rel.quantile(0.95)),
+            "within": float((dev <= tolerance).mean()),
+            "median_dev": float(dev.median()),
+            "p95_dev": float(dev.quantile(0.95)),
         }
-    rel = (m["time_us_b"] / m["time_us_a"] - 1).abs()
+    rel = devs["time_us"]
     edges = [0, 1, 4, 16, 64, 256, float("inf")]
     mib = m["ws_bytes_a"] / 2**20
     for lo, hi in zip(edges, edges[1:], strict=False):

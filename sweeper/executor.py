@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.errors import SweeperError
-from sweeper.measure import Bench, Stopping, check
+from sweeper.measure import Bench, Stopping, _cu, check
 
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
@@ -365,12 +365,6 @@ class GpuExecutor:
                 f"cold {row['gbps']:.0f} GB/s exceeds the DRAM peak {self.dram_peak_gbps:.0f}"
             )
         return row
-
-
-def _cu():
-    from cuda.bindings import driver
-
-    return driver
 
 
 def _as_torch(torch, arr, dtype: str):

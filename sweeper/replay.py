@@ -13,7 +13,7 @@ from typing import Any
 
 from sweeper.errors import SweeperError
 from sweeper.plan import DTYPES
-from sweeper.store import load_run
+from sweeper.store import isna, load_run
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,11 @@ class SimpleVariant:
     store_hint: str = "default"
     block: int = 256
     grid: str = "onepass"
+    recorded_id: str = ""  # a replayed variant answers to the id it was recorded under
 
     @property
     def id(self) -> str:
-        return f"{self.dtype}-{self.config}"
+        return self.recorded_id or f"{self.dtype}-{self.config}"
 
 
 def _noise(key: str, scale: float) -> float:
@@ -158,7 +159,7 @@ class ReplayExecutor:
         self.rows: dict[tuple, dict] = {}
         for r in df.to_dict(orient="records"):
             ident = r["variant_id"] or r["config"]
-            clean = {k: (None if _na(v) else v) for k, v in r.items()}
+            clean = {k: (None if isna(v) else v) for k, v in r.items()}
             for k in ("n", "ws_bytes", "vec_bytes", "unroll", "block", "n_samples"):
                 if clean.get(k) is not None:
                     clean[k] = int(clean[k])
@@ -175,8 +176,9 @@ class ReplayExecutor:
                     r["store_hint"],
                     r["block"],
                     r["grid"],
+                    r["variant_id"],
                 )
-                self._variants.setdefault(r["dtype"], {})[r["variant_id"]] = _Recorded(v, r)
+                self._variants.setdefault(r["dtype"], {})[r["variant_id"]] = v
 
     def describe(self) -> dict:
         m = self.manifest
@@ -205,22 +207,3 @@ class ReplayExecutor:
 
     def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
         return self._get((mode, dtype, n, "candidate", variant.id))
-
-
-class _Recorded:
-    """A recorded variant: SimpleVariant fields with the recorded id."""
-
-    def __init__(self, v: SimpleVariant, row: dict):
-        self.__dict__.update(vars(v) if hasattr(v, "__dict__") else {})
-        for f in SimpleVariant.__dataclass_fields__:
-            setattr(self, f, getattr(v, f))
-        self.id = row["variant_id"]
-
-
-def _na(v: Any) -> bool:
-    try:
-        import pandas as pd
-
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False

@@ -285,9 +285,14 @@ class Runner:
             self._measure_size(mode, dtype, e["n"], chosen, "sweep")
         timing[f"{mode}/{dtype}/sweep_s"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
+        kept = set(keep)
+
+        def survivor_rows() -> list[dict]:
+            return [r for r in self._rows_for(mode, dtype) if r["config"] in kept]
+
         added = 0
         for _ in range(cfg.search.max_refine_rounds):
-            rows = [r for r in self._rows_for(mode, dtype) if r["config"] in set(keep)]
+            rows = survivor_rows()
             points = refinement_points(rows, plan.l2_bytes, itemsize, cfg.search)
             points = points[: max(0, cfg.search.max_refine_points - added)]
             if not points:
@@ -299,7 +304,7 @@ class Runner:
         # Then close every gap the policy would need a boundary in (see bracket_points).
         bracketed = 0
         for _ in range(cfg.search.max_bracket_rounds):
-            rows = [r for r in self._rows_for(mode, dtype) if r["config"] in set(keep)]
+            rows = survivor_rows()
             points = bracket_points(
                 rows, plan.l2_bytes, plan.resolution, itemsize, cfg.search.policy_tolerance
             )

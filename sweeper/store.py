@@ -214,7 +214,7 @@ def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) ->
     trials_path = path / TRIALS
     lines = []
     for row in df.to_dict(orient="records"):
-        trial = {k: (None if _isna(v) else _plain(v)) for k, v in row.items()}
+        trial = {k: (None if isna(v) else _plain(v)) for k, v in row.items()}
         doc = stamp("trial", trial)
         validate_trial(doc)
         lines.append(json.dumps(doc, separators=(",", ":")))
@@ -241,7 +241,7 @@ def newest_run(root: str | os.PathLike = "results", gpu: str | None = None) -> P
     return max(runs, key=lambda p: (started(p), p.name))
 
 
-def _isna(v: Any) -> bool:
+def isna(v: Any) -> bool:
     try:
         import pandas as pd
 
