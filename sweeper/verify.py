@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -258,6 +259,7 @@ def verify_timing(
     l2_bytes: int,
     *,
     mode: str = "hot",
+    on_row=None,
 ) -> list[dict]:
     """Time each exported launcher with the run's harness (sweeper.measure), per size:
 
@@ -265,6 +267,8 @@ def verify_timing(
       reproduce the Numba measurement (`vs_numba` ratio with CI, 1.0 = identical);
     * against the baseline (torch, or the reference config), as `sweeper run` does;
     and re-check the exported output bit-exactly after the timed loop.
+    `on_row(rows)` is called after every size (verify uses it to keep a partial CSV on disk,
+    so an interrupted verify still leaves what it measured).
     """
     from sweeper_kernels import Variant, get_launcher
 
@@ -319,6 +323,8 @@ def verify_timing(
                     "bit_exact_after_timing": bad == 0,
                 }
             )
+            if on_row is not None:
+                on_row(rows)
         ex.release(dtype, n)
     return rows
 
@@ -390,8 +396,20 @@ def verify(
     }
     if timing:
         sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
-        rows = verify_timing(launchers, mod.select_config, sizes, tuple(cc), l2)
-        _write_csv(out_dir / "verify_timing.csv", rows)
+        csv_path = out_dir / "verify_timing.csv"
+        total = sum(len(v) for v in sizes.values())
+
+        def progress(rows: list[dict]) -> None:
+            _write_csv(csv_path, rows)
+            if len(rows) % 25 == 0 or len(rows) == total:
+                r = rows[-1]
+                print(
+                    f"verify timing: {len(rows)}/{total} sizes ({r['dtype']} n={r['n']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        rows = verify_timing(launchers, mod.select_config, sizes, tuple(cc), l2, on_row=progress)
         result["timing"] = timing_verdict(rows)
         result["timing_csv"] = str(out_dir / "verify_timing.csv")
     return result
