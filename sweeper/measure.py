@@ -369,14 +369,19 @@ class Bench:
         *,
         calls: int | None = None,
         b_graphs: tuple[Graph, Graph] | None = None,
+        prime: Callable[[], None] | None = None,
     ) -> PairTiming:
-        """Hot mode, ABBA over graph replays. b_graphs lets a baseline graph be reused."""
+        """Hot mode, ABBA over graph replays. b_graphs lets a baseline graph be reused.
+        `prime()` runs after the warm-up calls (calibration) and before the first sample: the
+        executor poisons the outputs there, so only calls made after warm-up can fill them."""
         calls = calls or self.calibrate_calls(a, stop)
         ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
         own_b = b_graphs is None
         gb, wb = b_graphs or (Graph(b, calls, self.stream), Graph(b, 1, self.stream))
         if gb.calls != calls:
             raise ValueError("baseline graph was captured with a different number of calls")
+        if prime is not None:
+            prime()
         sides = {"A": (wa, ga), "B": (wb, gb)}
         a_us: list[float] = []
         b_us: list[float] = []
@@ -415,9 +420,11 @@ class Bench:
         before_a: Launch | None = None,
         before_b: Launch | None = None,
         mode: str = "cold",
+        prime: Callable[[], None] | None = None,
     ) -> PairTiming:
         """One call per sample, queued behind a blocking kernel; `before_*` runs untimed
-        before every call (cold: the L2 flush; after-write: the producer)."""
+        before every call (cold: the L2 flush; after-write: the producer). `prime()` runs
+        after the warm-up calls, before the first sample (see time_pair_hot)."""
         if mode == "cold":
             before_a = before_b = lambda s: self.flush(s)
         a_us: list[float] = []
@@ -428,6 +435,8 @@ class Bench:
         a(self.stream)
         b(self.stream)
         self.sync()
+        if prime is not None:
+            prime()
         while True:
             slots = "ABBA" * 2
             self._event(2 * len(slots) - 1)  # create every event before the stream is held

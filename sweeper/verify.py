@@ -296,8 +296,15 @@ def verify_timing(
                 numba_launch(b.x_b, b.y_b, n, s)
 
             ex.bench.reset_persisting()
-            ex._poison(b.y_a)
-            vs_numba = ex._pair(mode, exported, numba_side, b, (dtype, n), ex.stopping).summary()
+            vs_numba = ex._pair(
+                mode,
+                exported,
+                numba_side,
+                b,
+                (dtype, n),
+                ex.stopping,
+                prime=lambda b=b: ex._poison(b.y_a),
+            ).summary()
             vs_base = ex._pair(
                 mode, exported, ex._baseline_launch(dtype, b, n), b, (dtype, n), ex.stopping
             ).summary()
