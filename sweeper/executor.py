@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import platform
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from sweeper.errors import SweeperError
-from sweeper.measure import Bench, Stopping, _cu, check
+from sweeper.measure import Bench, PairTiming, Stopping, _cu, check
 
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
@@ -75,6 +76,13 @@ class _Buffers:
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
+
+    def side(self, name: str):
+        """(x, y, y2) of buffer set "A" or "B" (y2 is None unless the pattern allocates)."""
+        return (self.x_a, self.y_a, self.y_a2) if name == "A" else (self.x_b, self.y_b, self.y_b2)
+
+    def outputs(self, name: str) -> list:
+        return [y for y in self.side(name)[1:] if y is not None]
 
 
 class GpuExecutor:
@@ -186,34 +194,36 @@ class GpuExecutor:
 
         return launch
 
-    def _candidate_launch(self, variant, b: _Buffers, n: int):
-        from sweeper_kernels import get_launcher
+    def _candidate_launch(self, launcher, b: _Buffers, n: int, side: str = "A"):
+        """`launcher` is made once per cell, so a kernel that counts its calls (the
+        adversarial ones) counts every call of the cell, on either buffer set."""
+        x, y, y2 = b.side(side)
+        return self._alternating(lambda y, s: launcher(x, y, n, s), y, y2)
 
-        launcher = get_launcher(variant)
-        return self._alternating(lambda y, s: launcher(b.x_a, y, n, s), b.y_a, b.y_a2)
-
-    def _baseline_launch(self, dtype: str, b: _Buffers, n: int):
+    def _baseline_launch(self, dtype: str, b: _Buffers, n: int, side: str = "B"):
+        x, y1, y2 = b.side(side)
         if self.torch is not None:
             torch = self.torch
-            tx = _as_torch(torch, b.x_b, dtype)
-            ty = {id(y): _as_torch(torch, y, dtype) for y in (b.y_b, b.y_b2) if y is not None}
+            tx = _as_torch(torch, x, dtype)
+            ty = {id(y): _as_torch(torch, y, dtype) for y in (y1, y2) if y is not None}
 
             def into(y, s):
                 with torch.cuda.stream(self.torch_stream):
                     torch.clamp_min(tx, 0, out=ty[id(y)])
 
-            return self._alternating(into, b.y_b, b.y_b2)
+            return self._alternating(into, y1, y2)
         from sweeper_kernels import Variant, get_launcher
 
         ref = Variant.parse(f"{dtype}-{self.baseline_name}")
         launcher = get_launcher(ref)
-        return self._alternating(lambda y, s: launcher(b.x_b, y, n, s), b.y_b, b.y_b2)
+        return self._alternating(lambda y, s: launcher(x, y, n, s), y1, y2)
 
-    def _copy_launch(self, b: _Buffers):
+    def _copy_launch(self, b: _Buffers, side: str = "A"):
         """The copy roofline: an SM kernel moving 16-byte vectors (a driver memcpy can run on
         the copy engines, which on the H200 measured ~2.7 TB/s at large sizes: not a ceiling)."""
         kernel = _copy_kernel()
-        xa, ya = _ptr(b.x_a), _ptr(b.y_a)
+        x, y, _ = b.side(side)
+        xa, ya = _ptr(x), _ptr(y)
         nvec = b.nbytes // 16
         blocks = max(1, min((nvec + 255) // 256, 2**31 - 1))
 
@@ -240,7 +250,9 @@ class GpuExecutor:
         return int(self._count.copy_to_host()[0])
 
     # -- cells ----------------------------------------------------------------------------
-    def _pair(self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping, prime=None):
+    def _pair(
+        self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping, prime=None, sides="AB"
+    ):
         if mode == "hot":
             return self.bench.time_pair_hot(a, bl, stop, prime=prime)
         if mode == "cold":
@@ -250,12 +262,35 @@ class GpuExecutor:
                 a,
                 bl,
                 stop,
-                before_a=self._producer(b, b.x_a),
-                before_b=self._producer(b, b.x_b),
+                before_a=self._producer(b, b.side(sides[0])[0]),
+                before_b=self._producer(b, b.side(sides[1])[0]),
                 mode="after-write",
                 prime=prime,
             )
         raise SweeperError(f"unknown mode {mode!r}")
+
+    def _pair_swapped(
+        self, mode: str, a_on, b_on, b: _Buffers, key: tuple, stop: Stopping, check: bool = False
+    ) -> SwappedTiming:
+        """Time side a against side b in two halves, the buffer sets swapped between them
+        (a on A and b on B, then a on B and b on A), each half ABBA-ordered with half the
+        samples: neither side keeps the faster buffers (placement was worth up to 4% at
+        small sizes on the H200, scripts/probe_bias.py). With `check`, a's outputs are
+        poisoned after each half's warm-up and compared with the reference after it."""
+        half = half_stopping(stop)
+        parts, bad, made = [], 0, 0
+        for sa, sb in (("A", "B"), ("B", "A")):
+            outs = b.outputs(sa) if check else []
+
+            def prime(outs=outs) -> None:  # after warm-up: only calls from here on fill y
+                for y in outs:
+                    self._poison(y)
+
+            t = self._pair(mode, a_on(sa), b_on(sb), b, key, half, prime=prime, sides=sa + sb)
+            parts.append(t)
+            made += timed_calls(t)
+            bad += sum(self._mismatches(y, b) for y in outs)
+        return SwappedTiming(merge_timings(parts), bad, made)
 
     def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
         """Copy roofline and baseline at this size, timed against each other (ABBA)."""
@@ -263,10 +298,15 @@ class GpuExecutor:
 
         b = self._bufs(dtype, n)
         ws = 2 * n * itemsize(dtype)
-        base = self._baseline_launch(dtype, b, n)
-        copy = self._copy_launch(b)
         self.bench.reset_persisting()
-        res = self._pair(mode, copy, base, b, (dtype, n), self.stopping).summary()
+        res = self._pair_swapped(
+            mode,
+            lambda side: self._copy_launch(b, side),
+            lambda side: self._baseline_launch(dtype, b, n, side),
+            b,
+            (dtype, n),
+            self.stopping,
+        ).timing.summary()
         common = {"mode": mode, "dtype": dtype, "n": n, "ws_bytes": ws, "status": "ok"}
         copy_gbps = ws / res["time_us"] / 1e3
         copy_row = {
@@ -328,31 +368,36 @@ class GpuExecutor:
             row["copy_gbps"] = cg[2]
         try:
             self.bench.reset_persisting()
-            cand = self._candidate_launch(variant, b, n)
-            base = self._baseline_launch(dtype, b, n)
+            from sweeper_kernels import get_launcher
+
+            launcher = get_launcher(variant)
+            cand = self._candidate_launch(launcher, b, n, "A")
             self._poison(b.y_a)
             cand(self.bench.stream)
             bad = self._mismatches(b.y_a, b)
             if bad:
                 return {**row, "status": "mismatch", "status_detail": f"pre-check: {bad} words"}
-            outputs = [y for y in (b.y_a, b.y_a2) if y is not None]
-
-            def prime() -> None:  # after warm-up: only calls made from here on can fill y
-                for y in outputs:
-                    self._poison(y)
-
-            timing = self._pair(mode, cand, base, b, (dtype, n), self.stopping, prime=prime)
+            res = self._pair_swapped(
+                mode,
+                lambda side: self._candidate_launch(launcher, b, n, side),
+                lambda side: self._baseline_launch(dtype, b, n, side),
+                b,
+                (dtype, n),
+                self.stopping,
+                check=True,
+            )
+            timing, bad = res.timing, res.bad
             summary = timing.summary()
-            bad = sum(self._mismatches(y, b) for y in outputs)
             where = "after the timed loop"
-            made = timed_calls(timing)
-            if not bad and made < SOAK_CALLS:
+            if not bad and res.calls < SOAK_CALLS:
                 # Too few calls to reach an after-N-calls change (cold mode makes one call per
                 # sample): call on, untimed, then check again.
+                outputs = b.outputs("B")
+                soak = self._candidate_launch(launcher, b, n, "B")
                 for y in outputs:
                     self._poison(y)
-                for _ in range(SOAK_CALLS - made):
-                    cand(self.bench.stream)
+                for _ in range(SOAK_CALLS - res.calls):
+                    soak(self.bench.stream)
                 bad = sum(self._mismatches(y, b) for y in outputs)
                 where = f"after {SOAK_CALLS} calls (timed loop + untimed soak)"
             state = self.bench.persisting_state()
@@ -383,6 +428,33 @@ class GpuExecutor:
 # Every candidate is called at least this many times after warm-up before its output's last
 # check, so a kernel that changes behaviour after N < SOAK_CALLS calls is caught in every mode.
 SOAK_CALLS = 64
+
+
+@dataclass
+class SwappedTiming:
+    timing: PairTiming  # both halves, samples concatenated (pairs stay adjacent)
+    bad: int  # output words that differed from the reference after the halves
+    calls: int  # calls of side a made after its outputs were poisoned
+
+
+def half_stopping(stop: Stopping) -> Stopping:
+    """The stopping rule of one of the two buffer-swapped halves of a cell."""
+    return replace(
+        stop,
+        min_samples=max(2, -(-stop.min_samples // 2)),
+        max_samples=max(2, -(-stop.max_samples // 2)),
+        time_cap_s=stop.time_cap_s / 2,
+    )
+
+
+def merge_timings(parts: list[PairTiming]) -> PairTiming:
+    return PairTiming(
+        np.concatenate([p.a_us for p in parts]),
+        np.concatenate([p.b_us for p in parts]),
+        parts[0].calls,
+        parts[0].mode,
+        [o for p in parts for o in p.order],
+    )
 
 
 def timed_calls(timing) -> int:

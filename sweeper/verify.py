@@ -282,33 +282,26 @@ def verify_timing(
             variant = Variant.parse(f"{dtype}-{config}")
             b = ex._bufs(dtype, n)
             fn = launchers[dtype]
-            xa, ya = (
-                b.x_a.__cuda_array_interface__["data"][0],
-                b.y_a.__cuda_array_interface__["data"][0],
-            )
+            numba_launcher = get_launcher(variant)
 
-            def exported(s, fn=fn, xa=xa, ya=ya, n=n):
-                fn(xa, ya, n, int(s.handle))
+            def exported(side, fn=fn, b=b, n=n):
+                x, y, _ = b.side(side)
+                xp, yp = (t.__cuda_array_interface__["data"][0] for t in (x, y))
+                return lambda s: fn(xp, yp, n, int(s.handle))
 
-            numba_launch = get_launcher(variant)
+            def numba_side(side, b=b, n=n, launch=numba_launcher):
+                x, y, _ = b.side(side)
+                return lambda s: launch(x, y, n, s)
 
-            def numba_side(s, numba_launch=numba_launch, b=b, n=n):
-                numba_launch(b.x_b, b.y_b, n, s)
+            def base_side(side, b=b, n=n, dtype=dtype):
+                return ex._baseline_launch(dtype, b, n, side)
 
+            key = (dtype, n)
             ex.bench.reset_persisting()
-            vs_numba = ex._pair(
-                mode,
-                exported,
-                numba_side,
-                b,
-                (dtype, n),
-                ex.stopping,
-                prime=lambda b=b: ex._poison(b.y_a),
-            ).summary()
-            vs_base = ex._pair(
-                mode, exported, ex._baseline_launch(dtype, b, n), b, (dtype, n), ex.stopping
-            ).summary()
-            bad = ex._mismatches(b.y_a, b)
+            vs_numba = ex._pair_swapped(mode, exported, numba_side, b, key, ex.stopping, check=True)
+            vs_base = ex._pair_swapped(mode, exported, base_side, b, key, ex.stopping, check=True)
+            bad = vs_numba.bad + vs_base.bad
+            vs_numba, vs_base = vs_numba.timing.summary(), vs_base.timing.summary()
             ws = 2 * n * ITEMSIZE[dtype]
             rows.append(
                 {
