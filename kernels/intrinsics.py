@@ -48,6 +48,10 @@ LOAD_QUALIFIERS: dict[str, str] = {
     # [a], p`. (ptxas accepts `ld.global.L2::evict_last` only on 256-bit .v8.b32/.v4.b64.)
     "L2::evict_first": ".L2::cache_hint",
     "L2::evict_last": ".L2::cache_hint",
+    # fractional: that fraction of the lines gets evict_last, the rest evict_first (a hot
+    # input larger than what L2 keeps stays partly resident instead of thrashing)
+    "L2::evict_last:0.75": ".L2::cache_hint",
+    "L2::evict_last:0.5": ".L2::cache_hint",
     "L1::no_allocate": ".L1::no_allocate",
 }
 STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
@@ -60,8 +64,20 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-# Load hints that need an L2 cache policy operand, and the priority the policy carries.
-L2_POLICY: dict[str, str] = {"L2::evict_first": "evict_first", "L2::evict_last": "evict_last"}
+# Load hints that need an L2 cache policy operand: the policy's priorities (primary, then
+# the secondary one for the lines outside the fraction) and the fraction, as PTX writes them.
+L2_POLICY: dict[str, tuple[str, str]] = {
+    "L2::evict_first": ("L2::evict_first", "1.0"),
+    "L2::evict_last": ("L2::evict_last", "1.0"),
+    "L2::evict_last:0.75": ("L2::evict_last.L2::evict_first", "0.75"),
+    "L2::evict_last:0.5": ("L2::evict_last.L2::evict_first", "0.5"),
+}
+
+
+def createpolicy(hint: str, dst: str) -> str:
+    """The `createpolicy` statement of a load hint in L2_POLICY, writing register `dst`."""
+    priorities, fraction = L2_POLICY[hint]
+    return f"createpolicy.fractional.{priorities}.b64 {dst}, {fraction};"
 
 
 def _with_policy(hint: str, ld: str) -> str:
@@ -69,9 +85,7 @@ def _with_policy(hint: str, ld: str) -> str:
     if hint not in L2_POLICY:
         return ld
     ld = ld[:-1] + ", pol;"  # the policy is the load's last operand
-    return (
-        f"{{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::{L2_POLICY[hint]}.b64 pol, 1.0;\n{ld}\n}}"
-    )
+    return f"{{\n.reg .b64 pol;\n{createpolicy(hint, 'pol')}\n{ld}\n}}"
 
 
 def load_asm(nwords: int, hint: str) -> str:

@@ -7,6 +7,9 @@ Checks (`check_ptx` returns a list of problems, empty when the PTX is right):
   * the main loop (the loop with the most main loads) has exactly `unroll` main loads and
     `unroll` main stores per iteration; the whole kernel has unroll + 1 of each (main loop plus
     the leftover-vector loop) and one tail element access when a vector holds > 1 element;
+    the flat form has one main load and one main store and no loop around them;
+  * an L2-policy load hint comes with one `createpolicy` per load, of its priorities and
+    fraction (`L2::evict_last.L2::evict_first ... 0.75` for "L2::evict_last:0.75");
   * no local-memory traffic (`ld.local` / `st.local`: spills or a stack array).
 """
 
@@ -24,7 +27,7 @@ _ACCESS_RE = re.compile(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w:]*)\s")
 _LABEL_RE = re.compile(r"^(\$L__\w+):")
 _BRANCH_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _LOCAL_RE = re.compile(r"\b(?:ld|st)\.local\b")
-_POLICY_RE = re.compile(r"^\s*createpolicy\.fractional\.L2::(\w+)\.b64\s")
+_POLICY_RE = re.compile(r"^\s*createpolicy\.fractional\.(\S+?)\.b64\s+[^,]+,\s*([0-9.]+);")
 
 
 @dataclass(frozen=True)
@@ -103,22 +106,27 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
     for op in ("ld", "st"):
         main = [a for a in acc if a.op == op and a.type == "u32"]
         tail = [a for a in acc if a.op == op and a.type != "u32"]
-        if len(main) != u + 1:
-            problems.append(f"{len(main)} main {op}s in the kernel, want unroll + 1 = {u + 1}")
+        want_main = 1 if key.flat else u + 1
+        if len(main) != want_main:
+            what = "one vector per thread" if key.flat else f"unroll + 1 = {u + 1}"
+            problems.append(f"{len(main)} main {op}s in the kernel, want {what}")
         if len(tail) != (1 if elems > 1 else 0):
             problems.append(f"{len(tail)} tail element {op}s, want {1 if elems > 1 else 0}")
         per_loop = [sum(1 for a in main if lo <= a.line <= hi) for lo, hi in loops(ptx)]
-        if not per_loop or max(per_loop) != u:
+        if key.flat:
+            if any(per_loop):
+                problems.append(f"flat kernel has a loop around its main {op}")
+        elif not per_loop or max(per_loop) != u:
             problems.append(
                 f"main loop has {max(per_loop, default=0)} {op}s per iteration, want {u}"
             )
-    policies = [m.group(1) for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
+    policies = [m.groups() for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
     loads = [a for a in acc if a.op == "ld"]
     if key.load_hint in L2_POLICY:
         want_p = L2_POLICY[key.load_hint]
         if len(policies) != len(loads) or set(policies) != {want_p}:
             problems.append(
-                f"{len(policies)} createpolicy L2::{want_p} for {len(loads)} loads "
+                f"{len(policies)} createpolicy {want_p} for {len(loads)} loads "
                 f"(found {sorted(set(policies))})"
             )
     elif policies:

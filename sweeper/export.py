@@ -13,7 +13,9 @@ The CUDA header mirrors the Numba variants of sweeper_kernels exactly:
   NaN -> +0, -0 -> +0, denormals kept, no float instruction touches the data);
 * the same launch shape (kernels/launch.py): `block` threads; "onepass" one block per tile
   (the tail elements counted as one more vector); "strideW" caps the grid at W waves of
-  sm_count * (max_threads_per_sm / block) blocks (grid-stride).
+  sm_count * (max_threads_per_sm / block) blocks (grid-stride); "flat" is the one-vector-per-
+  thread form (its own kernel, relu_flat_kernel: no loop; thread i does vector i or tail
+  element i - nvec), one thread per vector and per tail element.
 
 Added for production (no Numba counterpart): if either pointer is not aligned to the vector
 width, a scalar grid-stride kernel with the same cache operators runs instead.
@@ -28,7 +30,7 @@ from pathlib import Path
 
 # The kernels' own cache-operator vocabulary (importing it does not import numba), so the
 # exported header emits exactly the instructions the measured Numba variants did.
-from sweeper_kernels.intrinsics import L2_POLICY, LOAD_QUALIFIERS, STORE_QUALIFIERS
+from sweeper_kernels.intrinsics import L2_POLICY, LOAD_QUALIFIERS, STORE_QUALIFIERS, createpolicy
 
 from sweeper.errors import SweeperError
 from sweeper.policy import DTYPES, FALLBACK_RULE
@@ -64,7 +66,10 @@ def _hint_struct(kind: str, hint: str) -> str:
 
 
 def _waves(grid: str) -> int:
-    return 0 if grid == "onepass" else int(grid[len("stride") :])
+    """The header's WAVES: 0 = onepass, -1 = flat, W = strideW."""
+    if grid == "onepass":
+        return 0
+    return -1 if grid == "flat" else int(grid[len("stride") :])
 
 
 def _num(x: float) -> str:
@@ -168,6 +173,25 @@ __global__ void relu_kernel(const void* x, void* y, int64_t n, int64_t nvec, int
   }
 }
 
+// The flat form (grid "flat"): thread i does vector i (i < nvec) or tail element i - nvec.
+template <Dt D, int NW, class LD, class ST>
+__global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
+  constexpr int BITS = Bits<D>::value;
+  constexpr int E = NW * 32 / BITS;  // elements per vector
+  const uint64_t xa = to_global(x), ya = to_global(y);
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < nvec) {
+    uint32_t c[NW];
+    LD::template vec<NW>(xa + uint64_t(i) * (4 * NW), c);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
+    ST::template vec<NW>(ya + uint64_t(i) * (4 * NW), c);
+  } else if constexpr (E > 1) {
+    const int64_t e = nvec * E + (i - nvec);
+    if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+  }
+}
+
 // Scalar path for pointers not aligned to the vector width (no Numba counterpart).
 template <Dt D, class LD, class ST>
 __global__ void relu_scalar_kernel(const void* x, void* y, int64_t n) {
@@ -248,7 +272,8 @@ inline int64_t max_grid(const DeviceInfo& d) {
   return int64_t(WAVES) * d.sms * per_sm;
 }
 
-// One config = one variant: vector bytes, unroll, cache operators, block, waves (0 = onepass).
+// One config = one variant: vector bytes, unroll, cache operators, block, waves (0 = onepass,
+// -1 = flat).
 template <int VB, int U, class LD, class ST, int BLOCK, int WAVES>
 struct Variant {
   template <Dt D>
@@ -265,6 +290,11 @@ struct Variant {
     }
     // Launch shape of sweeper_kernels.launch.launch_shape: the tail elements ride in one
     // extra "vector" slot; a wave = every SM full of resident blocks by thread count.
+    if constexpr (WAVES < 0) {  // flat: one thread per vector and per tail element
+      const int64_t nvec = nn / E, threads = nvec + nn % E;
+      relu_flat_kernel<D, VB / 4, LD, ST><<<unsigned((threads + BLOCK - 1) / BLOCK), BLOCK, 0, s>>>(in, out, nn, nvec);
+      return cudaGetLastError();
+    }
     const int64_t nvec = nn / E, tile = int64_t(BLOCK) * U;
     const int64_t units = nvec + (nn % E ? 1 : 0);
     int64_t grid = (units + tile - 1) / tile;
@@ -278,14 +308,12 @@ struct Variant {
 """
 
 
-def _load_struct(h: str, q: str, priority: str) -> str:
-    """The load struct for hint h: `ld.global{q}`, with an L2 cache-policy operand when
-    `priority` (evict_first / evict_last) is given."""
-    if priority:
-        pol = (
-            f'    uint64_t pol; asm volatile("createpolicy.fractional.L2::{priority}'
-            f'.b64 %0, 1.0;" : "=l"(pol));\n'
-        )
+def _load_struct(h: str, q: str, policy: bool) -> str:
+    """The load struct for hint h: `ld.global{q}`, with its L2 cache-policy operand (the
+    `createpolicy` of intrinsics.L2_POLICY) when `policy`."""
+    if policy:
+        pol = f'    uint64_t pol; asm volatile("{createpolicy(h, "%0")}" : "=l"(pol));\n'
+
         p1, p2, p4, pin = ", %2", ", %3", ", %5", ', "l"(pol)'
     else:
         pol, p1, p2, p4, pin = "", "", "", "", ""
@@ -313,12 +341,12 @@ def _hint_structs(doc: dict) -> str:
         if h in L2_POLICY:
             # sm_80+: the priority rides on a cache policy; older targets get a plain load.
             out.append("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800")
-            out.append(_load_struct(h, "", ""))
+            out.append(_load_struct(h, "", False))
             out.append("#else")
-            out.append(_load_struct(h, LOAD_QUALIFIERS[h], L2_POLICY[h]))
+            out.append(_load_struct(h, LOAD_QUALIFIERS[h], True))
             out.append("#endif")
         else:
-            out.append(_load_struct(h, LOAD_QUALIFIERS[h], ""))
+            out.append(_load_struct(h, LOAD_QUALIFIERS[h], False))
     for h in stores:
         q = STORE_QUALIFIERS[h]
         out.append(

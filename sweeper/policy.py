@@ -42,7 +42,7 @@ POLICY = "policy.json"
 DTYPES = ("fp32", "fp16", "bf16", "int8")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
-GRID_RE = re.compile(r"^(onepass|stride[1-9][0-9]*)$")
+GRID_RE = re.compile(r"^(onepass|flat|stride[1-9][0-9]*)$")
 FALLBACK_RULE = [
     "exact (cc major.minor, l2_bytes)",
     "same cc major, nearest l2_bytes (log scale)",
@@ -251,10 +251,12 @@ def _validate_configs(doc: dict) -> dict:
         if not 32 <= block <= 1024 or block % 32:
             raise FieldError(w + "block", f"must be a multiple of 32 in [32, 1024], found {block}")
         for h in ("load_hint", "store_hint"):
-            if not re.fullmatch(r"[A-Za-z0-9_:]+", require(c, h, str, w)):
+            if not re.fullmatch(r"[A-Za-z0-9_:.]+", require(c, h, str, w)):
                 raise FieldError(w + h, f"not a cache operator name: {c[h]!r}")
         if not GRID_RE.match(require(c, "grid", str, w)):
-            raise FieldError(w + "grid", f"must be 'onepass' or 'strideW', found {c['grid']!r}")
+            raise FieldError(
+                w + "grid", f"must be 'onepass', 'flat' or 'strideW', found {c['grid']!r}"
+            )
     return configs
 
 

@@ -26,7 +26,8 @@ from sweeper.errors import SweeperError
 pytestmark = pytest.mark.sim
 
 SIZES = (0, 1, 3, 15, 16, 17, 33, 4097)
-# each vector width, each unroll, onepass and grid-stride, a few hints (fallbacks are shared)
+# each vector width, each unroll, onepass, flat and grid-stride, a few hints (fallbacks are
+# shared)
 SHAPES = [
     (4, 1, "default", "default", 128, "onepass"),
     (4, 8, "nc", "wt", 128, "stride1"),
@@ -36,6 +37,10 @@ SHAPES = [
     (16, 2, "cs", "default", 128, "onepass"),
     (16, 4, "L1::no_allocate", "cs", 128, "stride4"),
     (16, 8, "default", "cs", 128, "stride1"),
+    (16, 2, "L2::evict_last:0.75", "cs", 128, "stride4"),
+    (16, 1, "L2::evict_last", "cs", 128, "flat"),
+    (8, 1, "default", "default", 256, "flat"),
+    (4, 1, "cs", "cs", 128, "flat"),
 ]
 CASES = [Variant(d, *s) for d in DTYPES for s in SHAPES]
 

@@ -14,6 +14,7 @@ from sweeper_kernels.variants import (
     BLOCKS,
     DTYPES,
     GRID_SHAPES,
+    LOAD_HINTS,
     UNROLLS,
     VEC_BYTES,
     Variant,
@@ -69,7 +70,8 @@ def test_bad_ids_are_one_clear_error(bad):
 def test_default_grid_contents():
     grid = default_grid()
     keys = compile_keys(grid)
-    assert len(keys) == 43 * 4  # compiles stay modest: block and grid are launch parameters
+    assert len(keys) == 53 * 4  # compiles stay modest: block and grid are launch parameters
+    assert len(grid) == 309 * 4
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):
@@ -79,12 +81,21 @@ def test_default_grid_contents():
                             assert Variant(d, vec, u, ld, st_, b, "onepass") in grid
         assert Variant(d, 16, 4, "L2::evict_last", "cs", 256, "onepass") in grid
         assert Variant(d, 16, 8, "default", "default", 512, "stride4") in grid
-    assert {v.grid for v in grid} == {"onepass", "stride4"}
+        assert Variant(d, 16, 8, "L2::evict_last:0.75", "cs", 512, "stride4") in grid
+        assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
+    assert {v.grid for v in grid} == {"onepass", "stride4", "flat"}
+    assert all(v.unroll == 1 for v in grid if v.grid == "flat")
+    both = {
+        k.flat for k in keys if (k.vec_bytes, k.unroll, k.load_hint) == (16, 1, "L2::evict_last")
+    }
+    assert both == {True, False}  # the flat form is its own compile next to the tiled one
 
 
 def test_extended_grid_has_every_axis_value():
     grid = extended_grid(["int8"])
-    assert len(grid) == len(VEC_BYTES) * len(UNROLLS) * 8 * 4 * len(BLOCKS) * len(GRID_SHAPES)
+    tiled = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS) * 5
+    flat = len(VEC_BYTES) * 1 * len(LOAD_HINTS) * 4 * len(BLOCKS)  # unroll 1 only
+    assert len(grid) == tiled + flat
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
     with pytest.raises(SweeperError):
@@ -113,10 +124,16 @@ def test_import_is_numba_free():
     sms=st.integers(1, 200),
 )
 def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
+    if grid == "flat":
+        u = 1
     v = Variant(dtype, vec, u, "default", "default", block, grid)
     s = launch_shape(v, n, sms, 2048)
     e = elems_per_vector(v)
     assert s.threads == block and s.blocks >= 1
+    if grid == "flat":  # one thread per vector and per tail element, no more blocks than that
+        assert s.nvec == n // e and (s.ntiles, s.shift) == (0, 0)
+        assert s.blocks * block >= s.nvec + n % e > (s.blocks - 1) * block
+        return
     assert s.nvec == n // e and s.ntiles == s.nvec // (u * block) and s.shift == s.ntiles % s.blocks
     assert n % e < s.blocks * block  # every tail element has a thread
     tile = u * block
@@ -127,3 +144,18 @@ def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
         assert s.blocks * tile * e >= n
     else:
         assert s.blocks == min(onepass, v.waves * sms * (2048 // block))
+
+
+def test_fractional_hints_and_the_flat_form_round_trip_through_ids():
+    v = Variant("fp16", 16, 4, "L2::evict_last:0.75", "cs", 512, "stride4")
+    assert v.config == "v16-u4-ld.L2el75-st.cs-b512-stride4"
+    assert Variant.parse(v.id) == v
+    f = Variant("int8", 16, 1, "L2::evict_last:0.5", "cs", 128, "flat")
+    assert f.config == "v16-u1-ld.L2el50-st.cs-b128-flat" and f.waves is None
+    assert Variant.parse(f.id) == f and f.compile_key.flat
+    assert not Variant("int8", 16, 1, "default", "default", 128, "onepass").compile_key.flat
+
+
+def test_flat_needs_unroll_1():
+    with pytest.raises(SweeperError, match="needs unroll=1"):
+        Variant("fp32", 16, 2, "default", "default", 128, "flat")
