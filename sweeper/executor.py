@@ -76,6 +76,12 @@ class _Buffers:
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
+        self.normalize = None  # Bench.normalizer over all_arrays(), built on first use
+
+    def all_arrays(self) -> list:
+        """Every buffer the cell's kernels touch (what the L2 normalizer demotes)."""
+        xs = [self.x_a, self.x_b, self.y_a, self.y_b, self.y_a2, self.y_b2, self.src]
+        return [a for a in xs if a is not None]
 
     def side(self, name: str):
         """(x, y, y2) of buffer set "A" or "B" (y2 is None unless the pattern allocates)."""
@@ -139,7 +145,17 @@ class GpuExecutor:
         dev = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(info).items()}
         if self.dram_peak_gbps is not None:
             dev.setdefault("dram_peak_gbps", self.dram_peak_gbps)
-        return {"device": dev, "versions": versions, "baseline": self.baseline_name}
+        harness = {
+            "buffer_swap": True,  # _pair_swapped: each side on both buffer sets
+            "l2_normalize_between_slots": bool(self.bench.can_normalize),
+            "soak_calls": SOAK_CALLS,
+        }
+        return {
+            "device": dev,
+            "versions": versions,
+            "baseline": self.baseline_name,
+            "harness": harness,
+        }
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
         from sweeper_kernels import GRIDS
@@ -253,10 +269,15 @@ class GpuExecutor:
     def _pair(
         self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping, prime=None, sides="AB"
     ):
+        if b.normalize is None:
+            b.normalize = self.bench.normalizer(b.all_arrays()) or False
+        between = b.normalize or None
         if mode == "hot":
-            return self.bench.time_pair_hot(a, bl, stop, prime=prime)
+            return self.bench.time_pair_hot(a, bl, stop, prime=prime, between=between)
         if mode == "cold":
-            return self.bench.time_pair_blocked(a, bl, stop, mode="cold", prime=prime)
+            return self.bench.time_pair_blocked(
+                a, bl, stop, mode="cold", prime=prime, between=between
+            )
         if mode == "after-write":
             return self.bench.time_pair_blocked(
                 a,
@@ -266,6 +287,7 @@ class GpuExecutor:
                 before_b=self._producer(b, b.side(sides[1])[0]),
                 mode="after-write",
                 prime=prime,
+                between=between,
             )
         raise SweeperError(f"unknown mode {mode!r}")
 

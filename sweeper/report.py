@@ -309,6 +309,50 @@ def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
         out += ["Guard log (manifest):", ""]
         rows = [(g.get("cell", "-"), g.get("status", "-"), g.get("detail", "")) for g in logged]
         out += _table(("cell", "status", "detail"), rows)
+        out += [""]
+    return out + pairing_check(results, manifest)
+
+
+def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """The baseline's time next to evict_last candidates vs next to the others, same size."""
+    from sweeper.pairing import FLAG, evict_last_contamination
+
+    harness = manifest.get("harness") or {}
+    normalized = harness.get("l2_normalize_between_slots")
+    how = (
+        "This run demoted the cell's L2 lines to normal priority between slots."
+        if normalized
+        else "This run did NOT demote L2 lines between slots: it was recorded before that guard."
+    )
+    chk = evict_last_contamination(results)
+    out = [
+        "**Baseline next to evict_last candidates.** At one size the baseline's median time "
+        "should not depend on the candidate it was paired with; if it is slower next to "
+        "candidates with `L2::evict_last` loads, their lines outlived their turn and those "
+        f"candidates' ratios are inflated by that factor. {how}",
+        "",
+    ]
+    if chk.empty:
+        return out + ["No size has cells on both sides to compare."]
+    flagged = chk[chk["flagged"]]
+    out.append(
+        f"{len(chk)} size(s) compared; {len(flagged)} flagged (baseline more than "
+        f"{FLAG:.0%} slower next to evict_last candidates); worst {chk['slowdown'].max():.3f}x."
+    )
+    if len(flagged):
+        rows = [
+            (
+                r["mode"],
+                r["dtype"],
+                fmt_mib(r["ws_bytes"]),
+                f"{r['slowdown']:.3f}",
+                r["cells_el"],
+                r["cells_other"],
+            )
+            for _, r in flagged.iterrows()
+        ]
+        header = ("mode", "dtype", "size (MiB)", "baseline slowdown", "cells el", "cells other")
+        out += [""] + _table(header, rows, "--rrrr")
     return out
 
 

@@ -127,6 +127,7 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "device": device["device"],
         "versions": device.get("versions", {}),
         "baseline": device.get("baseline", "torch"),
+        "harness": device.get("harness", {}),
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,

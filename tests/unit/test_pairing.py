@@ -1,0 +1,55 @@
+"""sweeper.pairing: the baseline's time next to evict_last candidates vs the others."""
+
+import pandas as pd
+
+from sweeper.pairing import evict_last_contamination
+from sweeper.report import pairing_check
+
+MiB = 1 << 20
+
+
+def _cells(ws, hint, base_us, k):
+    return [
+        {
+            "role": "candidate",
+            "status": "ok",
+            "mode": "hot",
+            "dtype": "fp32",
+            "ws_bytes": ws,
+            "load_hint": hint,
+            "base_time_us": base_us + 0.001 * i,
+        }  # fmt: skip
+        for i in range(k)
+    ]
+
+
+def _run():
+    rows = []
+    rows += _cells(40 * MiB, "L2::evict_last", 10.5, 3) + _cells(40 * MiB, "default", 10.0, 3)
+    rows += _cells(40 * MiB, "L2::evict_last:0.75", 10.5, 1)
+    rows += _cells(200 * MiB, "L2::evict_last", 50.0, 3) + _cells(200 * MiB, "cs", 50.0, 2)
+    rows += _cells(8 * MiB, "L2::evict_last", 2.0, 5) + _cells(8 * MiB, "cs", 2.0, 1)  # too few
+    rows.append({**_cells(40 * MiB, "default", 99.0, 1)[0], "status": "mismatch"})  # not ok
+    return pd.DataFrame(rows)
+
+
+def test_a_slower_baseline_next_to_evict_last_candidates_is_flagged():
+    out = evict_last_contamination(_run()).set_index("ws_bytes")
+    assert list(out.index) == [40 * MiB, 200 * MiB]  # 8 MiB has one 'other' cell only
+    r40 = out.loc[40 * MiB]
+    assert abs(r40["slowdown"] - 10.5 / 10.001) < 1e-3 and bool(r40["flagged"])
+    assert (r40["cells_el"], r40["cells_other"]) == (4, 3)  # fractional hints count as el
+    assert not bool(out.loc[200 * MiB, "flagged"])
+
+
+def test_report_says_whether_the_run_normalized_l2_between_slots():
+    text = "\n".join(pairing_check(_run(), {"harness": {"l2_normalize_between_slots": True}}))
+    assert "1 flagged" in text and "demoted the cell's L2 lines" in text and "| 40" in text
+    old = "\n".join(pairing_check(_run(), {}))
+    assert "did NOT demote" in old
+
+
+def test_no_comparable_cells():
+    df = pd.DataFrame(_cells(40 * MiB, "default", 1.0, 3))
+    assert evict_last_contamination(df).empty
+    assert "No size has cells" in "\n".join(pairing_check(df, {}))
