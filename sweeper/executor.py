@@ -148,6 +148,7 @@ class GpuExecutor:
         harness = {
             "buffer_swap": True,  # _pair_swapped: each side on both buffer sets
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
+            "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
         }
         return {

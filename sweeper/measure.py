@@ -215,9 +215,14 @@ def _helpers():
     def empty():
         pass
 
-    normalize = cuda.jit(NORMALIZE_SIGNATURE)(normalize_function())
+    return blocker, spin, empty
 
-    return blocker, spin, empty, normalize
+
+@cache
+def _normalizer_kernel():
+    from numba import cuda
+
+    return cuda.jit(NORMALIZE_SIGNATURE)(normalize_function())
 
 
 def normalize_function():
@@ -317,11 +322,20 @@ class Bench:
         self.timed_out = cuda.to_device(np.zeros(1, dtype=np.int32))  # device_array is not zeroed
         self.block_timeout_ns = int(block_timeout_s * 1e9)
         self._events: list = []
-        self.blocker, self.spin_kernel, self.empty_kernel, self._normalize = _helpers()
+        self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
         major = check(
             cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         )
-        self.can_normalize = major >= 8  # applypriority is sm_80+
+        # The L2 normalizer (applypriority is sm_80+). If it cannot be built, the timers still
+        # work without it, and the manifest (executor.describe) says so and why.
+        self._normalize = None
+        self.normalize_error = "applypriority needs sm_80+" if major < 8 else ""
+        if major >= 8:
+            try:
+                self._normalize = _normalizer_kernel()
+            except Exception as e:  # noqa: BLE001 - recorded, not hidden
+                self.normalize_error = f"{type(e).__name__}: {e}"
+        self.can_normalize = self._normalize is not None
         self.sm_count = check(
             cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
         )

@@ -322,7 +322,12 @@ def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[st
     how = (
         "This run demoted the cell's L2 lines to normal priority between slots."
         if normalized
-        else "This run did NOT demote L2 lines between slots: it was recorded before that guard."
+        else "This run did NOT demote L2 lines between slots: "
+        + (
+            f"the normalizer could not run ({harness['l2_normalize_error']})."
+            if harness.get("l2_normalize_error")
+            else "it was recorded before that guard."
+        )
     )
     chk = evict_last_contamination(results)
     out = [

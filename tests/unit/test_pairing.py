@@ -46,7 +46,9 @@ def test_report_says_whether_the_run_normalized_l2_between_slots():
     text = "\n".join(pairing_check(_run(), {"harness": {"l2_normalize_between_slots": True}}))
     assert "1 flagged" in text and "demoted the cell's L2 lines" in text and "| 40" in text
     old = "\n".join(pairing_check(_run(), {}))
-    assert "did NOT demote" in old
+    assert "did NOT demote" in old and "recorded before that guard" in old
+    h = {"harness": {"l2_normalize_between_slots": False, "l2_normalize_error": "needs sm_80+"}}
+    assert "could not run (needs sm_80+)" in "\n".join(pairing_check(_run(), h))
 
 
 def test_no_comparable_cells():
