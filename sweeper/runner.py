@@ -30,6 +30,8 @@ from sweeper.search import (
 )
 from sweeper.store import (
     MANIFEST,
+    TRIALS,
+    TRIALS_GZ,
     TrialWriter,
     load_manifest,
     read_trials,
@@ -348,6 +350,10 @@ def start(
     if resume is not None:
         run_dir = Path(resume)
         manifest = load_manifest(run_dir)
+        if (run_dir / TRIALS_GZ).exists() and not (run_dir / TRIALS).exists():
+            raise SweeperError(
+                f"{run_dir} is archived ({TRIALS_GZ}); `gunzip {run_dir / TRIALS_GZ}` to resume it"
+            )
         check_resumable(manifest, cfg, device)
         dropped = repair_trials(run_dir)
         trials, _ = read_trials(run_dir)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.jsonl"
+TRIALS_GZ = "trials.jsonl.gz"  # a shipped, archived run: read-only (gunzip it to resume)
 RESULTS = "results.csv"
 
 # Fields of a trial line beyond the table columns (raw data, kept for audits).
@@ -108,8 +109,14 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
     """All trial records, and whether a truncated last line (a crash mid-write) was dropped."""
     path = Path(run_dir) / TRIALS
     if not path.exists():
-        return [], False
-    text = path.read_text(encoding="utf-8")
+        gz = Path(run_dir) / TRIALS_GZ
+        if not gz.exists():
+            return [], False
+        import gzip
+
+        path, text = gz, gzip.decompress(gz.read_bytes()).decode("utf-8")
+    else:
+        text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":

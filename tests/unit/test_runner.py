@@ -174,6 +174,21 @@ def test_resume_refuses_a_different_device(plan, tmp_path):
         start(cfg(plan, tmp_path), model(device_name="Other"), resume=tmp_path / "h200" / "r1")
 
 
+def test_an_archived_run_reads_the_same_and_refuses_to_resume(plan, tmp_path):
+    import gzip
+
+    from sweeper.errors import SweeperError
+
+    run_dir = start(cfg(plan, tmp_path), model())
+    plain = read_trials(run_dir)[0]
+    raw = (run_dir / "trials.jsonl").read_bytes()
+    (run_dir / "trials.jsonl.gz").write_bytes(gzip.compress(raw))
+    (run_dir / "trials.jsonl").unlink()
+    assert read_trials(run_dir)[0] == plain
+    with pytest.raises(SweeperError, match="archived"):
+        start(cfg(plan, tmp_path), model(), resume=run_dir)
+
+
 def test_replay_reproduces_the_recorded_run(complete, plan, tmp_path):
     run_dir, _ = complete
     replay_dir = start(cfg(plan, tmp_path, run_id="replay"), ReplayExecutor(run_dir))
