@@ -16,11 +16,15 @@ def ptx_text():
     return cuda.compile_ptx(normalize_function(), NORMALIZE_SIGNATURE, cc=(9, 0))[0]
 
 
-def test_one_applypriority_per_line_in_a_grid_stride_loop(ptx_text):
+def test_one_applypriority_per_line_in_a_grid_stride_loop_per_buffer(ptx_text):
+    from sweeper.measure import NORMALIZE_SPANS
+
     lines = ptx_text.splitlines()
     hits = [i for i, t in enumerate(lines) if "applypriority.global.L2::evict_normal" in t]
-    assert len(hits) == 1
-    assert re.search(r"applypriority\.global\.L2::evict_normal \[\w+\], 128;", lines[hits[0]])
+    assert len(hits) == NORMALIZE_SPANS  # one inlined loop per (base, lines) slot
+    for i in hits:
+        assert re.search(r"applypriority\.global\.L2::evict_normal \[\w+\], 128;", lines[i])
+    assert ptx_text.count(".param .u64") == 2 * NORMALIZE_SPANS
     assert "cvta.to.global.u64" in ptx_text
     assert re.search(r"\bbra\b", ptx_text)  # the grid-stride loop
     assert not re.search(r"\b(ld|st)\.global", ptx_text)  # it moves no data
