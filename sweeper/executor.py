@@ -76,7 +76,7 @@ class _Buffers:
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
-        self.normalize = None  # Bench.normalizer over all_arrays(), built on first use
+        self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor._bufs
 
     def all_arrays(self) -> list:
         """Every buffer the cell's kernels touch (what the L2 normalizer demotes)."""
@@ -194,9 +194,9 @@ class GpuExecutor:
         key = (dtype, n)
         if key not in self._buffers:
             self._buffers.clear()
-            self._buffers[key] = _Buffers(
-                self.cuda, dtype, n, self._host, self.pattern == "allocating"
-            )
+            b = _Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
+            b.normalize = self.bench.normalizer(b.all_arrays())
+            self._buffers[key] = b
         return self._buffers[key]
 
     # -- launches -------------------------------------------------------------------------
@@ -257,6 +257,13 @@ class GpuExecutor:
         cu = _cu()
         check(cu.cuMemsetD32Async(_ptr(y), POISON, y.nbytes // 4, self.bench.h))
 
+    def _poison_all(self, ys) -> None:
+        for y in ys:
+            self._poison(y)
+
+    def _mismatches_all(self, ys, b: _Buffers) -> int:
+        return sum(self._mismatches(y, b) for y in ys)
+
     def _mismatches(self, y, b: _Buffers) -> int:
         self._count[0] = 0
         blocks = min(4096, (b.words + 255) // 256)
@@ -270,9 +277,7 @@ class GpuExecutor:
     def _pair(
         self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping, prime=None, sides="AB"
     ):
-        if b.normalize is None:
-            b.normalize = self.bench.normalizer(b.all_arrays()) or False
-        between = b.normalize or None
+        between = b.normalize
         if mode == "hot":
             return self.bench.time_pair_hot(a, bl, stop, prime=prime, between=between)
         if mode == "cold":
@@ -306,13 +311,12 @@ class GpuExecutor:
             outs = b.outputs(sa) if check else []
 
             def prime(outs=outs) -> None:  # after warm-up: only calls from here on fill y
-                for y in outs:
-                    self._poison(y)
+                self._poison_all(outs)
 
             t = self._pair(mode, a_on(sa), b_on(sb), b, key, half, prime=prime, sides=sa + sb)
             parts.append(t)
             made += timed_calls(t)
-            bad += sum(self._mismatches(y, b) for y in outs)
+            bad += self._mismatches_all(outs, b)
         return SwappedTiming(merge_timings(parts), bad, made)
 
     def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
@@ -417,11 +421,10 @@ class GpuExecutor:
                 # sample): call on, untimed, then check again.
                 outputs = b.outputs("B")
                 soak = self._candidate_launch(launcher, b, n, "B")
-                for y in outputs:
-                    self._poison(y)
+                self._poison_all(outputs)
                 for _ in range(SOAK_CALLS - res.calls):
                     soak(self.bench.stream)
-                bad = sum(self._mismatches(y, b) for y in outputs)
+                bad = self._mismatches_all(outputs, b)
                 where = f"after {SOAK_CALLS} calls (timed loop + untimed soak)"
             state = self.bench.persisting_state()
         except SweeperError as e:

@@ -313,7 +313,6 @@ def _load_struct(h: str, q: str, policy: bool) -> str:
     `createpolicy` of intrinsics.L2_POLICY) when `policy`."""
     if policy:
         pol = f'    uint64_t pol; asm volatile("{createpolicy(h, "%0")}" : "=l"(pol));\n'
-
         p1, p2, p4, pin = ", %2", ", %3", ", %5", ', "l"(pol)'
     else:
         pol, p1, p2, p4, pin = "", "", "", "", ""

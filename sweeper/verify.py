@@ -272,7 +272,7 @@ def verify_timing(
     """
     from sweeper_kernels import Variant, get_launcher
 
-    from sweeper.executor import GpuExecutor
+    from sweeper.executor import GpuExecutor, _ptr
 
     ex = GpuExecutor(stopping=None)
     rows = []
@@ -286,7 +286,7 @@ def verify_timing(
 
             def exported(side, fn=fn, b=b, n=n):
                 x, y, _ = b.side(side)
-                xp, yp = (t.__cuda_array_interface__["data"][0] for t in (x, y))
+                xp, yp = _ptr(x), _ptr(y)
                 return lambda s: fn(xp, yp, n, int(s.handle))
 
             def numba_side(side, b=b, n=n, launch=numba_launcher):
@@ -411,7 +411,7 @@ def verify(
 
         rows = verify_timing(launchers, mod.select_config, sizes, tuple(cc), l2, on_row=progress)
         result["timing"] = timing_verdict(rows)
-        result["timing_csv"] = str(out_dir / "verify_timing.csv")
+        result["timing_csv"] = str(csv_path)
     return result
 
 
