@@ -394,6 +394,9 @@ def verify_cmd(
             f"{t['max_parity_dev']:.1%}; vs baseline: min ratio {t['min_ratio']:.3f}x "
             f"({rep['timing_csv']})"
         )
+        for what, key in (("parity failures", "parity_failures"), ("losses", "baseline_losses")):
+            if len(t[key]) > 20:
+                typer.echo(f"{len(t[key])} {what}; the first 20 are listed ({rep['timing_csv']})")
         for r in t["parity_failures"][:20]:
             typer.echo(f"PARITY {r['dtype']} {r['ws_bytes']} B: {r['vs_numba']:.3f}x of Numba")
         for r in t["baseline_losses"][:20]:

@@ -19,7 +19,7 @@ Between the slots of a pairing (outside the events, before the warm-up call or t
 `between` can demote every line of the cell's buffers to normal L2 priority
 (`applypriority.global.L2::evict_normal`, `Bench.normalizer`): an evict_last candidate's input
 lines otherwise outlive its turn, shrink the L2 the baseline gets, and inflate the candidate's
-ratio (on the H200 torch measured 3-6% slower at 30-44 MiB when paired with evict_last
+ratio (on the H200 torch measured 3-8% slower at 30-44 MiB when paired with evict_last
 candidates than with others at the same size, in hot-4 and hot-6), and survive a cold flush.
 
 Guards: the persisting-L2 limit is set to 0, persisting lines are reset and the stream's
