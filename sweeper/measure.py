@@ -539,9 +539,13 @@ class Bench:
         b_us: list[float] = []
         order: list[str] = []
         t_end = time.perf_counter() + stop.time_cap_s
-        # Warm the code paths (module load, first-launch costs) outside any sample.
-        a(self.stream)
-        b(self.stream)
+        # Warm the code paths (module load, first-launch costs) outside any sample, and
+        # outside the hold: with CUDA's lazy module loading a kernel's first launch loads its
+        # module, which waits for the held stream, so the blocking kernel would time out
+        # (found on the H200: a cold run whose first cell was cold, with the L2 normalizer).
+        for warm in (before_a, before_b, between, a, b):
+            if warm is not None:
+                warm(self.stream)
         self.sync()
         if prime is not None:
             prime()

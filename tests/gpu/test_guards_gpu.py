@@ -93,3 +93,28 @@ def test_an_evict_last_candidate_no_longer_slows_the_baseline():
     plain = ex.measure("hot", "fp32", n, Variant("fp32", 16, 1, "default", "cs", 256, "flat"))
     assert el["status"] == plain["status"] == "ok"
     assert abs(el["base_time_us"] / plain["base_time_us"] - 1) < 0.02, (el, plain)
+
+
+def test_a_process_whose_first_cell_is_cold_does_not_deadlock_the_blocking_kernel():
+    """cold-3 on the H200 failed at its first cell: the L2 normalizer's first launch happened
+    while the blocking kernel held the stream, and loading its module (CUDA lazy loading)
+    waited for that stream. It needs a fresh process: once any test has launched the
+    normalizer, its module is loaded for good."""
+    import subprocess
+    import sys
+
+    code = (
+        "from sweeper.executor import GpuExecutor\n"
+        "from sweeper.measure import Stopping\n"
+        "from sweeper_kernels import Variant\n"
+        "ex = GpuExecutor(stopping=Stopping(min_samples=4, max_samples=8, rel_tol=0.02,"
+        " time_cap_s=1))\n"
+        "row = ex.measure('cold', 'fp32', 1 << 20, Variant('fp32', 16, 1, 'L2::evict_last',"
+        " 'cs', 256, 'flat'))\n"
+        "print(row['status'], row['status_detail'])\n"
+        "assert row['status'] == 'ok', row\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
