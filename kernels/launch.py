@@ -6,7 +6,8 @@ threads per SM are read once, on the first call, and kept). n == 0 launches noth
 
 Grid shapes ("tile" = unroll * block vectors, E = elements per vector):
   * onepass: one block per tile, ceil(ceil(n / E) / tile) blocks;
-  * flat: one thread per vector and per tail element, ceil((n // E + n % E) / block) blocks;
+  * flat: one slot per vector and per tail element, `unroll` slots per thread and no loop,
+    ceil((n // E + n % E) / tile) blocks;
   * strideW: grid-stride over W waves, where a wave is every SM full of resident blocks by
     thread count: W * sm_count * (max_threads_per_sm // block) blocks, or fewer if onepass
     needs fewer. (Register-limited residency can be lower; W > 1 absorbs that.)
@@ -40,8 +41,9 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
     e = elems_per_vector(variant)
     nvec = n // e
     if variant.grid == "flat":
-        threads = nvec + n % e
-        return LaunchShape(max(1, -(-threads // variant.block)), variant.block, nvec, 0, 0)
+        slots = nvec + n % e  # one per vector and per tail element
+        tile = variant.unroll * variant.block
+        return LaunchShape(max(1, -(-slots // tile)), variant.block, nvec, 0, 0)
     units = nvec + (1 if n % e else 0)  # the tail elements ride in one extra "vector" slot
     tile = variant.unroll * variant.block
     blocks = -(-units // tile)

@@ -38,7 +38,7 @@ class CompileKey:
     unroll: int
     load_hint: str
     store_hint: str
-    flat: bool = False  # one vector per thread, no loop (grid "flat"; unroll is 1)
+    flat: bool = False  # no loop: `unroll` vectors per thread, one block per tile (grid "flat")
 
     @property
     def slug(self) -> str:
@@ -157,6 +157,8 @@ def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
         e = nvec * {elems} + (i - nvec)
         if e < n:
             STE(ya, e, RW(LDE(xa, e)))"""
+    if key.unroll > 1:
+        return _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent)
     return (
         _header(key, nwords, bits)
         + f'''
@@ -168,6 +170,54 @@ def relu_kernel(x, y, n, nvec, ntiles, shift):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if i < nvec:
 {indent(body, 8)}{tail}
+
+
+def build():
+    """The launchable kernel (compiles on first use, cached on disk by Numba)."""
+    return cuda.jit(SIGNATURE, cache=True)(relu_kernel)
+'''
+    )
+
+
+def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
+    """The flat form with U = unroll > 1 vectors per thread and no loop: block b covers the
+    tile of U * blockDim slots from b * U * blockDim, thread t takes slots t, t + blockDim, ...
+    (coalesced per k, the shape of torch's vectorized elementwise kernel). Slot v < nvec is
+    vector v; nvec <= v < nvec + n % E is tail element v - nvec. Every block but the last takes
+    the check-free path. The U = 1 form above is this with one slot."""
+    u = key.unroll
+    fast: list[str] = []
+    for k in range(u):
+        fast += load(f"a{k}", "b" if k == 0 else f"b + {k} * bs")
+    for k in range(u):
+        fast += relu_store(f"a{k}", "b" if k == 0 else f"b + {k} * bs")
+    slow: list[str] = []
+    for k in range(u):
+        v = "b" if k == 0 else f"b + {k} * bs"
+        slow += [f"v = {v}", "if v < nvec:"]
+        slow += ["    " + ln for ln in load("c", "v") + relu_store("c", "v")]
+        if elems > 1:
+            slow += [
+                "else:",
+                f"    e = nvec * {elems} + (v - nvec)",
+                "    if e < n:",
+                "        STE(ya, e, RW(LDE(xa, e)))",
+            ]
+    return (
+        _header(key, nwords, bits)
+        + f'''
+
+def relu_kernel(x, y, n, nvec, ntiles, shift):
+    # {u} slots per thread, no loop: the launcher starts ceil((nvec + n % E) / {u}) threads
+    # rounded up to whole blocks, E = {elems}
+    xa = TO_GLOBAL(x)
+    ya = TO_GLOBAL(y)
+    bs = cuda.blockDim.x
+    b = cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x
+    if b + {u - 1} * bs < nvec:
+{indent(fast, 8)}
+    else:
+{indent(slow, 8)}
 
 
 def build():

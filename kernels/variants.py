@@ -92,10 +92,6 @@ class Variant:
             raise SweeperError(
                 f"variant grid={self.grid!r}: use 'onepass', 'flat' or 'strideW' (W=1..99)"
             )
-        if self.grid == "flat" and self.unroll != 1:
-            raise SweeperError(
-                f"variant grid='flat' is one vector per thread: it needs unroll=1, not {self.unroll}"
-            )
 
     # ---- names ------------------------------------------------------------------------------
 
@@ -210,16 +206,16 @@ _DEFAULT_KEYS: tuple[tuple[int, int, str, str], ...] = (
 )
 _DEFAULT_BLOCKS = (128, 256, 512)
 _DEFAULT_GRIDS = ("onepass", "stride4")
-# small sizes: the flat form (one 16-byte vector per thread, no loop), its own compiles
-_FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = (
-    (16, 1, "default", "default"),
-    (16, 1, "default", "cs"),
-    (16, 1, "L2::evict_last", "cs"),
+# small sizes: the flat form (16-byte vectors, 1, 2 or 4 per thread, no loop), own compiles
+_FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = tuple(
+    (16, u, ld, st)
+    for ld, st in (("default", "default"), ("default", "cs"), ("L2::evict_last", "cs"))
+    for u in (1, 2, 4)
 )
 
 
 def default_grid(dtypes=None) -> list[Variant]:
-    """The grid a normal run sweeps: 53 compiles per dtype, 309 variants per dtype.
+    """The grid a normal run sweeps: 59 compiles per dtype, 327 variants per dtype.
 
     * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
       default/cs, the space the 4090 study swept;
@@ -237,10 +233,13 @@ def default_grid(dtypes=None) -> list[Variant]:
       `.cs` stores: only that fraction of the input lines is kept evict_last, the rest is
       evict_first. On the H200 at 45-52.5 MiB a 0.75 fraction measured 1.25-1.40x torch where
       the full evict_last was 1.18-1.32x (results/h200/probe-ideas-20261129);
-    * small sizes (3 compiles, 9 variants): the flat form, one 16-byte vector per thread and
-      no loop, blocks 128/256/512, loads default / evict_last, stores default / cs. Below
-      ~5 MiB (1-2 us calls) the tiled kernel's loop and leftover bookkeeping cost 3-5% against
-      torch; a flat kernel measured 1.01-1.08x torch there (same probe).
+    * small sizes (9 compiles, 27 variants): the flat form, 1, 2 or 4 16-byte vectors per
+      thread and no loop, blocks 128/256/512, loads default / evict_last, stores default / cs.
+      Below ~5 MiB (1-2 us calls) the tiled kernel's loop and leftover bookkeeping cost 3-5%
+      against torch; a flat kernel measured 1.01-1.08x torch there (same probe). With one
+      vector per thread, fp32 lost 2-4% to torch at 8.5-13 MiB (hot-7), sizes just past a
+      whole number of waves (8.25 MiB of fp32 fills the H200 once at one vector per thread);
+      2 or 4 vectors per thread halve or quarter the grid, as torch's kernel does.
     """
     out = []
     for dtype in _check_dtypes(dtypes):
@@ -254,15 +253,10 @@ def default_grid(dtypes=None) -> list[Variant]:
 
 
 def extended_grid(dtypes=None) -> list[Variant]:
-    """Every value of every axis (flat only with unroll 1): 480 + 120 compiles and
-    9600 + 480 variants per dtype."""
+    """Every value of every axis: 480 + 480 compiles (tiled, flat) and 9600 + 1920
+    variants per dtype."""
     axes = (VEC_BYTES, UNROLLS, LOAD_HINTS, STORE_HINTS, BLOCKS, GRID_SHAPES)
-    return [
-        Variant(d, *combo)
-        for d in _check_dtypes(dtypes)
-        for combo in product(*axes)
-        if combo[-1] != "flat" or combo[1] == 1
-    ]
+    return [Variant(d, *combo) for d in _check_dtypes(dtypes) for combo in product(*axes)]
 
 
 GRIDS = {"default": default_grid, "extended": extended_grid}

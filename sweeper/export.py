@@ -13,9 +13,9 @@ The CUDA header mirrors the Numba variants of sweeper_kernels exactly:
   NaN -> +0, -0 -> +0, denormals kept, no float instruction touches the data);
 * the same launch shape (kernels/launch.py): `block` threads; "onepass" one block per tile
   (the tail elements counted as one more vector); "strideW" caps the grid at W waves of
-  sm_count * (max_threads_per_sm / block) blocks (grid-stride); "flat" is the one-vector-per-
-  thread form (its own kernel, relu_flat_kernel: no loop; thread i does vector i or tail
-  element i - nvec), one thread per vector and per tail element.
+  sm_count * (max_threads_per_sm / block) blocks (grid-stride); "flat" is the loop-free form
+  (its own kernel, relu_flat_kernel): one slot per vector and per tail element, U slots per
+  thread (t, t + blockDim, ... within the block's tile), ceil(slots / (U * block)) blocks.
 
 Added for production (no Numba counterpart): if either pointer is not aligned to the vector
 width, a scalar grid-stride kernel with the same cache operators runs instead.
@@ -173,22 +173,55 @@ __global__ void relu_kernel(const void* x, void* y, int64_t n, int64_t nvec, int
   }
 }
 
-// The flat form (grid "flat"): thread i does vector i (i < nvec) or tail element i - nvec.
-template <Dt D, int NW, class LD, class ST>
+// The flat form (grid "flat"), no loop. U = 1: thread i does vector i (i < nvec) or tail
+// element i - nvec. U > 1: block b covers slots b * U * blockDim onwards, thread t takes slots
+// t, t + blockDim, ... (U of them); slot v is vector v (v < nvec) or tail element v - nvec.
+template <Dt D, int NW, int U, class LD, class ST>
 __global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
   constexpr int BITS = Bits<D>::value;
   constexpr int E = NW * 32 / BITS;  // elements per vector
   const uint64_t xa = to_global(x), ya = to_global(y);
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < nvec) {
-    uint32_t c[NW];
-    LD::template vec<NW>(xa + uint64_t(i) * (4 * NW), c);
+  if constexpr (U == 1) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < nvec) {
+      uint32_t c[NW];
+      LD::template vec<NW>(xa + uint64_t(i) * (4 * NW), c);
 #pragma unroll
-    for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
-    ST::template vec<NW>(ya + uint64_t(i) * (4 * NW), c);
-  } else if constexpr (E > 1) {
-    const int64_t e = nvec * E + (i - nvec);
-    if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+      for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
+      ST::template vec<NW>(ya + uint64_t(i) * (4 * NW), c);
+    } else if constexpr (E > 1) {
+      const int64_t e = nvec * E + (i - nvec);
+      if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+    }
+  } else {
+    const int64_t bs = blockDim.x;
+    const int64_t b = int64_t(blockIdx.x) * bs * U + threadIdx.x;
+    if (b + (U - 1) * bs < nvec) {  // every block but the last: no checks
+      uint32_t w[U][NW];
+#pragma unroll
+      for (int k = 0; k < U; ++k) LD::template vec<NW>(xa + uint64_t(b + k * bs) * (4 * NW), w[k]);
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+#pragma unroll
+        for (int j = 0; j < NW; ++j) w[k][j] = relu_word<D>(w[k][j]);
+        ST::template vec<NW>(ya + uint64_t(b + k * bs) * (4 * NW), w[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+        const int64_t v = b + k * bs;
+        if (v < nvec) {
+          uint32_t c[NW];
+          LD::template vec<NW>(xa + uint64_t(v) * (4 * NW), c);
+#pragma unroll
+          for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
+          ST::template vec<NW>(ya + uint64_t(v) * (4 * NW), c);
+        } else if constexpr (E > 1) {
+          const int64_t e = nvec * E + (v - nvec);
+          if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+        }
+      }
+    }
   }
 }
 
@@ -290,9 +323,9 @@ struct Variant {
     }
     // Launch shape of sweeper_kernels.launch.launch_shape: the tail elements ride in one
     // extra "vector" slot; a wave = every SM full of resident blocks by thread count.
-    if constexpr (WAVES < 0) {  // flat: one thread per vector and per tail element
-      const int64_t nvec = nn / E, threads = nvec + nn % E;
-      relu_flat_kernel<D, VB / 4, LD, ST><<<unsigned((threads + BLOCK - 1) / BLOCK), BLOCK, 0, s>>>(in, out, nn, nvec);
+    if constexpr (WAVES < 0) {  // flat: one slot per vector and per tail element, U per thread
+      const int64_t nvec = nn / E, slots = nvec + nn % E, tile = int64_t(BLOCK) * U;
+      relu_flat_kernel<D, VB / 4, U, LD, ST><<<unsigned((slots + tile - 1) / tile), BLOCK, 0, s>>>(in, out, nn, nvec);
       return cudaGetLastError();
     }
     const int64_t nvec = nn / E, tile = int64_t(BLOCK) * U;

@@ -77,7 +77,7 @@ def test_the_l2_normalizer_keeps_the_data_and_runs_between_slots(ex):
     ex.bench.sync()
     after = [a.copy_to_host().view(np.uint8) for a in b.all_arrays()]
     assert len(after) == len(before) >= 2
-    for x, y in zip(before, after):
+    for x, y in zip(before, after, strict=True):
         assert np.array_equal(x, y)
 
 
@@ -114,7 +114,5 @@ def test_a_process_whose_first_cell_is_cold_does_not_deadlock_the_blocking_kerne
         "print(row['status'], row['status_detail'])\n"
         "assert row['status'] == 'ok', row\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -41,6 +41,9 @@ SHAPES = [
     (16, 1, "L2::evict_last", "cs", 128, "flat"),
     (8, 1, "default", "default", 256, "flat"),
     (4, 1, "cs", "cs", 128, "flat"),
+    (16, 2, "default", "cs", 128, "flat"),
+    (8, 4, "L2::evict_last", "cs", 128, "flat"),
+    (4, 8, "cs", "default", 128, "flat"),
 ]
 CASES = [Variant(d, *s) for d in DTYPES for s in SHAPES]
 

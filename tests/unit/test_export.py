@@ -41,6 +41,8 @@ CONFIGS = {
     "v16-u8-ld.L2::evict_last:0.75-st.cs-b512-stride4": (16, 8, "L2::evict_last:0.75", "cs", 512, "stride4"),
     "v16-u1-ld.L2::evict_last-st.cs-b128-flat": (16, 1, "L2::evict_last", "cs", 128, "flat"),
     "v8-u1-ld.default-st.default-b256-flat": (8, 1, "default", "default", 256, "flat"),
+    "v16-u2-ld.default-st.cs-b128-flat": (16, 2, "default", "cs", 128, "flat"),
+    "v4-u4-ld.L2::evict_last-st.cs-b256-flat": (4, 4, "L2::evict_last", "cs", 256, "flat"),
 }  # fmt: skip
 NAMES = list(CONFIGS)
 
@@ -75,10 +77,10 @@ def _manifest(l2, cc, gpu):
 
 
 def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h200"):
-    """Bands at L2/3 steps, each a different config: every config ends up in the policy."""
+    """Bands at L2/4 steps, each a different config: every config ends up in the policy."""
 
     def winner(ws):
-        return NAMES[min(int(ws / (l2 / 3)), len(NAMES) - 1)]
+        return NAMES[min(int(ws / (l2 / 4)), len(NAMES) - 1)]
 
     return build_policy(_rows(l2, gpu, winner), _manifest(l2, cc, gpu))
 

@@ -70,8 +70,8 @@ def test_bad_ids_are_one_clear_error(bad):
 def test_default_grid_contents():
     grid = default_grid()
     keys = compile_keys(grid)
-    assert len(keys) == 53 * 4  # compiles stay modest: block and grid are launch parameters
-    assert len(grid) == 309 * 4
+    assert len(keys) == 59 * 4  # compiles stay modest: block and grid are launch parameters
+    assert len(grid) == 327 * 4
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):
@@ -84,7 +84,8 @@ def test_default_grid_contents():
         assert Variant(d, 16, 8, "L2::evict_last:0.75", "cs", 512, "stride4") in grid
         assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
     assert {v.grid for v in grid} == {"onepass", "stride4", "flat"}
-    assert all(v.unroll == 1 for v in grid if v.grid == "flat")
+    assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4}
+    assert Variant(d, 16, 2, "default", "cs", 128, "flat") in grid
     both = {
         k.flat for k in keys if (k.vec_bytes, k.unroll, k.load_hint) == (16, 1, "L2::evict_last")
     }
@@ -94,7 +95,7 @@ def test_default_grid_contents():
 def test_extended_grid_has_every_axis_value():
     grid = extended_grid(["int8"])
     tiled = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS) * 5
-    flat = len(VEC_BYTES) * 1 * len(LOAD_HINTS) * 4 * len(BLOCKS)  # unroll 1 only
+    flat = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS)
     assert len(grid) == tiled + flat
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
@@ -124,15 +125,13 @@ def test_import_is_numba_free():
     sms=st.integers(1, 200),
 )
 def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
-    if grid == "flat":
-        u = 1
     v = Variant(dtype, vec, u, "default", "default", block, grid)
     s = launch_shape(v, n, sms, 2048)
     e = elems_per_vector(v)
     assert s.threads == block and s.blocks >= 1
-    if grid == "flat":  # one thread per vector and per tail element, no more blocks than that
+    if grid == "flat":  # u slots per thread, one per vector and per tail element, no spare block
         assert s.nvec == n // e and (s.ntiles, s.shift) == (0, 0)
-        assert s.blocks * block >= s.nvec + n % e > (s.blocks - 1) * block
+        assert s.blocks * block * u >= s.nvec + n % e > (s.blocks - 1) * block * u
         return
     assert s.nvec == n // e and s.ntiles == s.nvec // (u * block) and s.shift == s.ntiles % s.blocks
     assert n % e < s.blocks * block  # every tail element has a thread
@@ -156,6 +155,10 @@ def test_fractional_hints_and_the_flat_form_round_trip_through_ids():
     assert not Variant("int8", 16, 1, "default", "default", 128, "onepass").compile_key.flat
 
 
-def test_flat_needs_unroll_1():
-    with pytest.raises(SweeperError, match="needs unroll=1"):
-        Variant("fp32", 16, 2, "default", "default", 128, "flat")
+def test_flat_takes_any_unroll_as_its_own_compile():
+    f2 = Variant("fp32", 16, 2, "default", "default", 128, "flat")
+    assert f2.config == "v16-u2-ld.def-st.def-b128-flat" and Variant.parse(f2.id) == f2
+    assert f2.compile_key.flat and f2.compile_key.unroll == 2
+    assert (
+        f2.compile_key != Variant("fp32", 16, 2, "default", "default", 128, "onepass").compile_key
+    )
