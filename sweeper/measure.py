@@ -21,6 +21,9 @@ Between the slots of a pairing (outside the events, before the warm-up call or t
 lines otherwise outlive its turn, shrink the L2 the baseline gets, and inflate the candidate's
 ratio (on the H200 torch measured 3-8% slower at 30-44 MiB when paired with evict_last
 candidates than with others at the same size, in hot-4 and hot-6), and survive a cold flush.
+With it (hot-7, hot-8) the report's pairing check finds no such slowdown in that range.
+The blocked timer launches every piece of a cell once before it holds the stream: a kernel's
+first launch can load its module (CUDA lazy loading), which waits for the held stream.
 
 Guards: the persisting-L2 limit is set to 0, persisting lines are reset and the stream's
 access-policy window cleared (and read back) before every cell; `persisting_state()` is read
