@@ -23,11 +23,6 @@ import tempfile
 from pathlib import Path
 
 _DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}  # sweeper_relu::Dt in the header
-_HINT = {
-    "default": "default",
-    "cs": "cs",
-    "L2::evict_last": "L2__evict_last",
-}
 
 
 def nvjitlink_cubin(ptx: str, arch: str) -> bytes:
@@ -86,7 +81,10 @@ def main() -> int:
     from sweeper_kernels import Variant
     from sweeper_kernels.build import ptx
 
-    nvcc = os.environ.get("SWEEPER_NVCC") or shutil.which("nvcc")
+    from sweeper.export import _hint_struct
+    from sweeper.verify import find_nvcc
+
+    nvcc = find_nvcc()
     nvdisasm = os.environ.get("SWEEPER_NVDISASM") or shutil.which("nvdisasm")
     if not nvdisasm:
         try:
@@ -100,9 +98,6 @@ def main() -> int:
         print("error: needs nvcc and nvdisasm (pip install nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 2
     v = Variant.parse(a.variant)
-    if v.load_hint not in _HINT or v.store_hint not in _HINT:
-        print(f"error: hint of {v.config} not mapped to the header's names", file=sys.stderr)
-        return 2
     cc = (int(a.arch[:-1]), int(a.arch[-1]))
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -116,11 +111,9 @@ def main() -> int:
         numba = functions(disassemble(nvjitlink_cubin(ptx(v, cc), a.arch), nvdisasm, tmp))
         header = functions(disassemble(nvjitlink_cubin(hptx.read_text(), a.arch), nvdisasm, tmp))
     kname = "16relu_flat_kernel" if v.grid == "flat" else "11relu_kernel"
-    ld, st = _HINT[v.load_hint], _HINT[v.store_hint]
-    tmpl = (
-        f"ILNS_2DtE{_DT[v.dtype]}ELi{v.vec_bytes // 4}ELi{v.unroll}"
-        + f"ENS0_{len('Ld_' + ld)}Ld_{ld}ENS0_{len('St_' + st)}St_{st}E"
-    )
+    ld, st = _hint_struct("load", v.load_hint), _hint_struct("store", v.store_hint)
+    # Itanium mangling of relu_*_kernel<Dt, NW, U, Ld_..., St_...>
+    tmpl = f"ILNS_2DtE{_DT[v.dtype]}ELi{v.vec_bytes // 4}ELi{v.unroll}ENS0_{len(ld)}{ld}ENS0_{len(st)}{st}E"
     match = [n for n in header if kname in n and tmpl in n]
     if len(numba) != 1 or len(match) != 1:
         print(f"error: found {len(numba)} Numba and {len(match)} header kernels", file=sys.stderr)
