@@ -67,8 +67,9 @@ def evict_last_contamination(
     ok = ok.dropna(subset=["base_time_us", "load_hint"])
     if ok.empty:
         return pd.DataFrame(columns=cols)
-    el = ok["load_hint"].astype(str).str.startswith("L2::evict_last")
-    g = ok.assign(el=el).groupby(["mode", "dtype", "ws_bytes", "el"])["base_time_us"]
+    ok = ok.assign(el=ok["load_hint"].astype(str).str.startswith("L2::evict_last"))
+    size = ["mode", "dtype", "ws_bytes"]
+    g = ok.groupby([*size, "el"])["base_time_us"]
     med, cnt = g.median().unstack(), g.size().unstack()
     if True not in med.columns or False not in med.columns:
         return pd.DataFrame(columns=cols)
@@ -83,9 +84,9 @@ def evict_last_contamination(
     out["cells_el"] = out["cells_el"].astype(int)
     out["cells_other"] = out["cells_other"].astype(int)
     out["flagged"] = out["slowdown"] > 1 + flag
-    groups = ok.assign(el=el).groupby(["mode", "dtype", "ws_bytes"])
+    cells = ok.groupby(size)
     out["p"] = [
-        _p_of(groups.get_group((r["mode"], r["dtype"], r["ws_bytes"]))) if r["flagged"] else np.nan
+        _p_of(cells.get_group(tuple(r[size]))) if r["flagged"] else np.nan
         for _, r in out.iterrows()
     ]
     return out[cols]
