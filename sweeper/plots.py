@@ -253,6 +253,16 @@ def _legend_outside(ax: Axes) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
+def _finish_panel(ax: Axes, info: RunInfo, dtype: str, ylabel: str, first: bool) -> None:
+    """What every per-dtype panel ends with: the L2 markers (labelled on the first panel
+    only), the y label, the dtype as title, a grid and the legend outside."""
+    _draw_markers(ax, info, labels=first)
+    ax.set_ylabel(ylabel)
+    ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
+    ax.grid(True, which="major", alpha=0.3)
+    _legend_outside(ax)
+
+
 def _series(df: pd.DataFrame, col: str = "gbps") -> tuple[list[int], list[float]]:
     s = df.dropna(subset=[col]).groupby("ws_bytes")[col].median().sort_index()
     return [int(x) for x in s.index], [float(v) for v in s.values]
@@ -338,11 +348,7 @@ def bandwidth_figure(
         ax.plot(xs, ys, color=_COPY, lw=1.2, ls="-.", label="D2D copy roofline", gid="copy")
         _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
         ax.set_ylim(bottom=0)
-        _draw_markers(ax, info, labels=(i == 0))
-        ax.set_ylabel("bandwidth (GB/s)")
-        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
-        ax.grid(True, which="major", alpha=0.3)
-        _legend_outside(ax)
+        _finish_panel(ax, info, dtype, "bandwidth (GB/s)", first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
     fig.suptitle(_title("Bandwidth vs working set", info, facet))
     return fig
@@ -381,11 +387,7 @@ def ratio_figure(
             ax.plot(pxs, pys, color=_POLICY, lw=1.4, ls="--", label="policy", gid="policy")
         ax.axhline(1.0, color=_TORCH, lw=1.2, label="torch (1.0×)", gid="parity")
         _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
-        _draw_markers(ax, info, labels=(i == 0))
-        ax.set_ylabel("speedup vs torch (×)")
-        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
-        ax.grid(True, which="major", alpha=0.3)
-        _legend_outside(ax)
+        _finish_panel(ax, info, dtype, "speedup vs torch (×)", first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
     fig.suptitle(_title("Speedup over torch (>1 = faster)", info, facet))
     return fig
@@ -545,11 +547,7 @@ def modes_figure(results: pd.DataFrame, info: RunInfo | None = None) -> Figure:
             xs, ys = _series(sub[(sub["role"] == "baseline") & (sub["status"] == "ok")])
             ax.plot(xs, ys, color=cmap(j), lw=1, ls="--", label=f"torch, {facet}")
         ax.set_ylim(bottom=0)
-        _draw_markers(ax, info, labels=(i == 0))
-        ax.set_ylabel("bandwidth (GB/s)")
-        ax.set_title(dtype, loc="left", fontsize=10, fontweight="bold")
-        ax.grid(True, which="major", alpha=0.3)
-        _legend_outside(ax)
+        _finish_panel(ax, info, dtype, "bandwidth (GB/s)", first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
     fig.suptitle(_title("Residency modes compared", info, None))
     return fig
