@@ -102,7 +102,8 @@ def sass(ex, header_dir: Path, out: Path) -> None:
     k = get_kernel(Variant.parse(f"int8-{PARITY_CONFIG}"))
     ov = next(iter(k.overloads.values()))
     cubin = out / "numba_int8_parity.cubin"
-    cubin.write_bytes(ov.library.get_cubin())
+    code = ov.library.get_cubin()
+    cubin.write_bytes(getattr(code, "code", code))  # cuda.core ObjectCode or bytes
     cuobjdump = str(Path(find_nvcc() or "nvcc").with_name("cuobjdump"))
     (out / "sass_numba.txt").write_text(sh([cuobjdump, "-sass", str(cubin)]))
     lib = build_library(header_dir / "relu_policy.cuh")
@@ -190,6 +191,31 @@ def main() -> None:
               f"{r['ratio']:.3f}x [{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}]"
               f"{'' if res.bad == 0 else '  WRONG'}", flush=True)  # fmt: skip
 
+    # Phase 0: the side-a bias. Null pairings (a kernel against itself) and the int8 parity
+    # pair in both roles, with the hot timer's hold (the fix) and without it (the old timer).
+    from sweeper.measure import Bench
+
+    def use_hold(hold: bool) -> None:
+        ex.bench.time_pair_hot = lambda *p, **k: Bench.time_pair_hot(ex.bench, *p, hold=hold, **k)
+
+    for hold in (False, True):
+        use_hold(hold)
+        tag = "hold" if hold else "nohold"
+        for n in FP32_NS:
+            b = ex._bufs("fp32", n)
+            c = NUMBA[2]
+            pair("fp32", n, f"[{tag}] torch", torch_on("fp32", b, n), torch_on("fp32", b, n))
+            pair("fp32", n, f"[{tag}] numba u2 b128", numba_on(c, "fp32", b, n),
+                 numba_on(c, "fp32", b, n), f"[{tag}] itself")  # fmt: skip
+            ex.release("fp32", n)
+        for n in INT8_NS:
+            b = ex._bufs("int8", n)
+            e_on, n_on = export_on("int8", b, n), numba_on(PARITY_CONFIG, "int8", b, n)
+            pair("int8", n, f"[{tag}] export", e_on, n_on, "numba")
+            pair("int8", n, f"[{tag}] numba", n_on, e_on, "export")
+            ex.release("int8", n)
+    use_hold(True)
+
     for n in FP32_NS:
         b = ex._bufs("fp32", n)
         pair("fp32", n, "torch (null)", torch_on("fp32", b, n), torch_on("fp32", b, n))
@@ -202,8 +228,6 @@ def main() -> None:
     for n in INT8_NS:
         b = ex._bufs("int8", n)
         e_on, n_on = export_on("int8", b, n), numba_on(PARITY_CONFIG, "int8", b, n)
-        pair("int8", n, "export", e_on, n_on, "numba")
-        pair("int8", n, "numba", n_on, e_on, "export")
         pair("int8", n, "export", e_on, torch_on("int8", b, n))
         pair("int8", n, "numba", n_on, torch_on("int8", b, n))
         pair("int8", n, "cu u2 b128 strided i32", probe_on(2, "int8", b, n), n_on, "numba")

@@ -1,0 +1,123 @@
+"""The hot timer's queueing order, on the CPU with a recording fake of the CUDA calls.
+
+The GPU figures themselves are in tests/gpu; what is checked here is the invariant that
+removed the side-a bias found on the H200 in session 4: every launch and event of an ABBA
+round is queued while the blocking kernel holds the stream, and every first launch (which can
+load a module under CUDA lazy loading) happens before any hold."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from sweeper import measure
+from sweeper.measure import Bench, Stopping
+
+
+class _Log(list):
+    pass
+
+
+class _Event:
+    def __init__(self, log, i):
+        self.log, self.i = log, i
+
+    def record(self, stream):
+        self.log.append(f"event{self.i}")
+
+
+class _Cuda:
+    def __init__(self, log):
+        self.log = log
+        self.n = 0
+
+    def event(self, timing=True):
+        self.n += 1
+        return _Event(self.log, self.n - 1)
+
+    def event_elapsed_time(self, e0, e1):
+        return 0.1  # ms
+
+    @contextlib.contextmanager
+    def defer_cleanup(self):
+        self.log.append("defer")
+        yield
+        self.log.append("undefer")
+
+
+def _fake_bench(monkeypatch, log) -> Bench:
+    class FakeGraph:
+        def __init__(self, launch, calls, stream):
+            self.calls, self.name = calls, f"{launch.__name__}x{calls}"
+
+        def launch(self):
+            log.append(f"graph {self.name}")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(measure, "Graph", FakeGraph)
+    b = Bench.__new__(Bench)
+    b.cuda = _Cuda(log)
+    b.stream = object()
+    b._events = []
+    b._hold = lambda: log.append("hold")
+    b._release = lambda: log.append("release")
+    b.sync = lambda: log.append("sync")
+    return b
+
+
+def _launch(name, log):
+    def f(stream):
+        log.append(name)
+
+    f.__name__ = name
+    return f
+
+
+@pytest.mark.parametrize("with_between", [True, False])
+def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypatch, with_between):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    between = _launch("between", log) if with_between else None
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    res = b.time_pair_hot(
+        _launch("a", log), _launch("b", log), stop, calls=8, between=between,
+        prime=lambda: log.append("prime"),
+    )  # fmt: skip
+    assert res.order == list("ABBA" * 2)  # 2 samples per side per round
+    assert np.allclose(res.a_us, 100.0 / 8) and np.allclose(res.b_us, 100.0 / 8)
+    first_hold = log.index("hold")
+    pre = log[:first_hold]
+    # first launches of everything queued later, then prime, all before the first hold
+    assert {"graph ax1", "graph bx1"} <= set(pre) and pre.index("prime") > pre.index("graph bx1")
+    if with_between:
+        assert "between" in pre
+    rounds = []
+    i = first_hold
+    while "hold" in log[i:]:
+        h = log.index("hold", i)
+        r = log.index("release", h)
+        rounds.append(log[h + 1 : r])
+        # nothing of the round after its release but the sync
+        nxt = log.index("hold", r) if "hold" in log[r:] else len(log)
+        assert [x for x in log[r + 1 : nxt] if x not in ("undefer", "sync", "defer")] == []
+        i = r
+    assert len(rounds) == 2
+    slot = (["between"] if with_between else []) + ["graph {w}x1", "event{e0}", "graph {w}x8", "event{e1}"]  # fmt: skip
+    for body in rounds:
+        want = []
+        for k, s in enumerate("ABBA"):
+            w = s.lower()
+            want += [x.format(w=w, e0=2 * k, e1=2 * k + 1) for x in slot]
+        assert body == want
+
+
+def test_hold_false_keeps_the_old_unheld_order(monkeypatch):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=2, max_samples=2, rel_tol=0.0)
+    b.time_pair_hot(_launch("a", log), _launch("b", log), stop, calls=4, hold=False)
+    assert "hold" not in log and "release" not in log
