@@ -382,6 +382,7 @@ def verify_cmd(
     except SweeperError as e:
         fail(str(e))
     bad = rep["failed"]
+    typer.echo(f"header built with nvcc {rep.get('nvcc') or '(version unknown)'}")
     typer.echo(f"{len(rep['cases']) - len(bad)}/{len(rep['cases'])} bit-exact cases ok")
     for c in bad[:20]:
         typer.echo(f"FAIL {c['dtype']} n={c['n']} offset={c['offset']}: {c['detail']}")

@@ -433,6 +433,7 @@ class GpuExecutor:
         row["gbps"] = ws / summary["time_us"] / 1e3
         row["samples_us"] = [float(f"{t:.4g}") for t in timing.a_us]
         row["base_samples_us"] = [float(f"{t:.4g}") for t in timing.b_us]
+        row["sample_parts"] = list(timing.parts)  # samples per buffer-swapped half
         if bad:
             row["status"] = "mismatch"
             row["status_detail"] = f"{where}: {bad} words differ from the reference"
@@ -474,12 +475,16 @@ def half_stopping(stop: Stopping) -> Stopping:
 
 
 def merge_timings(parts: list[PairTiming]) -> PairTiming:
+    """The halves of a buffer-swapped cell as one PairTiming whose summary weighs each half
+    equally (pairs trimmed to whole a/b pairs per half)."""
+    k = [min(p.a_us.size, p.b_us.size) for p in parts]
     return PairTiming(
-        np.concatenate([p.a_us for p in parts]),
-        np.concatenate([p.b_us for p in parts]),
+        np.concatenate([p.a_us[:n] for p, n in zip(parts, k, strict=True)]),
+        np.concatenate([p.b_us[:n] for p, n in zip(parts, k, strict=True)]),
         parts[0].calls,
         parts[0].mode,
         [o for p in parts for o in p.order],
+        tuple(k),
     )
 
 

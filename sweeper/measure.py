@@ -87,6 +87,50 @@ def ratio_ci(
     return (point, float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
 
 
+def parts_ratio_ci(
+    nums: list[np.ndarray], dens: list[np.ndarray], *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Geometric mean over parts of median(num)/median(den), with a bootstrap CI that resamples
+    each part's pairs on its own. The parts are the buffer-swapped halves of a cell: a
+    multiplicative placement effect p (one buffer set faster than the other) reads r*p in one
+    half and r/p in the other, so the geometric mean is r whatever the halves' sample counts,
+    where the median of the concatenated samples leans to the half with more samples."""
+    parts = [
+        (np.asarray(n, dtype=float)[: min(len(n), len(d))],
+         np.asarray(d, dtype=float)[: min(len(n), len(d))])
+        for n, d in zip(nums, dens, strict=True)
+    ]  # fmt: skip
+    parts = [(n, d) for n, d in parts if n.size]
+    if not parts:
+        return (math.nan, math.nan, math.nan)
+    point = float(np.exp(np.mean([np.log(np.median(n) / np.median(d)) for n, d in parts])))
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(_BOOT)
+    for n, d in parts:
+        idx = rng.integers(0, n.size, size=(_BOOT, n.size))
+        logs += np.log(np.median(n[idx], axis=1) / np.median(d[idx], axis=1))
+    r = np.exp(logs / len(parts))
+    a = (1 - level) / 2
+    return (point, float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
+
+
+def parts_median_ci(
+    parts: list[np.ndarray], *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Geometric mean over parts of each part's median, with a per-part bootstrap CI."""
+    ps = [np.asarray(p, dtype=float) for p in parts if len(p)]
+    if not ps:
+        return (math.nan, math.nan, math.nan)
+    point = float(np.exp(np.mean([np.log(np.median(p)) for p in ps])))
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(_BOOT)
+    for p in ps:
+        logs += np.log(np.median(p[rng.integers(0, p.size, size=(_BOOT, p.size))], axis=1))
+    m = np.exp(logs / len(ps))
+    a = (1 - level) / 2
+    return (point, float(np.quantile(m, a)), float(np.quantile(m, 1 - a)))
+
+
 def rel_halfwidth(samples: np.ndarray) -> float:
     lo, hi = median_ci(samples)
     med = float(np.median(samples))
@@ -114,16 +158,29 @@ class PairTiming:
     calls: int
     mode: str
     order: list[str] = field(default_factory=list)
+    # samples per part when the pairing ran in parts (the buffer-swapped halves): the figures
+    # are then geometric means over the parts (parts_ratio_ci), so each part weighs the same
+    parts: tuple[int, ...] = ()
+
+    def _split(self, x: np.ndarray) -> list[np.ndarray]:
+        return np.split(x, np.cumsum(self.parts)[:-1])
 
     def summary(self) -> dict:
-        a_lo, a_hi = median_ci(self.a_us)
-        b_lo, b_hi = median_ci(self.b_us)
-        r, r_lo, r_hi = ratio_ci(self.b_us, self.a_us)
+        if len(self.parts) > 1 and sum(self.parts) == self.a_us.size == self.b_us.size:
+            a_parts, b_parts = self._split(self.a_us), self._split(self.b_us)
+            a_med, a_lo, a_hi = parts_median_ci(a_parts)
+            b_med, b_lo, b_hi = parts_median_ci(b_parts)
+            r, r_lo, r_hi = parts_ratio_ci(b_parts, a_parts)
+        else:
+            a_med, b_med = float(np.median(self.a_us)), float(np.median(self.b_us))
+            a_lo, a_hi = median_ci(self.a_us)
+            b_lo, b_hi = median_ci(self.b_us)
+            r, r_lo, r_hi = ratio_ci(self.b_us, self.a_us)
         return {
-            "time_us": float(np.median(self.a_us)),
+            "time_us": a_med,
             "time_lo_us": a_lo,
             "time_hi_us": a_hi,
-            "base_time_us": float(np.median(self.b_us)),
+            "base_time_us": b_med,
             "base_time_lo_us": b_lo,
             "base_time_hi_us": b_hi,
             "ratio": r,

@@ -31,7 +31,7 @@ TRIALS_GZ = "trials.jsonl.gz"  # a shipped, archived run: read-only (gunzip it t
 RESULTS = "results.csv"
 
 # Fields of a trial line beyond the table columns (raw data, kept for audits).
-TRIAL_EXTRA = ("samples_us", "base_samples_us", "cell_key")
+TRIAL_EXTRA = ("samples_us", "base_samples_us", "sample_parts", "cell_key")
 
 
 @dataclass

@@ -54,6 +54,15 @@ def device_arch() -> str:
         return "90"
 
 
+def nvcc_version(nvcc: str | None = None) -> str:
+    """nvcc's "release X.Y, VX.Y.Z" line ("" when there is no nvcc)."""
+    nvcc = nvcc or find_nvcc()
+    if not nvcc:
+        return ""
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    return next((ln.split("tools, ", 1)[-1] for ln in out.splitlines() if "release" in ln), "")
+
+
 def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Path:
     """nvcc -shared the header's C API into a cached .so; returns its path."""
     nvcc = find_nvcc()
@@ -393,6 +402,7 @@ def verify(
         "failed": [c for c in cases if not c["ok"]],
         "dispatch_mismatches": dispatch,
         "device": {"cc": list(cc), "l2_bytes": l2},
+        "nvcc": nvcc_version(),
     }
     if timing:
         sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
