@@ -115,6 +115,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", required=True)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--parity-only", action="store_true",
+                    help="only the export/Numba u2 parity pairs (hot-9's parity failures)")  # fmt: skip
     a = ap.parse_args()
     from sweeper_kernels import Variant, get_launcher
 
@@ -124,14 +126,11 @@ def main() -> None:
     out = Path(a.out)
     header_dir = Path(a.policy).parent
     ex = GpuExecutor(stopping=None)
-    try:
-        torch_kernels(ex, out)
-    except Exception as e:  # the timing below must still run
-        print(f"torch kernel listing failed: {e!r}", flush=True)
-    try:
-        sass(ex, header_dir, out)
-    except Exception as e:
-        print(f"SASS dump failed: {e!r}", flush=True)
+    for step in () if a.parity_only else (torch_kernels, sass):
+        try:
+            step(ex, out) if step is torch_kernels else step(ex, header_dir, out)
+        except Exception as e:  # the timing below must still run
+            print(f"{step.__name__} failed: {e!r}", flush=True)
 
     lib_path = Path("/tmp/probe_layouts.so")
     subprocess.run([find_nvcc(), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",
@@ -191,6 +190,21 @@ def main() -> None:
               f"{r['ratio']:.3f}x [{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}]"
               f"{'' if res.bad == 0 else '  WRONG'}", flush=True)  # fmt: skip
 
+    if a.parity_only:
+        # hot-9 verify: the u2 flat export 5-8% slower than its Numba twin (fp16/bf16 19-25 MiB,
+        # int8 11-18 MiB); every U=1 config within 1%. Both roles, plus torch's shape in CUDA C.
+        for dtype, n in [("fp16", 5406720), ("fp16", 5898240), ("bf16", 5898240),
+                         ("int8", 8847360)]:  # fmt: skip
+            b = ex._bufs(dtype, n)
+            e_on, n_on = export_on(dtype, b, n), numba_on(PARITY_CONFIG, dtype, b, n)
+            pair(dtype, n, "export", e_on, n_on, "numba")
+            pair(dtype, n, "numba", n_on, e_on, "export")
+            pair(dtype, n, "cu u2 b128 strided i32", probe_on(2, dtype, b, n), n_on, "numba")
+            pair(dtype, n, "cu u2 b128 strided i64", probe_on(3, dtype, b, n), n_on, "numba")
+            ex.release(dtype, n)
+        _write(rows, out)
+        return
+
     # Phase 0: the side-a bias. Null pairings (a kernel against itself) and the int8 parity
     # pair in both roles, with the hot timer's hold (the fix) and without it (the old timer).
     from sweeper.measure import Bench
@@ -232,6 +246,10 @@ def main() -> None:
         pair("int8", n, "numba", n_on, torch_on("int8", b, n))
         pair("int8", n, "cu u2 b128 strided i32", probe_on(2, "int8", b, n), n_on, "numba")
         ex.release("int8", n)
+    _write(rows, out)
+
+
+def _write(rows: list[dict], out: Path) -> None:
     path = out / "probe_layouts.csv"
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

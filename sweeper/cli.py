@@ -391,7 +391,7 @@ def verify_cmd(
     t = rep.get("timing")
     if t is not None:
         typer.echo(
-            f"timing: {t['sizes']} sizes; export vs its Numba variant: max deviation "
+            f"timing ({rep.get('timing_mode', 'hot')}): {t['sizes']} sizes; export vs its Numba variant: max deviation "
             f"{t['max_parity_dev']:.1%}; vs baseline: min ratio {t['min_ratio']:.3f}x "
             f"({rep['timing_csv']})"
         )

@@ -334,7 +334,7 @@ def verify_timing(
             )
             if on_row is not None:
                 on_row(rows)
-        ex.release(dtype, n)
+            ex.release(dtype, n)
     return rows
 
 
@@ -405,7 +405,8 @@ def verify(
         "nvcc": nvcc_version(),
     }
     if timing:
-        sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
+        mode, sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
+        result["timing_mode"] = mode
         csv_path = out_dir / "verify_timing.csv"
         total = sum(len(v) for v in sizes.values())
 
@@ -419,14 +420,18 @@ def verify(
                     flush=True,
                 )
 
-        rows = verify_timing(launchers, mod.select_config, sizes, tuple(cc), l2, on_row=progress)
+        rows = verify_timing(
+            launchers, mod.select_config, sizes, tuple(cc), l2, mode=mode, on_row=progress
+        )
         result["timing"] = timing_verdict(rows)
         result["timing_csv"] = str(csv_path)
     return result
 
 
-def run_sizes(run_dir: Path, dtypes, doc: dict) -> dict[str, list[int]]:
-    """The sizes the policy's run measured (hot mode), per dtype: verify times exactly these."""
+def run_sizes(run_dir: Path, dtypes, doc: dict) -> tuple[str, dict[str, list[int]]]:
+    """The mode and the sizes, per dtype, that verify times: those the policy's run measured,
+    in hot mode if the run has it, else in the run's first mode (a cold-only run is verified
+    cold). Raises when the run measured none of the policy's dtypes."""
     from sweeper.store import load_run
 
     try:
@@ -436,8 +441,16 @@ def run_sizes(run_dir: Path, dtypes, doc: dict) -> dict[str, list[int]]:
             f"{run_dir}: timing needs the policy's run folder next to it ({e}); "
             "use --no-timing for a bit-exactness check only"
         ) from None
-    base = df[(df.role == "baseline") & (df["mode"] == "hot")]
-    return {dt: sorted(int(n) for n in base[base.dtype == dt].n.unique()) for dt in dtypes}
+    base = df[(df.role == "baseline") & df.dtype.isin(list(dtypes))]
+    modes = list(dict.fromkeys(base["mode"]))
+    if not modes:
+        raise SweeperError(
+            f"{run_dir}: the run has no baseline measurement for {', '.join(dtypes)}; "
+            "use --no-timing for a bit-exactness check only"
+        )
+    mode = "hot" if "hot" in modes else modes[0]
+    base = base[base["mode"] == mode]
+    return mode, {dt: sorted(int(n) for n in base[base.dtype == dt].n.unique()) for dt in dtypes}
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
