@@ -13,11 +13,14 @@ Writes probe_bias.csv; prints a table.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import probe_common  # noqa: E402
+from probe_common import write_csv  # noqa: E402
 
 MiB = 1 << 20
 ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -50,10 +53,7 @@ def main() -> None:
         return lambda s: launch(x, y, n, s)
 
     def export_on(dtype, b, n, side):
-        fn = exported[dtype]
-        x, y = (b.x_a, b.y_a) if side == "A" else (b.x_b, b.y_b)
-        xp, yp = (t.__cuda_array_interface__["data"][0] for t in (x, y))
-        return lambda s: fn(xp, yp, n, int(s.handle))
+        return probe_common.export_on(exported, dtype, b, n)(side)
 
     def torch_on(dtype, b, n, side):
         from sweeper.executor import _as_torch
@@ -155,12 +155,7 @@ def main() -> None:
             )
         ex.release(dtype, n)
 
-    out = Path(a.out) / "probe_bias.csv"
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {out}")
+    write_csv(rows, Path(a.out) / "probe_bias.csv")
 
 
 if __name__ == "__main__":

@@ -11,13 +11,16 @@ probe_ideas.csv; prints one line per pair.
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import probe_common  # noqa: E402
+from probe_common import c_side, write_csv  # noqa: E402
 
 MiB = 1 << 20
 ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -67,29 +70,14 @@ def main() -> None:
     ex = GpuExecutor(stopping=None)
     rows = []
 
-    def ptrs(b, side):
-        x, y, _ = b.side(side)
-        return tuple(t.__cuda_array_interface__["data"][0] for t in (x, y))
-
     def probe_on(which, dtype, b, n):
-        def on(side):
-            xp, yp = ptrs(b, side)
-
-            def launch(s):
-                rc = lib.probe_launch(which, DT[dtype], xp, yp, n, sms, int(s.handle))
-                if rc:
-                    raise RuntimeError(f"probe kernel {which} failed: cudaError {rc}")
-
-            return launch
-
-        return on
+        return c_side(
+            b, lambda xp, yp, h: lib.probe_launch(which, DT[dtype], xp, yp, n, sms, h),
+            f"probe kernel {which}",
+        )  # fmt: skip
 
     def export_on(dtype, b, n):
-        def on(side):
-            xp, yp = ptrs(b, side)
-            return lambda s: exported[dtype](xp, yp, n, int(s.handle))
-
-        return on
+        return probe_common.export_on(exported, dtype, b, n)
 
     def run(dtype, ws_mib, cases):
         n = int(ws_mib * MiB / (2 * ITEM[dtype])) // 64 * 64
@@ -119,12 +107,7 @@ def main() -> None:
     for dtype in ("fp32", "fp16"):
         for ws in (37.5, 41.25, 45.0, 48.75, 52.5):
             run(dtype, ws, [2, 3, 4, 5, 6, 7])
-    path = out / "probe_ideas.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
+    write_csv(rows, out / "probe_ideas.csv")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Writes probe_layouts.csv; prints one line per pair.
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import json
 import subprocess
@@ -26,6 +25,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import probe_common  # noqa: E402
+from probe_common import c_side, write_csv  # noqa: E402
 
 DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}
 ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -144,30 +147,15 @@ def main() -> None:
     exported = build_exported_launchers(header_dir / "relu_policy.cuh")
     rows = []
 
-    def ptrs(b, side):
-        x, y, _ = b.side(side)
-        return tuple(t.__cuda_array_interface__["data"][0] for t in (x, y))
-
     def probe_on(which, dtype, b, n):
-        def on(side):
-            xp, yp = ptrs(b, side)
-            nvec = n * ITEM[dtype] // 16
-
-            def launch(s):
-                rc = lib.probe_launch(which, DT[dtype], xp, yp, nvec, int(s.handle))
-                if rc:
-                    raise RuntimeError(f"probe kernel {which} failed: cudaError {rc}")
-
-            return launch
-
-        return on
+        nvec = n * ITEM[dtype] // 16
+        return c_side(
+            b, lambda xp, yp, h: lib.probe_launch(which, DT[dtype], xp, yp, nvec, h),
+            f"probe kernel {which}",
+        )  # fmt: skip
 
     def export_on(dtype, b, n):
-        def on(side):
-            xp, yp = ptrs(b, side)
-            return lambda s: exported[dtype](xp, yp, n, int(s.handle))
-
-        return on
+        return probe_common.export_on(exported, dtype, b, n)
 
     def numba_on(config, dtype, b, n):
         launcher = get_launcher(Variant.parse(f"{dtype}-{config}"))
@@ -202,7 +190,7 @@ def main() -> None:
             pair(dtype, n, "cu u2 b128 strided i32", probe_on(2, dtype, b, n), n_on, "numba")
             pair(dtype, n, "cu u2 b128 strided i64", probe_on(3, dtype, b, n), n_on, "numba")
             ex.release(dtype, n)
-        _write(rows, out)
+        write_csv(rows, out / "probe_layouts.csv")
         return
 
     # Phase 0: the side-a bias. Null pairings (a kernel against itself) and the int8 parity
@@ -246,16 +234,7 @@ def main() -> None:
         pair("int8", n, "numba", n_on, torch_on("int8", b, n))
         pair("int8", n, "cu u2 b128 strided i32", probe_on(2, "int8", b, n), n_on, "numba")
         ex.release("int8", n)
-    _write(rows, out)
-
-
-def _write(rows: list[dict], out: Path) -> None:
-    path = out / "probe_layouts.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
+    write_csv(rows, out / "probe_layouts.csv")
 
 
 if __name__ == "__main__":
