@@ -1,0 +1,132 @@
+"""SASS of a Numba variant and of the same config in an exported header, without a GPU.
+
+Both are assembled by nvJitLink (what numba-cuda links with) for one arch and disassembled
+with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). The header's PTX
+comes from nvcc. Used by tests/unit/test_export_sass.py (the export mirrors the Numba kernels
+instruction for instruction where it matters) and scripts/sass_compare.py (a diff).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+_DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}  # sweeper_relu::Dt in the header
+
+
+def find_nvdisasm() -> str | None:
+    found = os.environ.get("SWEEPER_NVDISASM") or shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia.cu13  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    cand = Path(list(nvidia.cu13.__path__)[0]) / "bin" / "nvdisasm"
+    return str(cand) if cand.exists() else None
+
+
+def nvjitlink_cubin(ptx: str, arch: str) -> bytes:
+    from cuda.bindings import nvjitlink as nj
+
+    h = nj.create(2, [f"-arch=sm_{arch}", "-O3"])
+    try:
+        data = ptx.encode()
+        nj.add_data(h, nj.InputType.PTX, data, len(data), "k.ptx")
+        nj.complete(h)
+        buf = bytearray(nj.get_linked_cubin_size(h))
+        nj.get_linked_cubin(h, buf)
+        return bytes(buf)
+    finally:
+        nj.destroy(h)
+
+
+def disassemble(cubin: bytes, nvdisasm: str) -> str:
+    with tempfile.TemporaryDirectory() as t:
+        p = Path(t) / "k.cubin"
+        p.write_bytes(cubin)
+        return subprocess.run(
+            [nvdisasm, "-c", str(p)], capture_output=True, text=True, check=True
+        ).stdout
+
+
+def functions(sass: str) -> dict[str, list[str]]:
+    """Kernel name -> instructions with registers, immediates and labels normalised (NOPs
+    dropped), so two compilations of the same code compare equal."""
+    out: dict[str, list[str]] = {}
+    name = None
+    for line in sass.splitlines():
+        m = re.match(r"^\.text\.(\S+):$", line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+            continue
+        m = re.search(r"/\*[0-9a-f]{4}\*/\s*([^;]*;)", line)
+        if name and m:
+            ins = m.group(1)
+            ins = re.sub(r"\bUR\d+", "UR", ins)
+            ins = re.sub(r"\bR\d+", "R", ins)
+            ins = re.sub(r"\bU?P\d\b", "P", ins)
+            ins = re.sub(r"0x[0-9a-f]+", "X", ins)
+            ins = re.sub(r"\.L_x_\d+", "L", ins)
+            if not ins.startswith("NOP"):
+                out[name].append(ins)
+    return out
+
+
+def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) -> dict:
+    """functions() of every kernel of an exported header."""
+    with tempfile.TemporaryDirectory() as t:
+        src = Path(t) / "h.cu"
+        src.write_text(f'#include "{Path(header).resolve()}"\n')
+        ptx = Path(t) / "h.ptx"
+        subprocess.run(
+            [nvcc, f"-arch=sm_{arch}", "-std=c++17", "-ptx", str(src), "-o", str(ptx)],
+            check=True,
+            capture_output=True,
+        )
+        return functions(disassemble(nvjitlink_cubin(ptx.read_text(), arch), nvdisasm))
+
+
+def numba_sass(variant, arch: str, nvdisasm: str) -> list[str]:
+    from sweeper_kernels.build import ptx
+
+    cc = (int(arch[:-1]), int(arch[-1]))
+    fns = functions(disassemble(nvjitlink_cubin(ptx(variant, cc), arch), nvdisasm))
+    if len(fns) != 1:
+        raise ValueError(f"expected one kernel in {variant.config}'s cubin, found {len(fns)}")
+    return next(iter(fns.values()))
+
+
+def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:
+    """The header kernel that implements `variant` (by its Itanium-mangled template args)."""
+    from sweeper.export import _hint_struct
+
+    kname = "16relu_flat_kernel" if variant.grid == "flat" else "11relu_kernel"
+    ld = _hint_struct("load", variant.load_hint)
+    st = _hint_struct("store", variant.store_hint)
+    tmpl = (
+        f"ILNS_2DtE{_DT[variant.dtype]}ELi{variant.vec_bytes // 4}ELi{variant.unroll}"
+        f"ENS0_{len(ld)}{ld}ENS0_{len(st)}{st}E"
+    )
+    match = [n for n in fns if kname in n and tmpl in n]
+    if len(match) != 1:
+        raise ValueError(f"{len(match)} header kernels match {variant.config}")
+    return fns[match[0]]
+
+
+def memory_ops(ins: list[str]) -> list[str]:
+    """The global loads and stores, in order."""
+    return [i for i in ins if re.match(r"(@!?P )?(LDG|STG)", i)]
+
+
+def prologue(ins: list[str]) -> list[str]:
+    """Everything up to and including the first branch (the index maths and the first check)."""
+    for k, i in enumerate(ins):
+        if "BRA" in i:
+            return ins[: k + 1]
+    return ins
