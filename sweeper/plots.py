@@ -181,10 +181,12 @@ XLABEL = "working set = input + output (MiB, log scale)"
 
 
 def _draw_markers(ax: Axes, info: RunInfo, labels: bool) -> None:
-    """Vertical lines at 32 MiB, persisting-L2 max, L2, 2×L2; labels staggered if close."""
+    """Vertical lines at 32 MiB, persisting-L2 max, L2, 2×L2. Their labels stand above the
+    panel (clear of the data: the cliff sits right under these lines), each beside its line;
+    two lines close together get their labels on opposite sides."""
     lo, hi = ax.get_xlim()
     span = math.log2(hi) - math.log2(lo)
-    last_frac, last_side, tier = -1.0, "right", 0
+    last_frac, last_side = -1.0, "left"
     for x, label in info.markers():
         if not lo <= x <= hi:
             continue
@@ -192,21 +194,21 @@ def _draw_markers(ax: Axes, info: RunInfo, labels: bool) -> None:
         if not labels:
             continue
         frac = (math.log2(x) - math.log2(lo)) / span
-        close = frac - last_frac < 0.04
-        side = ("left" if last_side == "right" else "right") if close else "right"
-        tier = (tier + 1) % 2 if close and side == "right" else 0
+        # "left": the text ends at the line; "right": it starts there
+        side = ("right" if last_side == "left" else "left") if frac - last_frac < 0.04 else "left"
         ax.annotate(
             label,
-            xy=(x, 0.98 - 0.35 * tier),
+            xy=(x, 1.0),
             xycoords=("data", "axes fraction"),
-            xytext=(-2 if side == "right" else 2, 0),
+            xytext=(-1 if side == "left" else 1, 2),
             textcoords="offset points",
             rotation=90,
-            ha=side,
-            va="top",
+            ha="right" if side == "left" else "left",
+            va="bottom",
             fontsize=7,
             color="0.25",
-            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
+            annotation_clip=False,
+            gid=f"marker-label-{label}",
         )
         last_frac, last_side = frac, side
 

@@ -242,6 +242,35 @@ def test_bandwidth_figure_axes_markers_and_sampled_points(df, info):
     assert {"1", "64", "512"} <= labels
 
 
+def _marker_labels(fig):
+    return [t for ax in fig.axes for t in ax.texts if str(t.get_gid()).startswith("marker-label-")]
+
+
+@pytest.mark.parametrize("which", ["bandwidth", "ratio", "policy"])
+def test_marker_labels_stand_above_the_panel_and_apart(df, info, which):
+    """The labels of 32 MiB and persisting-L2 max (37.5 MiB apart by 17%) used to sit on the
+    data's cliff and touch; now they are above the panel, clear of each other."""
+    if which == "policy":
+        fig = plots.policy_figure(synthetic_bands(), info)
+    else:
+        make = plots.bandwidth_figure if which == "bandwidth" else plots.ratio_figure
+        fig = make(_hot(df), info, synthetic_bands(), facet="hot")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    labels = _marker_labels(fig)
+    assert sorted(t.get_text() for t in labels) == sorted(lab for _, lab in info.markers())
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    for t, box in zip(labels, boxes, strict=True):
+        panel = t.axes.get_window_extent(renderer)
+        assert box.y0 >= panel.y1 - 0.5, t.get_text()  # above the panel, not on the data
+        assert box.y1 <= fig.bbox.y1 + 0.5, t.get_text()  # and inside the figure
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b)
+
+
 def test_policy_line_follows_the_bands(df, info):
     fig = plots.bandwidth_figure(_hot(df), info, synthetic_bands())
     ax = fig.axes[0]
