@@ -5,7 +5,10 @@ tables `write_selection` puts next to a run.
 
 Two configs are TIED at a size when the difference between them is inside the noise: their
 95% CIs of the median time overlap, or their GB/s differ by at most `tolerance` (relative).
-Among the configs tied with the fastest one, the chosen config is
+Among the configs tied with the fastest one, those measured below the baseline (ratio CI
+wholly under 1.0) drop out if any tied config is not below it: a tie, whose sides are equal
+inside the noise, never goes to a config that loses to the baseline when a tied one does not
+(the project's target is to be at least the baseline at every size). Then the chosen config is
 
 1. the config chosen at the neighbouring smaller size (so a selection does not flip-flop on
    noise, which would create band boundaries that mean nothing), else
@@ -81,6 +84,19 @@ def tied_with(best: dict, other: dict, tolerance: float) -> bool:
     return float(lo) <= float(hi)
 
 
+def below_baseline(r: dict) -> bool:
+    """The ratio to the baseline's CI lies wholly below 1.0 (NaN: not known to be below)."""
+    hi = r.get("ratio_hi")
+    return not _nan(hi) and float(hi) < 1.0  # type: ignore[arg-type]
+
+
+def tied_set(recs: list[dict], tolerance: float) -> list[dict]:
+    """The configs tied with recs[0] (the fastest), less those below the baseline when a tied
+    config is not below it (module docstring)."""
+    tied = [r for r in recs if tied_with(recs[0], r, tolerance)]
+    return [r for r in tied if not below_baseline(r)] or tied
+
+
 def _nan(v: object) -> bool:
     try:
         return math.isnan(float(v))  # type: ignore[arg-type]
@@ -145,7 +161,7 @@ def _select_cell(cell: pd.DataFrame, previous: str | None, tolerance: float) -> 
     # One row per config (a config measured twice at one size keeps its best-CI row).
     recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config").to_dict("records")
     fastest = recs[0]
-    tied = [r for r in recs if tied_with(fastest, r, tolerance)]
+    tied = tied_set(recs, tolerance)
     names = {r["config"] for r in tied}
     if previous in names:
         chosen = next(r for r in tied if r["config"] == previous)
@@ -153,6 +169,8 @@ def _select_cell(cell: pd.DataFrame, previous: str | None, tolerance: float) -> 
     else:
         chosen = min(tied, key=simplicity_key)
         reason = "fastest" if chosen is fastest else "tie: simpler"
+    if fastest not in tied:
+        reason += " (fastest below baseline)"
     others = [r for r in recs if r is not chosen]
     runner = others[0] if others else None
     return {
@@ -195,8 +213,7 @@ def acceptable_sets(
                     int(ws),
                     {
                         r["config"]: float(r["gbps"]) / float(best["gbps"])
-                        for r in recs
-                        if tied_with(best, r, tolerance)
+                        for r in tied_set(recs, tolerance)
                     },
                 )
             )

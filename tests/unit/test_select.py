@@ -125,3 +125,30 @@ def test_write_selection(tmp_path):
     assert back.loc[0, "config"] == "plain"
     text = md.read_text()
     assert "`plain`" in text and "0.250" in text and not math.isnan(back.loc[0, "margin"])
+
+
+def test_a_tie_never_goes_to_a_config_below_the_baseline_when_a_tied_one_is_not():
+    """At 8.47 MiB-like sizes the fastest config can sit 1-3% under torch with a tight CI while
+    a config tied with it (inside the tolerance) does not: the tie goes to the latter, in the
+    selection and in the sets the policy is segmented on. When every tied config is below,
+    nothing changes (there is nothing better to choose)."""
+    from sweeper.select import acceptable_sets
+
+    ws, t_base = 1 << 20, (1 << 20) / 1000.0 / 1e3  # the baseline at 1000 GB/s
+    rows = [
+        row("fp32", ws, "stream", 990.0, base=t_base),  # fastest; 0.99x, CI [0.98, 1.00)
+        row("fp32", ws, "plain", 985.0, base=t_base),  # tied (0.5% slower), also below
+        row("fp32", ws, "u4", 980.0, base=t_base),  # tied, CI high end 0.99 * 1.01 > 1
+    ]
+    rows[2]["ratio_hi"] = 1.002
+    sel = select(frame(rows)).iloc[0]
+    assert sel.config == "u4" and sel.reason == "tie: simpler (fastest below baseline)"
+    assert sel.tied == "u4" and sel.fastest == "stream"
+    ((_, acc),) = acceptable_sets(frame(rows))[("hot", "preallocated", "fp32")]
+    assert set(acc) == {"u4"} and acc["u4"] == pytest.approx(980.0 / 990.0)
+    # every tied config below the baseline: the ordinary tie rules decide
+    rows[2]["ratio_hi"] = 0.995
+    sel = select(frame(rows)).iloc[0]
+    assert sel.config == "plain" and sel.reason == "tie: simpler" and sel.n_tied == 3
+    ((_, acc),) = acceptable_sets(frame(rows))[("hot", "preallocated", "fp32")]
+    assert set(acc) == {"stream", "plain", "u4"}
