@@ -373,6 +373,56 @@ def _relu_word_intrinsic(dtype: str):
     return relu_word
 
 
+@functools.cache
+def _index32_intrinsics():
+    """mad32(a, b, c) = a * b + c and lt32(a, b) = a < b on signed 32-bit integers (arguments
+    of any integer type, truncated to 32 bits). Numba widens integer arithmetic to 64 bits;
+    these keep a kernel's index maths 32-bit, as torch's `int` indexing is (the "flat32" grid).
+    Pure LLVM ops (nsw: the launcher keeps every index below 2**31), so LLVM may fold and
+    hoist them; a 32-bit index passed to a load or store is sign-extended there."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    def as32(builder, v):
+        w = v.type.width
+        return v if w == 32 else builder.trunc(v, i32) if w > 32 else builder.sext(v, i32)
+
+    @intrinsic
+    def mad32(typingctx, a, b, c):
+        if not all(isinstance(t, types.Integer) for t in (a, b, c)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            x, y, z = (as32(builder, v) for v in args)
+            return builder.add(builder.mul(x, y, flags=["nsw"]), z, flags=["nsw"])
+
+        return types.int32(*map(types.unliteral, (a, b, c))), codegen
+
+    @intrinsic
+    def lt32(typingctx, a, b):
+        if not all(isinstance(t, types.Integer) for t in (a, b)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            x, y = (as32(builder, v) for v in args)
+            return builder.icmp_signed("<", x, y)
+
+        return types.boolean(*map(types.unliteral, (a, b))), codegen
+
+    return mad32, lt32
+
+
+def _sim_mad32(a, b, c):
+    return int(a) * int(b) + int(c)
+
+
+def _sim_lt32(a, b):
+    return int(a) < int(b)
+
+
 def _sim_relu_word(dtype: str):
     def relu_word(w):
         return np.uint32(relu_words(dtype, w))
@@ -401,6 +451,11 @@ def element_store(bits: int, hint: str):
 
 def relu_word(dtype: str):
     return _sim_relu_word(dtype) if simulator() else _relu_word_intrinsic(dtype)
+
+
+def index32():
+    """(mad32, lt32): 32-bit index maths (see _index32_intrinsics)."""
+    return (_sim_mad32, _sim_lt32) if simulator() else _index32_intrinsics()
 
 
 def to_global():

@@ -7,7 +7,9 @@ threads per SM are read once, on the first call, and kept). n == 0 launches noth
 Grid shapes ("tile" = unroll * block vectors, E = elements per vector):
   * onepass: one block per tile, ceil(ceil(n / E) / tile) blocks;
   * flat: one slot per vector and per tail element, `unroll` slots per thread and no loop,
-    ceil((n // E + n % E) / tile) blocks;
+    ceil((n // E + n % E) / tile) blocks; flat32 the same, refused when the launch's slot
+    indices would not fit in a signed 32-bit integer (2**31 slots: 32 GiB per buffer with
+    16-byte vectors);
   * strideW: grid-stride over W waves, where a wave is every SM full of resident blocks by
     thread count: W * sm_count * (max_threads_per_sm // block) blocks, or fewer if onepass
     needs fewer. (Register-limited residency can be lower; W > 1 absorbs that.)
@@ -21,6 +23,8 @@ from sweeper_kernels.reference import itemsize, storage_dtype
 from sweeper_kernels.variants import Variant
 
 from sweeper.errors import SweeperError
+
+INDEX32_MAX = 2**31 - 1  # a flat32 kernel's slot indices are signed 32-bit
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,17 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
     """The kernel launch for `n` elements (n >= 1). Pure integer maths, tested on the CPU."""
     e = elems_per_vector(variant)
     nvec = n // e
-    if variant.grid == "flat":
+    if variant.flat:
         slots = nvec + n % e  # one per vector and per tail element
         tile = variant.unroll * variant.block
-        return LaunchShape(max(1, -(-slots // tile)), variant.block, nvec, 0, 0)
+        blocks = max(1, -(-slots // tile))
+        if variant.grid == "flat32" and blocks * tile > INDEX32_MAX:
+            raise SweeperError(
+                f"{variant.config}: n={n} needs {blocks * tile} slot indices, more than "
+                f"32-bit index maths can hold ({INDEX32_MAX}); use the same config with grid "
+                "'flat' (64-bit indices)"
+            )
+        return LaunchShape(blocks, variant.block, nvec, 0, 0)
     units = nvec + (1 if n % e else 0)  # the tail elements ride in one extra "vector" slot
     tile = variant.unroll * variant.block
     blocks = -(-units // tile)

@@ -12,6 +12,9 @@ Checks (`check_ptx` returns a list of problems, empty when the PTX is right):
     merge the first slot's access of both), and 1..unroll tail element accesses;
   * an L2-policy load hint comes with one `createpolicy` per load, of its priorities and
     fraction (`L2::evict_last.L2::evict_first ... 0.75` for "L2::evict_last:0.75");
+  * the flat form's first check (slot < nvec, the first `setp`) is 64-bit, and 32-bit for
+    "flat32", whose slot indices widen to byte offsets with `mul.wide.s32` (torch's `int`
+    indexing);
   * no local-memory traffic (`ld.local` / `st.local`: spills or a stack array).
 """
 
@@ -29,6 +32,7 @@ _ACCESS_RE = re.compile(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w:]*)\s")
 _LABEL_RE = re.compile(r"^(\$L__\w+):")
 _BRANCH_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _LOCAL_RE = re.compile(r"\b(?:ld|st)\.local\b")
+_SETP_RE = re.compile(r"^\s*setp\.\w+\.[su](32|64)\s")
 _POLICY_RE = re.compile(r"^\s*createpolicy\.fractional\.(\S+?)\.b64\s+[^,]+,\s*([0-9.]+);")
 
 
@@ -132,6 +136,13 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
             problems.append(
                 f"main loop has {max(per_loop, default=0)} {op}s per iteration, want {u}"
             )
+    if key.flat:
+        width = first_check_bits(ptx)
+        want_w = 32 if key.index32 else 64
+        if width != want_w:
+            problems.append(f"first bounds check is {width}-bit, want {want_w}-bit")
+        if key.index32 and "mul.wide.s32" not in ptx:
+            problems.append("32-bit slot indices but no mul.wide.s32 to widen them")
     policies = [m.groups() for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
     loads = [a for a in acc if a.op == "ld"]
     if key.load_hint in L2_POLICY:
@@ -146,6 +157,15 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
     if has_local_traffic(ptx):
         problems.append("local memory traffic (ld.local/st.local)")
     return problems
+
+
+def first_check_bits(ptx: str) -> int | None:
+    """Operand width of the kernel's first `setp` (a flat kernel's slot < nvec check)."""
+    for line in ptx.splitlines():
+        m = _SETP_RE.match(line)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 _VERSION_RE = re.compile(r"^\.version\s+(\d+)\.(\d+)", re.M)

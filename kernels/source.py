@@ -17,6 +17,8 @@ Indexing (launch-time `block` and grid size, nothing about them compiled in):
     blocks that did one tile fewer (rotated block index), so onepass puts it on the last block;
   * the `n % E` tail elements are done one per thread by the same rotated threads.
 A "onepass" launch sizes the grid to cover every tile once; "strideW" caps it at W waves.
+The flat form ("flat", its own template) has no loop; "flat32" is that template with its index
+maths in 32-bit integers (the `MAD32` / `LT32` intrinsics), as torch's `int` indexing is.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class CompileKey:
     load_hint: str
     store_hint: str
     flat: bool = False  # no loop: `unroll` vectors per thread, one block per tile (grid "flat")
+    index32: bool = False  # flat only: 32-bit index maths, as torch's kernel (grid "flat32")
 
     @property
     def slug(self) -> str:
@@ -48,6 +51,7 @@ class CompileKey:
         return (
             f"{self.dtype}_v{self.vec_bytes}_u{self.unroll}"
             f"_ld{tok(self.load_hint)}_st{tok(self.store_hint)}{'_flat' if self.flat else ''}"
+            f"{'_i32' if self.index32 else ''}"
         )
 
 
@@ -142,7 +146,11 @@ STE = element_store({bits}, {key.store_hint!r})
 RW = relu_word({key.dtype!r})
 TO_GLOBAL = to_global()
 SIGNATURE = "void(int64, int64, int64, int64, int64, int64)"
-'''
+''' + (
+        "\nfrom sweeper_kernels.intrinsics import index32\n\nMAD32, LT32 = index32()\n"
+        if key.index32
+        else ""
+    )
 
 
 def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
@@ -150,6 +158,12 @@ def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
     no loop, so a small call pays for nothing but its one access. Same signature as the tiled
     form (ntiles and shift are unused) so one launcher drives both."""
     body = load("a0", "i") + relu_store("a0", "i")
+    i32 = key.index32
+    first = (
+        "MAD32(cuda.blockIdx.x, cuda.blockDim.x, cuda.threadIdx.x)"
+        if i32
+        else "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x"
+    )
     tail = ""
     if elems > 1:
         tail = f"""
@@ -167,8 +181,8 @@ def relu_kernel(x, y, n, nvec, ntiles, shift):
     # one vector per thread: the launcher starts nvec + (n % E) threads, E = {elems}
     xa = TO_GLOBAL(x)
     ya = TO_GLOBAL(y)
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if i < nvec:
+    i = {first}
+    if {"LT32(i, nvec)" if i32 else "i < nvec"}:
 {indent(body, 8)}{tail}
 
 
@@ -186,15 +200,27 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
     vector v; nvec <= v < nvec + n % E is tail element v - nvec. Every block but the last takes
     the check-free path. The U = 1 form above is this with one slot."""
     u = key.unroll
+    i32 = key.index32
+
+    def at(k: int) -> str:  # slot k of this thread
+        return "b" if k == 0 else f"MAD32({k}, bs, b)" if i32 else f"b + {k} * bs"
+
+    def below_nvec(v: str) -> str:
+        return f"LT32({v}, nvec)" if i32 else f"{v} < nvec"
+
+    first = (
+        f"MAD32(cuda.blockIdx.x, bs * {u}, cuda.threadIdx.x)"
+        if i32
+        else f"cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x"
+    )
     fast: list[str] = []
     for k in range(u):
-        fast += load(f"a{k}", "b" if k == 0 else f"b + {k} * bs")
+        fast += load(f"a{k}", at(k))
     for k in range(u):
-        fast += relu_store(f"a{k}", "b" if k == 0 else f"b + {k} * bs")
+        fast += relu_store(f"a{k}", at(k))
     slow: list[str] = []
     for k in range(u):
-        v = "b" if k == 0 else f"b + {k} * bs"
-        slow += [f"v = {v}", "if v < nvec:"]
+        slow += [f"v = {at(k)}", f"if {below_nvec('v')}:"]
         slow += ["    " + ln for ln in load("c", "v") + relu_store("c", "v")]
         if elems > 1:
             slow += [
@@ -213,8 +239,8 @@ def relu_kernel(x, y, n, nvec, ntiles, shift):
     xa = TO_GLOBAL(x)
     ya = TO_GLOBAL(y)
     bs = cuda.blockDim.x
-    b = cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x
-    if b + {u - 1} * bs < nvec:
+    b = {first}
+    if {below_nvec(at(u - 1))}:
 {indent(fast, 8)}
     else:
 {indent(slow, 8)}

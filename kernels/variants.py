@@ -39,7 +39,9 @@ LOAD_HINTS: tuple[str, ...] = (
 )
 STORE_HINTS: tuple[str, ...] = ("default", "cs", "cg", "wt")
 BLOCKS: tuple[int, ...] = (128, 256, 512, 1024)
-GRID_SHAPES: tuple[str, ...] = ("onepass", "flat", "stride1", "stride2", "stride4", "stride8")
+GRID_SHAPES: tuple[str, ...] = (
+    "onepass", "flat", "flat32", "stride1", "stride2", "stride4", "stride8"
+)  # fmt: skip
 
 # Hint -> token used in names/ids (no "::" so ids stay shell- and file-name-safe).
 LOAD_TOKENS = {
@@ -58,10 +60,10 @@ STORE_TOKENS = {"default": "def", "cs": "cs", "cg": "cg", "wt": "wt"}
 _LOAD_FROM_TOKEN = {v: k for k, v in LOAD_TOKENS.items()}
 _STORE_FROM_TOKEN = {v: k for k, v in STORE_TOKENS.items()}
 
-_GRID_RE = re.compile(r"^(onepass|flat|stride([1-9][0-9]?))$")
+_GRID_RE = re.compile(r"^(onepass|flat|flat32|stride([1-9][0-9]?))$")
 _CONFIG_RE = (
     r"v(?P<vec>\d+)-u(?P<unroll>\d+)-ld\.(?P<ld>[A-Za-z0-9]+)-st\.(?P<st>[a-z]+)"
-    r"-b(?P<block>\d+)-(?P<grid>onepass|flat|stride\d+)"
+    r"-b(?P<block>\d+)-(?P<grid>onepass|flat32|flat|stride\d+)"
 )
 _ID_RE = re.compile(rf"^(?P<dtype>[a-z0-9]+)-{_CONFIG_RE}(?:-(?P<hash>[0-9a-f]{{8}}))?$")
 
@@ -90,7 +92,8 @@ class Variant:
                 raise SweeperError(f"variant {name}={value!r} is not one of {list(allowed)}")
         if not _GRID_RE.match(self.grid):
             raise SweeperError(
-                f"variant grid={self.grid!r}: use 'onepass', 'flat' or 'strideW' (W=1..99)"
+                f"variant grid={self.grid!r}: use 'onepass', 'flat', 'flat32' or 'strideW' "
+                "(W=1..99)"
             )
 
     # ---- names ------------------------------------------------------------------------------
@@ -124,8 +127,14 @@ class Variant:
             self.unroll,
             self.load_hint,
             self.store_hint,
-            self.grid == "flat",
+            self.flat,
+            self.grid == "flat32",
         )
+
+    @property
+    def flat(self) -> bool:
+        """The loop-free form: "flat" (64-bit index maths) or "flat32" (32-bit)."""
+        return self.grid in ("flat", "flat32")
 
     @property
     def waves(self) -> int | None:
@@ -215,7 +224,7 @@ _FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = tuple(
 
 
 def default_grid(dtypes=None) -> list[Variant]:
-    """The grid a normal run sweeps: 59 compiles per dtype, 327 variants per dtype.
+    """The grid a normal run sweeps: 68 compiles per dtype, 354 variants per dtype.
 
     * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
       default/cs, the space the 4090 study swept;
@@ -240,6 +249,11 @@ def default_grid(dtypes=None) -> list[Variant]:
       vector per thread, fp32 lost 2-4% to torch at 8.5-13 MiB (hot-7), sizes just past a
       whole number of waves (8.25 MiB of fp32 fills the H200 once at one vector per thread);
       2 or 4 vectors per thread halve or quarter the grid, as torch's kernel does.
+    * the same flat form with 32-bit index maths ("flat32", 9 compiles, 27 variants): torch's
+      fp32 kernel is the 2-vector, 128-thread flat layout with `int` indices; in CUDA C that
+      layout with 32-bit indices tied torch at 8.47, 10.59 and 13.23 MiB (1.000, 1.025,
+      0.999x) where 64-bit indices lost 3-4% (results/h200/probe-layouts-20261129, call 2),
+      the sizes where hot-9's policy loses to torch.
     """
     out = []
     for dtype in _check_dtypes(dtypes):
@@ -247,14 +261,16 @@ def default_grid(dtypes=None) -> list[Variant]:
             _DEFAULT_KEYS, _DEFAULT_BLOCKS, _DEFAULT_GRIDS
         ):
             out.append(Variant(dtype, vec, u, ld, st, block, grid))
-        for (vec, u, ld, st), block in product(_FLAT_KEYS, _DEFAULT_BLOCKS):
-            out.append(Variant(dtype, vec, u, ld, st, block, "flat"))
+        for (vec, u, ld, st), block, grid in product(
+            _FLAT_KEYS, _DEFAULT_BLOCKS, ("flat", "flat32")
+        ):
+            out.append(Variant(dtype, vec, u, ld, st, block, grid))
     return out
 
 
 def extended_grid(dtypes=None) -> list[Variant]:
-    """Every value of every axis: 480 + 480 compiles (tiled, flat) and 9600 + 1920
-    variants per dtype."""
+    """Every value of every axis: 480 + 480 + 480 compiles (tiled, flat, flat32) and
+    9600 + 1920 + 1920 variants per dtype."""
     axes = (VEC_BYTES, UNROLLS, LOAD_HINTS, STORE_HINTS, BLOCKS, GRID_SHAPES)
     return [Variant(d, *combo) for d in _check_dtypes(dtypes) for combo in product(*axes)]
 

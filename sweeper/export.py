@@ -66,10 +66,12 @@ def _hint_struct(kind: str, hint: str) -> str:
 
 
 def _waves(grid: str) -> int:
-    """The header's WAVES: 0 = onepass, -1 = flat, W = strideW."""
+    """The header's WAVES: 0 = onepass, -1 = flat, -2 = flat32, W = strideW."""
     if grid == "onepass":
         return 0
-    return -1 if grid == "flat" else int(grid[len("stride") :])
+    if grid in ("flat", "flat32"):
+        return -1 if grid == "flat" else -2
+    return int(grid[len("stride") :])
 
 
 def _num(x: float) -> str:
@@ -179,51 +181,55 @@ __global__ void relu_kernel(const void* x, void* y, int64_t n, int64_t nvec, int
   }
 }
 
-// The flat form (grid "flat"), no loop. U = 1: thread i does vector i (i < nvec) or tail
-// element i - nvec. U > 1: block b covers slots b * U * blockDim onwards, thread t takes slots
-// t, t + blockDim, ... (U of them); slot v is vector v (v < nvec) or tail element v - nvec.
-template <Dt D, int NW, int U, class LD, class ST>
+// The flat form (grids "flat" and "flat32"), no loop. U = 1: thread i does vector i
+// (i < nvec) or tail element i - nvec. U > 1: block b covers slots b * U * blockDim onwards,
+// thread t takes slots t, t + blockDim, ... (U of them); slot v is vector v (v < nvec) or tail
+// element v - nvec. I is the slot index type: int64_t ("flat") or int ("flat32": 32-bit
+// index maths, as torch's kernel; the host falls back to int64_t past 2^31 slots). A slot
+// index widens to a byte offset by sign extension, as in Numba.
+template <Dt D, int NW, int U, class LD, class ST, class I>
 __global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
   constexpr int BITS = Bits<D>::value;
   constexpr int E = NW * 32 / BITS;  // elements per vector
   const uint64_t xa = to_global(x), ya = to_global(y);
+  const I nv = I(nvec);
   if constexpr (U == 1) {
-    const int64_t i = sx(blockIdx.x) * sx(blockDim.x) + sx(threadIdx.x);
-    if (i < nvec) {
+    const I i = I(sx(blockIdx.x)) * I(sx(blockDim.x)) + I(sx(threadIdx.x));
+    if (i < nv) {
       uint32_t c[NW];
-      LD::template vec<NW>(xa + uint64_t(i) * (4 * NW), c);
+      LD::template vec<NW>(xa + uint64_t(int64_t(i)) * (4 * NW), c);
 #pragma unroll
       for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
-      ST::template vec<NW>(ya + uint64_t(i) * (4 * NW), c);
+      ST::template vec<NW>(ya + uint64_t(int64_t(i)) * (4 * NW), c);
     } else if constexpr (E > 1) {
-      const int64_t e = nvec * E + (i - nvec);
+      const int64_t e = nvec * E + (int64_t(i) - nvec);
       if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
     }
   } else {
-    const int64_t bs = sx(blockDim.x);
-    const int64_t b = sx(blockIdx.x) * bs * U + sx(threadIdx.x);
-    if (b + (U - 1) * bs < nvec) {  // every block but the last: no checks
+    const I bs = I(sx(blockDim.x));
+    const I b = I(sx(blockIdx.x)) * bs * U + I(sx(threadIdx.x));
+    if (b + (U - 1) * bs < nv) {  // every block but the last: no checks
       uint32_t w[U][NW];
 #pragma unroll
-      for (int k = 0; k < U; ++k) LD::template vec<NW>(xa + uint64_t(b + k * bs) * (4 * NW), w[k]);
+      for (int k = 0; k < U; ++k) LD::template vec<NW>(xa + uint64_t(int64_t(b + k * bs)) * (4 * NW), w[k]);
 #pragma unroll
       for (int k = 0; k < U; ++k) {
 #pragma unroll
         for (int j = 0; j < NW; ++j) w[k][j] = relu_word<D>(w[k][j]);
-        ST::template vec<NW>(ya + uint64_t(b + k * bs) * (4 * NW), w[k]);
+        ST::template vec<NW>(ya + uint64_t(int64_t(b + k * bs)) * (4 * NW), w[k]);
       }
     } else {
 #pragma unroll
       for (int k = 0; k < U; ++k) {
-        const int64_t v = b + k * bs;
-        if (v < nvec) {
+        const I v = b + k * bs;
+        if (v < nv) {
           uint32_t c[NW];
-          LD::template vec<NW>(xa + uint64_t(v) * (4 * NW), c);
+          LD::template vec<NW>(xa + uint64_t(int64_t(v)) * (4 * NW), c);
 #pragma unroll
           for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
-          ST::template vec<NW>(ya + uint64_t(v) * (4 * NW), c);
+          ST::template vec<NW>(ya + uint64_t(int64_t(v)) * (4 * NW), c);
         } else if constexpr (E > 1) {
-          const int64_t e = nvec * E + (v - nvec);
+          const int64_t e = nvec * E + (int64_t(v) - nvec);
           if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
         }
       }
@@ -312,7 +318,7 @@ inline int64_t max_grid(const DeviceInfo& d) {
 }
 
 // One config = one variant: vector bytes, unroll, cache operators, block, waves (0 = onepass,
-// -1 = flat).
+// -1 = flat, -2 = flat32).
 template <int VB, int U, class LD, class ST, int BLOCK, int WAVES>
 struct Variant {
   template <Dt D>
@@ -331,7 +337,11 @@ struct Variant {
     // extra "vector" slot; a wave = every SM full of resident blocks by thread count.
     if constexpr (WAVES < 0) {  // flat: one slot per vector and per tail element, U per thread
       const int64_t nvec = nn / E, slots = nvec + nn % E, tile = int64_t(BLOCK) * U;
-      relu_flat_kernel<D, VB / 4, U, LD, ST><<<unsigned((slots + tile - 1) / tile), BLOCK, 0, s>>>(in, out, nn, nvec);
+      const int64_t blocks = (slots + tile - 1) / tile;
+      if (WAVES == -2 && blocks * tile <= 2147483647LL)  // flat32: 32-bit slot indices fit
+        relu_flat_kernel<D, VB / 4, U, LD, ST, int><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
+      else
+        relu_flat_kernel<D, VB / 4, U, LD, ST, int64_t><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
       return cudaGetLastError();
     }
     const int64_t nvec = nn / E, tile = int64_t(BLOCK) * U;

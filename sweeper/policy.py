@@ -42,7 +42,7 @@ POLICY = "policy.json"
 DTYPES = ("fp32", "fp16", "bf16", "int8")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
-GRID_RE = re.compile(r"^(onepass|flat|stride[1-9][0-9]*)$")
+GRID_RE = re.compile(r"^(onepass|flat|flat32|stride[1-9][0-9]*)$")
 FALLBACK_RULE = [
     "exact (cc major.minor, l2_bytes)",
     "same cc major, nearest l2_bytes (log scale)",
@@ -255,7 +255,7 @@ def _validate_configs(doc: dict) -> dict:
                 raise FieldError(w + h, f"not a cache operator name: {c[h]!r}")
         if not GRID_RE.match(require(c, "grid", str, w)):
             raise FieldError(
-                w + "grid", f"must be 'onepass', 'flat' or 'strideW', found {c['grid']!r}"
+                w + "grid", f"must be 'onepass', 'flat', 'flat32' or 'strideW', found {c['grid']!r}"
             )
     return configs
 

@@ -106,13 +106,16 @@ def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:
     """The header kernel that implements `variant` (by its Itanium-mangled template args)."""
     from sweeper.export import _hint_struct
 
-    kname = "16relu_flat_kernel" if variant.grid == "flat" else "11relu_kernel"
+    flat = variant.grid in ("flat", "flat32")
+    kname = "16relu_flat_kernel" if flat else "11relu_kernel"
     ld = _hint_struct("load", variant.load_hint)
     st = _hint_struct("store", variant.store_hint)
     tmpl = (
         f"ILNS_2DtE{_DT[variant.dtype]}ELi{variant.vec_bytes // 4}ELi{variant.unroll}"
         f"ENS0_{len(ld)}{ld}ENS0_{len(st)}{st}E"
     )
+    if flat:  # the slot index type: int (flat32) or int64_t = long (flat)
+        tmpl += "iE" if variant.grid == "flat32" else "lE"
     match = [n for n in fns if kname in n and tmpl in n]
     if len(match) != 1:
         raise ValueError(f"{len(match)} header kernels match {variant.config}")

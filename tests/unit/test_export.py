@@ -43,6 +43,8 @@ CONFIGS = {
     "v8-u1-ld.default-st.default-b256-flat": (8, 1, "default", "default", 256, "flat"),
     "v16-u2-ld.default-st.cs-b128-flat": (16, 2, "default", "cs", 128, "flat"),
     "v4-u4-ld.L2::evict_last-st.cs-b256-flat": (4, 4, "L2::evict_last", "cs", 256, "flat"),
+    "v16-u2-ld.default-st.cs-b128-flat32": (16, 2, "default", "cs", 128, "flat32"),
+    "v8-u1-ld.default-st.default-b256-flat32": (8, 1, "default", "default", 256, "flat32"),
 }  # fmt: skip
 NAMES = list(CONFIGS)
 

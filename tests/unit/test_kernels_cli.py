@@ -16,13 +16,13 @@ def test_list_prints_ids_and_counts():
     res = runner.invoke(app, ["kernels", "list", "--dtype", "fp16"])
     assert res.exit_code == 0, res.output
     assert default_grid(["fp16"])[0].id in res.output
-    assert "327 variants (fp16: 327); 59 distinct compiles" in res.output
+    assert "354 variants (fp16: 354); 68 distinct compiles" in res.output
 
 
 def test_list_extended_counts():
     res = runner.invoke(app, ["kernels", "list", "--grid", "extended", "--dtype", "int8"])
     assert res.exit_code == 0
-    assert "11520 variants (int8: 11520); 960 distinct compiles" in res.output
+    assert "13440 variants (int8: 13440); 1440 distinct compiles" in res.output
 
 
 def test_unknown_grid_dtype_or_id_is_one_line_exit_1():

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sweeper_kernels import source as source_mod
-from sweeper_kernels.launch import elems_per_vector, launch_shape
+from sweeper_kernels.launch import INDEX32_MAX, elems_per_vector, launch_shape
 from sweeper_kernels.variants import (
     BLOCKS,
     DTYPES,
@@ -70,8 +71,8 @@ def test_bad_ids_are_one_clear_error(bad):
 def test_default_grid_contents():
     grid = default_grid()
     keys = compile_keys(grid)
-    assert len(keys) == 59 * 4  # compiles stay modest: block and grid are launch parameters
-    assert len(grid) == 327 * 4
+    assert len(keys) == 68 * 4  # compiles stay modest: block and grid are launch parameters
+    assert len(grid) == 354 * 4
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):
@@ -83,9 +84,19 @@ def test_default_grid_contents():
         assert Variant(d, 16, 8, "default", "default", 512, "stride4") in grid
         assert Variant(d, 16, 8, "L2::evict_last:0.75", "cs", 512, "stride4") in grid
         assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
-    assert {v.grid for v in grid} == {"onepass", "stride4", "flat"}
+    assert {v.grid for v in grid} == {"onepass", "stride4", "flat", "flat32"}
     assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4}
     assert Variant(d, 16, 2, "default", "cs", 128, "flat") in grid
+    # every flat config twice: 64-bit and 32-bit index maths, separate compiles
+    flat = {(v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block) for v in grid if v.flat}
+    for grid_name in ("flat", "flat32"):
+        assert {
+            (v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block)
+            for v in grid
+            if v.grid == grid_name
+        } == flat
+    assert {k.index32 for k in keys if k.flat} == {True, False}
+    assert not any(k.index32 for k in keys if not k.flat)
     both = {
         k.flat for k in keys if (k.vec_bytes, k.unroll, k.load_hint) == (16, 1, "L2::evict_last")
     }
@@ -96,7 +107,7 @@ def test_extended_grid_has_every_axis_value():
     grid = extended_grid(["int8"])
     tiled = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS) * 5
     flat = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS)
-    assert len(grid) == tiled + flat
+    assert len(grid) == tiled + 2 * flat  # flat and flat32
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
     with pytest.raises(SweeperError):
@@ -126,6 +137,14 @@ def test_import_is_numba_free():
 )
 def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
     v = Variant(dtype, vec, u, "default", "default", block, grid)
+    if grid == "flat32":  # the flat shape, refused where its slot indices pass 2**31 - 1
+        flat = launch_shape(replace(v, grid="flat"), n, sms, 2048)
+        if flat.blocks * block * u > INDEX32_MAX:
+            with pytest.raises(SweeperError, match="32-bit index"):
+                launch_shape(v, n, sms, 2048)
+        else:
+            assert launch_shape(v, n, sms, 2048) == flat
+        return
     s = launch_shape(v, n, sms, 2048)
     e = elems_per_vector(v)
     assert s.threads == block and s.blocks >= 1
@@ -153,6 +172,20 @@ def test_fractional_hints_and_the_flat_form_round_trip_through_ids():
     assert f.config == "v16-u1-ld.L2el50-st.cs-b128-flat" and f.waves is None
     assert Variant.parse(f.id) == f and f.compile_key.flat
     assert not Variant("int8", 16, 1, "default", "default", 128, "onepass").compile_key.flat
+
+
+def test_flat32_is_the_flat_form_with_32_bit_indices_as_its_own_compile():
+    f = Variant("fp32", 16, 2, "default", "cs", 128, "flat32")
+    assert f.config == "v16-u2-ld.def-st.cs-b128-flat32" and Variant.parse(f.id) == f
+    assert f.flat and f.waves is None and f.compile_key.flat and f.compile_key.index32
+    g = replace(f, grid="flat")
+    assert g.flat and not g.compile_key.index32 and g.compile_key != f.compile_key
+    assert f.compile_key.slug == g.compile_key.slug + "_i32"
+    # the largest fp32 launch that fits: 2**31 - 1 slots round down to whole 256-slot tiles
+    n_max = (INDEX32_MAX // 256) * 256 * 4
+    assert launch_shape(f, n_max, 132, 2048).blocks == INDEX32_MAX // 256
+    with pytest.raises(SweeperError, match="use the same config with grid 'flat'"):
+        launch_shape(f, n_max + 256 * 4, 132, 2048)
 
 
 def test_flat_takes_any_unroll_as_its_own_compile():
