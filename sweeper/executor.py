@@ -150,12 +150,19 @@ class GpuExecutor:
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
+            # session 4: hot ABBA rounds queued behind the blocking kernel; a cell's figures
+            # are geometric means over its buffer-swapped halves
+            "hot_rounds_held": True,
+            "halves": "geometric mean",
         }
+        from sweeper_kernels.source import source_fingerprint
+
         return {
             "device": dev,
             "versions": versions,
             "baseline": self.baseline_name,
             "harness": harness,
+            "kernel_source": source_fingerprint(),
         }
 
     def variants(self, grid: str, dtype: str) -> list[Any]:

@@ -130,6 +130,7 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "versions": device.get("versions", {}),
         "baseline": device.get("baseline", "torch"),
         "harness": device.get("harness", {}),
+        "kernel_source": device.get("kernel_source", ""),
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,
@@ -357,6 +358,7 @@ def start(
         check_resumable(manifest, cfg, device)
         dropped = repair_trials(run_dir)
         trials, _ = read_trials(run_dir)
+        check_same_kernels(trials, executor, cfg)
         done = {t.get("cell_key") or row_key(t): t for t in trials}
         manifest["status"] = "running"
         manifest.setdefault("resumed", []).append(
@@ -378,6 +380,27 @@ def start(
         done = {}
     write_manifest(run_dir, manifest)
     return Runner(cfg, executor, run_dir, manifest, done, progress).run()
+
+
+def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -> None:
+    """A resume must measure the same kernel code: a variant id hashes its config and the
+    kernel source, so a done candidate cell whose id the current grid does not have was made by
+    other code. Resuming would put two versions of one config name into one run."""
+    current = {v.id for d in cfg.dtypes for v in executor.variants(cfg.grid, d)}
+    stale = sorted(
+        {
+            t["variant_id"]
+            for t in trials
+            if t.get("role") == "candidate" and t.get("variant_id")
+            and t["variant_id"] not in current
+        }
+    )  # fmt: skip
+    if stale:
+        raise PlanMismatchError(
+            f"cannot resume this run: {len(stale)} of its variants were measured with kernel "
+            f"code this checkout does not have (e.g. {stale[0]}); a resume would mix two "
+            "versions of the same configs in one run. Start a new run"
+        )
 
 
 def check_resumable(manifest: dict, cfg: RunConfig, device: dict) -> None:

@@ -174,6 +174,24 @@ def test_resume_refuses_a_different_device(plan, tmp_path):
         start(cfg(plan, tmp_path), model(device_name="Other"), resume=tmp_path / "h200" / "r1")
 
 
+def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
+    """A variant id hashes the kernel source: a run interrupted before a kernel change must
+    not be resumed after it (two versions of one config name in one run)."""
+    import json
+
+    from sweeper.store import TRIALS
+
+    run_dir = start(cfg(plan, tmp_path), model())
+    path = run_dir / TRIALS
+    lines = path.read_text().splitlines()
+    rows = [json.loads(ln) for ln in lines]
+    k = next(i for i, r in enumerate(rows) if r.get("role") == "candidate")
+    rows[k]["variant_id"] = rows[k]["variant_id"] + "-0ldc0de0"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(PlanMismatchError, match="kernel code this checkout does not have"):
+        start(cfg(plan, tmp_path), model(), resume=run_dir)
+
+
 def test_an_archived_run_reads_the_same_and_refuses_to_resume(plan, tmp_path):
     import gzip
 
