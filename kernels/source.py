@@ -90,15 +90,7 @@ def kernel_source(key: CompileKey) -> str:
     else:
         tail_lines = []
 
-    return (
-        _header(key, nwords, bits)
-        + f'''
-
-def relu_kernel(x, y, n, nvec, ntiles, shift):
-    # n elements; nvec = n // E whole vectors; ntiles = nvec // (blockDim * U) whole tiles;
-    # shift = ntiles % gridDim. All precomputed by the launcher: no divisions on the device.
-    xa = TO_GLOBAL(x)
-    ya = TO_GLOBAL(y)
+    body = f"""\
     tid = cuda.threadIdx.x
     bid = cuda.blockIdx.x
     nb = cuda.gridDim.x
@@ -115,7 +107,28 @@ def relu_kernel(x, y, n, nvec, ntiles, shift):
     while r < nvec:
 {indent(rem, 8)}
         r += nb * bs
-{indent(tail_lines, 4)}
+{indent(tail_lines, 4)}"""
+    comment = [
+        "n elements; nvec = n // E whole vectors; ntiles = nvec // (blockDim * U) whole tiles;",
+        "shift = ntiles % gridDim. All precomputed by the launcher: no divisions on the device.",
+    ]
+    return _module(key, nwords, bits, comment, body)
+
+
+def _module(key: CompileKey, nwords: int, bits: int, comment: list[str], body: str) -> str:
+    """A generated module: the header, `relu_kernel` (its comment, the two global addresses,
+    then `body`, already indented) and `build()`. Every kernel form has the same signature
+    (a form ignores what it does not use), so one launcher drives them all."""
+    lines = "\n".join(f"    # {c}" for c in comment)
+    return (
+        _header(key, nwords, bits)
+        + f'''
+
+def relu_kernel(x, y, n, nvec, ntiles, shift):
+{lines}
+    xa = TO_GLOBAL(x)
+    ya = TO_GLOBAL(y)
+{body}
 
 
 def build():
@@ -157,7 +170,9 @@ def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
     """The flat form: thread i of the grid does vector i (i < nvec), or tail element i - nvec;
     no loop, so a small call pays for nothing but its one access. Same signature as the tiled
     form (ntiles and shift are unused) so one launcher drives both."""
-    body = load("a0", "i") + relu_store("a0", "i")
+    if key.unroll > 1:
+        return _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent)
+    access = load("a0", "i") + relu_store("a0", "i")
     i32 = key.index32
     first = (
         "MAD32(cuda.blockIdx.x, cuda.blockDim.x, cuda.threadIdx.x)"
@@ -171,26 +186,13 @@ def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
         e = nvec * {elems} + (i - nvec)
         if e < n:
             STE(ya, e, RW(LDE(xa, e)))"""
-    if key.unroll > 1:
-        return _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent)
-    return (
-        _header(key, nwords, bits)
-        + f'''
-
-def relu_kernel(x, y, n, nvec, ntiles, shift):
-    # one vector per thread: the launcher starts nvec + (n % E) threads, E = {elems}
-    xa = TO_GLOBAL(x)
-    ya = TO_GLOBAL(y)
+    check = "LT32(i, nvec)" if i32 else "i < nvec"
+    body = f"""\
     i = {first}
-    if {"LT32(i, nvec)" if i32 else "i < nvec"}:
-{indent(body, 8)}{tail}
-
-
-def build():
-    """The launchable kernel (compiles on first use, cached on disk by Numba)."""
-    return cuda.jit(SIGNATURE, cache=True)(relu_kernel)
-'''
-    )
+    if {check}:
+{indent(access, 8)}{tail}"""
+    comment = [f"one vector per thread: the launcher starts nvec + (n % E) threads, E = {elems}"]
+    return _module(key, nwords, bits, comment, body)
 
 
 def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
@@ -229,28 +231,18 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
                 "    if e < n:",
                 "        STE(ya, e, RW(LDE(xa, e)))",
             ]
-    return (
-        _header(key, nwords, bits)
-        + f'''
-
-def relu_kernel(x, y, n, nvec, ntiles, shift):
-    # {u} slots per thread, no loop: the launcher starts ceil((nvec + n % E) / {u}) threads
-    # rounded up to whole blocks, E = {elems}
-    xa = TO_GLOBAL(x)
-    ya = TO_GLOBAL(y)
+    body = f"""\
     bs = cuda.blockDim.x
     b = {first}
     if {below_nvec(at(u - 1))}:
 {indent(fast, 8)}
     else:
-{indent(slow, 8)}
-
-
-def build():
-    """The launchable kernel (compiles on first use, cached on disk by Numba)."""
-    return cuda.jit(SIGNATURE, cache=True)(relu_kernel)
-'''
-    )
+{indent(slow, 8)}"""
+    comment = [
+        f"{u} slots per thread, no loop: the launcher starts ceil((nvec + n % E) / {u}) threads",
+        f"rounded up to whole blocks, E = {elems}",
+    ]
+    return _module(key, nwords, bits, comment, body)
 
 
 _KERNEL_FILES = ("source.py", "intrinsics.py", "bitmath.py")
