@@ -67,24 +67,36 @@ def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tup
     return (float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)))
 
 
+def _geomean_ci(parts: list[tuple[np.ndarray, ...]], stat, seed: int, level: float):
+    """Geometric mean over parts of stat(*part) (a part: equal-length arrays, rows paired),
+    with a bootstrap CI that resamples each part's rows on its own (deterministic per seed)."""
+    parts = [p for p in parts if p[0].size]
+    if not parts:
+        return (math.nan, math.nan, math.nan)
+    point = float(np.exp(np.mean([np.log(stat(*p)) for p in parts])))
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(_BOOT)
+    for p in parts:
+        idx = rng.integers(0, p[0].size, size=(_BOOT, p[0].size))
+        logs += np.log(stat(*(x[idx] for x in p), axis=1))
+    m = np.exp(logs / len(parts))
+    a = (1 - level) / 2
+    return (point, float(np.quantile(m, a)), float(np.quantile(m, 1 - a)))
+
+
+def _median(x, axis=None):
+    return np.median(x, axis=axis)
+
+
+def _median_ratio(num, den, axis=None):
+    return np.median(num, axis=axis) / np.median(den, axis=axis)
+
+
 def ratio_ci(
     num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float, float]:
     """median(num)/median(den) with a paired bootstrap CI (pairs resampled together)."""
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    k = min(num.size, den.size)
-    if k == 0:
-        return (math.nan, math.nan, math.nan)
-    num, den = num[:k], den[:k]
-    point = float(np.median(num) / np.median(den))
-    if k == 1:
-        return (point, point, point)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, k, size=(_BOOT, k))
-    r = np.median(num[idx], axis=1) / np.median(den[idx], axis=1)
-    a = (1 - level) / 2
-    return (point, float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
+    return parts_ratio_ci([num], [den], seed=seed, level=level)
 
 
 def parts_ratio_ci(
@@ -95,40 +107,19 @@ def parts_ratio_ci(
     multiplicative placement effect p (one buffer set faster than the other) reads r*p in one
     half and r/p in the other, so the geometric mean is r whatever the halves' sample counts,
     where the median of the concatenated samples leans to the half with more samples."""
-    parts = [
-        (np.asarray(n, dtype=float)[: min(len(n), len(d))],
-         np.asarray(d, dtype=float)[: min(len(n), len(d))])
-        for n, d in zip(nums, dens, strict=True)
-    ]  # fmt: skip
-    parts = [(n, d) for n, d in parts if n.size]
-    if not parts:
-        return (math.nan, math.nan, math.nan)
-    point = float(np.exp(np.mean([np.log(np.median(n) / np.median(d)) for n, d in parts])))
-    rng = np.random.default_rng(seed)
-    logs = np.zeros(_BOOT)
-    for n, d in parts:
-        idx = rng.integers(0, n.size, size=(_BOOT, n.size))
-        logs += np.log(np.median(n[idx], axis=1) / np.median(d[idx], axis=1))
-    r = np.exp(logs / len(parts))
-    a = (1 - level) / 2
-    return (point, float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
+    parts = []
+    for n, d in zip(nums, dens, strict=True):
+        n, d = np.asarray(n, dtype=float), np.asarray(d, dtype=float)
+        k = min(n.size, d.size)
+        parts.append((n[:k], d[:k]))
+    return _geomean_ci(parts, _median_ratio, seed, level)
 
 
 def parts_median_ci(
     parts: list[np.ndarray], *, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float, float]:
     """Geometric mean over parts of each part's median, with a per-part bootstrap CI."""
-    ps = [np.asarray(p, dtype=float) for p in parts if len(p)]
-    if not ps:
-        return (math.nan, math.nan, math.nan)
-    point = float(np.exp(np.mean([np.log(np.median(p)) for p in ps])))
-    rng = np.random.default_rng(seed)
-    logs = np.zeros(_BOOT)
-    for p in ps:
-        logs += np.log(np.median(p[rng.integers(0, p.size, size=(_BOOT, p.size))], axis=1))
-    m = np.exp(logs / len(ps))
-    a = (1 - level) / 2
-    return (point, float(np.quantile(m, a)), float(np.quantile(m, 1 - a)))
+    return _geomean_ci([(np.asarray(p, dtype=float),) for p in parts], _median, seed, level)
 
 
 def rel_halfwidth(samples: np.ndarray) -> float:
@@ -166,16 +157,12 @@ class PairTiming:
         return np.split(x, np.cumsum(self.parts)[:-1])
 
     def summary(self) -> dict:
+        a_parts, b_parts = [self.a_us], [self.b_us]  # one part: the plain paired estimate
         if len(self.parts) > 1 and sum(self.parts) == self.a_us.size == self.b_us.size:
             a_parts, b_parts = self._split(self.a_us), self._split(self.b_us)
-            a_med, a_lo, a_hi = parts_median_ci(a_parts)
-            b_med, b_lo, b_hi = parts_median_ci(b_parts)
-            r, r_lo, r_hi = parts_ratio_ci(b_parts, a_parts)
-        else:
-            a_med, b_med = float(np.median(self.a_us)), float(np.median(self.b_us))
-            a_lo, a_hi = median_ci(self.a_us)
-            b_lo, b_hi = median_ci(self.b_us)
-            r, r_lo, r_hi = ratio_ci(self.b_us, self.a_us)
+        a_med, a_lo, a_hi = parts_median_ci(a_parts)
+        b_med, b_lo, b_hi = parts_median_ci(b_parts)
+        r, r_lo, r_hi = parts_ratio_ci(b_parts, a_parts)
         return {
             "time_us": a_med,
             "time_lo_us": a_lo,
@@ -548,8 +535,8 @@ class Bench:
         before session 4, kept for scripts/probe_layouts.py) the round's first slot, always
         A, started on an idle GPU right after the host's sync: the host was still submitting
         its timed graph when its start event was recorded, and that latency was timed as A's.
-        On the H200 that read 2-6% against side a (an export timed 5.6% slower than its Numba
-        twin as a and 2% faster as b)."""
+        On the H200 that read 5-7% against side a (an int8 export/Numba pair timed both ways
+        round: the export 5.6% slower than its twin as a and 2% faster as b)."""
         calls = calls or self.calibrate_calls(a, stop)
         ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
         own_b = b_graphs is None
