@@ -12,6 +12,7 @@ Only this module (and only inside functions) touches numba.cuda.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -54,12 +55,18 @@ def device_arch() -> str:
         return "90"
 
 
+@functools.cache
+def _nvcc_version_text(nvcc: str) -> str:
+    """`nvcc --version`'s output (run once per nvcc: the library cache key and the report)."""
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+
+
 def nvcc_version(nvcc: str | None = None) -> str:
     """nvcc's "release X.Y, VX.Y.Z" line ("" when there is no nvcc)."""
     nvcc = nvcc or find_nvcc()
     if not nvcc:
         return ""
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    out = _nvcc_version_text(nvcc)
     return next((ln.split("tools, ", 1)[-1] for ln in out.splitlines() if "release" in ln), "")
 
 
@@ -77,7 +84,7 @@ def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Pa
         "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",
         "-gencode", f"arch=compute_{arch},code=sm_{arch}",
     ]  # fmt: skip
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    version = _nvcc_version_text(nvcc)
     key = hashlib.sha256(
         "\0".join([header.read_text(), " ".join(flags), version]).encode()
     ).hexdigest()[:16]
