@@ -486,6 +486,18 @@ class Bench:
         ptr = self.flag.__cuda_array_interface__["data"][0]
         self.blocker[1, 1, self.stream](ptr, self.block_timeout_ns, self.timed_out)
 
+    @contextlib.contextmanager
+    def _held(self, events: int):
+        """Queue the block's work behind the blocking kernel; it runs once the block ends.
+        Creates the `events` timing events first; while the stream is held nothing on the
+        host may wait for the GPU: Numba's deferred cuMemFree would (it synchronises), so
+        cleanup is deferred."""
+        self._event(events - 1)
+        with self.cuda.defer_cleanup():
+            self._hold()
+            yield
+            self._release()
+
     def _release(self) -> None:
         self.flag[0] = 1
         self.sync()
@@ -559,10 +571,7 @@ class Bench:
         try:
             while True:
                 slots = "ABBA"
-                self._event(2 * len(slots) - 1)  # create every event before the stream is held
-                with self.cuda.defer_cleanup() if hold else contextlib.nullcontext():
-                    if hold:
-                        self._hold()
+                with self._held(2 * len(slots)) if hold else contextlib.nullcontext():
                     for i, s in enumerate(slots):
                         warm, timed = sides[s]
                         if between is not None:
@@ -571,8 +580,6 @@ class Bench:
                         self._event(2 * i).record(self.stream)
                         timed.launch()
                         self._event(2 * i + 1).record(self.stream)
-                    if hold:
-                        self._release()
                 self.sync()
                 for i, s in enumerate(slots):
                     us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
@@ -621,11 +628,7 @@ class Bench:
             prime()
         while True:
             slots = "ABBA" * 2
-            self._event(2 * len(slots) - 1)  # create every event before the stream is held
-            # While the blocking kernel holds the stream, nothing on the host may wait for the
-            # GPU: Numba's deferred cuMemFree would (it synchronises), so cleanup is deferred.
-            with self.cuda.defer_cleanup():
-                self._hold()
+            with self._held(2 * len(slots)):
                 for i, s in enumerate(slots):
                     before, launch = (before_a, a) if s == "A" else (before_b, b)
                     if between is not None:
@@ -635,7 +638,6 @@ class Bench:
                     self._event(2 * i).record(self.stream)
                     launch(self.stream)
                     self._event(2 * i + 1).record(self.stream)
-                self._release()
             for i, s in enumerate(slots):
                 us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
                 (a_us if s == "A" else b_us).append(us * 1e3)

@@ -121,3 +121,26 @@ def test_hold_false_keeps_the_old_unheld_order(monkeypatch):
     stop = Stopping(min_samples=2, max_samples=2, rel_tol=0.0)
     b.time_pair_hot(_launch("a", log), _launch("b", log), stop, calls=4, hold=False)
     assert "hold" not in log and "release" not in log
+
+
+def test_the_blocked_timer_queues_every_round_under_the_hold_after_all_first_launches(
+    monkeypatch,
+):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    res = b.time_pair_blocked(
+        _launch("a", log), _launch("b", log), stop, mode="none",
+        before_a=_launch("pa", log), before_b=_launch("pb", log),
+        between=_launch("between", log), prime=lambda: log.append("prime"),
+    )  # fmt: skip
+    assert res.order == list("ABBA" * 2)  # one round: 4 samples per side
+    first_hold = log.index("hold")
+    # every piece launched once, synced, outputs primed, then the round's events made and held
+    assert log[:first_hold] == ["pa", "pb", "between", "a", "b", "sync", "prime", "defer"]
+    body = log[first_hold + 1 : log.index("release")]
+    want = []
+    for k, s in enumerate("ABBA" * 2):
+        w = s.lower()
+        want += ["between", f"p{w}", f"event{2 * k}", w, f"event{2 * k + 1}"]
+    assert body == want
