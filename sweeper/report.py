@@ -404,7 +404,9 @@ def targets_section(
     card = scorecard(results, dict(doc), l2, mode=mode)
     return [
         f"The policy's config at every measured size ({mode} mode), against the project's "
-        "targets (`sweeper/targets.py`). Ratios are to the baseline, measured side by side.",
+        "targets (`sweeper/targets.py`). Ratios are to the baseline, measured side by side. "
+        "`worst` is the value the target is checked on (for the CI target, the lowest upper "
+        "end of a ratio's CI); the lowest point ratio is shown beside it.",
         "",
         scorecard_markdown(card),
     ]

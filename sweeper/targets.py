@@ -88,24 +88,39 @@ def scorecard(results, policy: dict, l2_bytes: int, mode: str = "hot") -> list[d
                     "floor": t.floor,
                     "ok": bad.empty,
                     "failing_mib": [round(float(w) / MiB, 2) for w in bad.ws_bytes],
+                    "lowest_ratio": _lowest_ratio(r) if t.metric.startswith("ratio") else None,
                 }
             )
     return card
 
 
+def _lowest_ratio(r) -> dict | None:
+    """The size with the lowest point ratio, with its CI: for the CI target, `worst` is the
+    lowest CI upper end, which alone would read as if no ratio were below it."""
+    r = r[r["ratio"].notna()]
+    if r.empty:
+        return None
+    w = r.loc[r["ratio"].idxmin()]
+    return {"ratio": float(w["ratio"]), "lo": float(w["ratio_lo"]), "hi": float(w["ratio_hi"]),
+            "mib": round(float(w["ws_bytes"]) / MiB, 2)}  # fmt: skip
+
+
 def scorecard_markdown(card: list[dict]) -> str:
     lines = [
-        "| target | dtype | sizes | worst | floor | met | failing sizes (MiB) |",
-        "|---|---|---:|---:|---:|:---:|---|",
+        "| target | dtype | sizes | worst | floor | met | lowest ratio [95% CI] @ MiB "
+        "| failing sizes (MiB) |",
+        "|---|---|---:|---:|---:|:---:|---|---|",
     ]
     for c in card:
         worst = "-" if c["worst"] is None else f"{c['worst']:.3f}"
+        low = c.get("lowest_ratio")
+        low_s = "" if not low else f"{low['ratio']:.3f} [{low['lo']:.3f}, {low['hi']:.3f}] @ {low['mib']}"
         met = "n/a" if c["ok"] is None else ("yes" if c["ok"] else "**no**")
         fails = ", ".join(str(x) for x in c["failing_mib"][:12])
         if len(c["failing_mib"]) > 12:
             fails += f", ... ({len(c['failing_mib'])} in all)"
         lines.append(
             f"| {c['target']} | {c['dtype']} | {c['sizes']} | {worst} | {c['floor']} | {met} "
-            f"| {fails} |"
+            f"| {low_s} | {fails} |"
         )
     return "\n".join(lines) + "\n"

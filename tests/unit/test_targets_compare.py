@@ -42,12 +42,18 @@ def test_scorecard_knows_which_targets_a_model_meets(tmp_path):
     assert dram["ok"] is True and dram["worst"] == pytest.approx(100 * 4200 / 4250, rel=0.02)
     never = card[("never below the baseline (CI)", "fp32")]
     assert never["ok"] is True
+    low = never["lowest_ratio"]  # the lowest point ratio, with its CI, beside the CI criterion
+    assert low["lo"] <= low["ratio"] <= low["hi"] and low["hi"] >= never["worst"]
+    assert card[(">= 97% of copy at >= 4 x L2", "fp32")]["lowest_ratio"] is None
     # config "b" is slower than the baseline below L2: every such size is listed as failing
     card_b = {(c["target"], c["dtype"]): c for c in scorecard(res, _policy("b"), L2)}
     fail = card_b[("never below the baseline (CI)", "fp32")]
     assert fail["ok"] is False
     assert fail["failing_mib"] and max(fail["failing_mib"]) < L2 / MiB
-    assert "**no**" in scorecard_markdown(list(card_b.values()))
+    low_b = fail["lowest_ratio"]  # b runs at 4000/6000 of the baseline below L2
+    assert low_b["ratio"] == pytest.approx(4000 / 6000, rel=0.02) and low_b["mib"] < L2 / MiB
+    md = scorecard_markdown(list(card_b.values()))
+    assert "**no**" in md and f"{low_b['ratio']:.3f} [{low_b['lo']:.3f}, {low_b['hi']:.3f}]" in md
     assert card_b[("int8 1.2x at >= 8 MiB", "int8")]["ok"] is None  # no int8 data: n/a
 
 
