@@ -114,7 +114,11 @@ def scorecard_markdown(card: list[dict]) -> str:
     for c in card:
         worst = "-" if c["worst"] is None else f"{c['worst']:.3f}"
         low = c.get("lowest_ratio")
-        low_s = "" if not low else f"{low['ratio']:.3f} [{low['lo']:.3f}, {low['hi']:.3f}] @ {low['mib']}"
+        low_s = (
+            ""
+            if not low
+            else f"{low['ratio']:.3f} [{low['lo']:.3f}, {low['hi']:.3f}] @ {low['mib']}"
+        )
         met = "n/a" if c["ok"] is None else ("yes" if c["ok"] else "**no**")
         fails = ", ".join(str(x) for x in c["failing_mib"][:12])
         if len(c["failing_mib"]) > 12:
