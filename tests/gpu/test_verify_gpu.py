@@ -124,3 +124,35 @@ def test_missing_dtype_is_an_error_not_a_silent_noop(tmp_path, device, monkeypat
     header.write_text(render(load_any(path), "cuda"))
     with pytest.raises(SweeperError, match="int8"):
         build_exported_launchers(header)["int8"](0, 0, 10, 0)
+
+
+def test_timing_passes_repeat_every_size_at_other_addresses(tmp_path, device, monkeypatch):
+    """verify --passes: each pass times every size again, on buffers allocated elsewhere (a
+    spacer is held first), and the verdict pairs the passes of each size."""
+    import importlib.util
+
+    from sweeper.export import render
+    from sweeper.policy import load_any
+    from sweeper.verify import build_exported_launchers, timing_verdict, verify_timing
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
+    cc, l2 = device
+    doc = load_any(write_policy(tmp_path / "policy.json", small_policy(cc, l2)))
+    header = tmp_path / "relu_policy.cuh"
+    header.write_text(render(doc, "cuda"))
+    py = tmp_path / "relu_policy.py"
+    py.write_text(render(doc, "python"))
+    spec = importlib.util.spec_from_file_location("relu_policy_passes", py)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sizes = {"fp32": [1 << 16, 1 << 20], "int8": [1 << 20]}
+    rows = verify_timing(
+        build_exported_launchers(header), mod.select_config, sizes, cc, l2, passes=2
+    )
+    assert [r["pass"] for r in rows] == [1, 1, 1, 2, 2, 2]
+    assert all(r["bit_exact_after_timing"] for r in rows)
+    first, second = rows[:3], rows[3:]
+    assert [(r["dtype"], r["n"]) for r in first] == [(r["dtype"], r["n"]) for r in second]
+    assert all(a["x_addr"] != b["x_addr"] for a, b in zip(first, second, strict=True))
+    v = timing_verdict(rows)
+    assert v["passes"] == 2 and v["sizes"] == 3 and v["pass_spread"]["n"] == 3

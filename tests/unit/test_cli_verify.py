@@ -1,5 +1,6 @@
 """`sweeper verify`'s printout through CliRunner, on a report of verify's shape (no GPU):
-it lists at most 20 failures per kind, and says how many there are when there are more."""
+it lists at most 20 failures per kind, and says how many there are when there are more.
+And its timing verdict over repeated passes (`timing_verdict`, a pure function)."""
 
 import pytest
 from typer.testing import CliRunner
@@ -31,7 +32,7 @@ def test_more_than_20_losses_are_counted_not_silently_cut(monkeypatch):
             "ok": False,
         },  # fmt: skip
     }
-    monkeypatch.setattr(api, "verify", lambda policy, timing=True: rep)
+    monkeypatch.setattr(api, "verify", lambda policy, timing=True, passes=2: rep)
     res = CliRunner().invoke(app, ["verify", "p.json"])
     assert res.exit_code == 1
     assert "66 losses; the first 20 are listed (x/verify_timing.csv)" in res.output
@@ -52,3 +53,80 @@ def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
     assert mode == "hot" and len(sizes["int8"]) == 115
     with pytest.raises(SweeperError, match="no baseline measurement"):
         run_sizes(root / "cold-4", ("int8",), {})
+
+
+def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):
+    return {"pass": p, "dtype": dtype, "ws_bytes": ws, "n": ws // 8, "vs_numba": vs_numba,
+            "ratio": ratio, "ratio_lo": ratio - 0.01, "ratio_hi": hi, "baseline": "torch",
+            "bit_exact_after_timing": exact}  # fmt: skip
+
+
+def test_one_pass_verdict_is_the_single_measurement():
+    from sweeper.verify import timing_verdict
+
+    v = timing_verdict([_t("fp32", 10, 0.98, 0.99), _t("fp32", 20, 1.02, 1.03, vs_numba=1.07)])
+    assert v["passes"] == 1 and v["sizes"] == 2 and not v["ok"]
+    assert [r["ws_bytes"] for r in v["baseline_losses"]] == [10]
+    assert [r["ws_bytes"] for r in v["parity_failures"]] == [20]
+    assert v["unrepeated_losses"] == [] and v["pass_spread"] is None
+    assert v["max_parity_dev"] == pytest.approx(0.07) and v["min_ratio"] == pytest.approx(0.98)
+
+
+def test_with_two_passes_only_a_repeated_failure_fails():
+    from sweeper.verify import timing_verdict
+
+    rows = [
+        _t("fp32", 10, 0.98, 0.99, p=1), _t("fp32", 10, 0.985, 0.995, p=2),  # loses twice
+        _t("fp32", 20, 0.99, 0.995, p=1), _t("fp32", 20, 1.01, 1.02, p=2),  # loses once
+        _t("fp16", 30, 1.1, 1.2, vs_numba=1.06, p=1), _t("fp16", 30, 1.1, 1.2, 1.08, p=2),
+        _t("fp16", 40, 1.1, 1.2, vs_numba=1.06, p=1), _t("fp16", 40, 1.1, 1.2, 1.01, p=2),
+    ]  # fmt: skip
+    v = timing_verdict(rows)
+    assert v["passes"] == 2 and v["sizes"] == 4 and not v["ok"]
+    assert [(r["dtype"], r["ws_bytes"]) for r in v["baseline_losses"]] == [("fp32", 10)]
+    assert [r["ratio"] for r in v["baseline_losses"][0]["passes"]] == [0.98, 0.985]
+    assert [r["ws_bytes"] for r in v["unrepeated_losses"]] == [20]
+    assert [r["ws_bytes"] for r in v["parity_failures"]] == [30]
+    assert [r["ws_bytes"] for r in v["unrepeated_parity_failures"]] == [40]
+    sp = v["pass_spread"]  # |0.985/0.98-1|, |1.01/0.99-1|, 0, 0
+    assert sp["n"] == 4 and sp["max"] == pytest.approx(1.01 / 0.99 - 1)
+    # without the repeated failures the verdict passes, one-pass-only failures notwithstanding
+    ok = timing_verdict(rows[2:4] + rows[6:])
+    assert ok["ok"] and ok["unrepeated_losses"] and ok["unrepeated_parity_failures"]
+
+
+def test_a_wrong_output_in_any_pass_fails():
+    from sweeper.verify import timing_verdict
+
+    v = timing_verdict([_t("int8", 10, 1.2, 1.3, p=1), _t("int8", 10, 1.2, 1.3, p=2, exact=False)])
+    assert not v["ok"] and [r["pass"] for r in v["bit_failures"]] == [2]
+
+
+def test_cli_prints_every_pass_of_a_repeated_loss_and_the_pass_spread(monkeypatch):
+    from sweeper.verify import timing_verdict
+
+    rows = [_t("fp32", 13874720, 0.983, 0.989, p=1), _t("fp32", 13874720, 0.988, 0.993, p=2),
+            _t("fp32", 8879840, 1.014, 1.016, p=1), _t("fp32", 8879840, 0.982, 0.984, p=2)]  # fmt: skip
+    rep = {"cases": [{"ok": True}], "failed": [], "dispatch_mismatches": [],
+           "timing_csv": "x/verify_timing.csv", "timing": timing_verdict(rows)}  # fmt: skip
+    seen = {}
+
+    def fake(policy, timing=True, passes=2):
+        seen["passes"] = passes
+        return rep
+
+    monkeypatch.setattr(api, "verify", fake)
+    res = CliRunner().invoke(app, ["verify", "p.json", "--passes", "3"])
+    assert res.exit_code == 1 and seen["passes"] == 3
+    assert "2 sizes x 2 passes" in res.output
+    assert (
+        "LOSES fp32 13874720 B: 0.983x [0.973, 0.989]; 0.988x [0.978, 0.993] vs torch" in res.output
+    )
+    assert "lost once fp32 8879840 B: 1.014x [1.004, 1.016]; 0.982x [0.972, 0.984]" in res.output
+    assert "pass to pass, the ratio to the baseline moved by a median" in res.output
+
+
+def test_zero_passes_is_a_one_line_error_before_any_gpu_work(tmp_path):
+    bad = CliRunner().invoke(app, ["verify", str(tmp_path / "p.json"), "--passes", "0"])
+    assert bad.exit_code == 1
+    assert bad.output.strip().splitlines() == ["error: --passes must be at least 1, got 0"]
