@@ -373,8 +373,8 @@ def verify_cmd(
     timing: bool = typer.Option(True, help="Also time the export over the run's sizes."),
     passes: int = typer.Option(
         2,
-        help="Timing passes over all sizes, each with fresh buffers at other addresses; a "
-        "size fails parity or loses only if it does in every pass.",
+        help="Timing passes over all sizes, each after the whole pass before, with fresh "
+        "buffers; a size fails parity or loses only if it does in every pass.",
     ),
 ) -> None:
     """GPU: build the exported header with nvcc and check launch_relu bit-exact on every

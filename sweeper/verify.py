@@ -31,8 +31,9 @@ Launcher = Callable[[int, int, int, int], None]
 STORAGE = {"fp32": np.uint32, "fp16": np.uint16, "bf16": np.uint16, "int8": np.uint8}
 TAIL_NS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 255, 4097, 65537, 1000003)
 POISON = 0xA5
-# Before timing pass p (p = 1, 2, ...) verify holds p * SPACER_BYTES of device memory, so that
-# pass's buffers are allocated at other addresses than the previous pass's.
+# Before timing pass p (p = 1, 2, ...) verify holds p * SPACER_BYTES of device memory, so most
+# of that pass's buffers land at other addresses than the previous pass's (not all: the
+# allocator may put the spacer in a hole; on the H200, 479 of 522 sizes moved).
 SPACER_BYTES = 7 * 2**20
 
 
@@ -288,8 +289,9 @@ def verify_timing(
     * against the baseline (torch, or the reference config), as `sweeper run` does;
     and re-check the exported output bit-exactly after the timed loop.
     With `passes` > 1 every size is timed again in each further pass, after all sizes of the
-    pass before, with fresh buffers at other addresses (a spacer of SPACER_BYTES per pass is
-    held first): a repeat measurement, for `timing_verdict`. Rows carry their `pass` (1..).
+    pass before, with fresh buffers (a spacer of SPACER_BYTES per pass is held first, so most
+    land elsewhere): a repeat measurement, for `timing_verdict`. Rows carry their `pass`
+    (1..) and `x_addr`, the address of the pass's input buffer.
     `on_row(rows)` is called after every size (verify uses it to keep a partial CSV on disk,
     so an interrupted verify still leaves what it measured).
     """
@@ -376,8 +378,8 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
 
     With one pass this is the single measurement's verdict. With more, a size fails parity
     or loses only when the failure repeats: a CI covers one measurement's sampling noise,
-    and a repeat at other buffer addresses moves small kernels' ratios by more than that
-    (results/h200/README.md, session 5). Sizes that fail in some passes only are listed
+    and a repeat moves small kernels' ratios by more than that, at the same buffer address
+    as much as at another (results/h200/README.md, session 5). Sizes that fail in some passes only are listed
     apart (`unrepeated_*`), and `pass_spread` gives the measured pass-to-pass noise.
     Failure entries are the first pass's row with `passes`: every pass's row of that size.
     """
