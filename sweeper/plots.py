@@ -395,6 +395,70 @@ def ratio_figure(
     return fig
 
 
+def _verify_passes(vt: pd.DataFrame) -> list[int]:
+    return sorted(int(x) for x in vt["pass"].unique()) if "pass" in vt.columns else [1]
+
+
+def _of_pass(d: pd.DataFrame, p: int) -> pd.DataFrame:
+    return (d[d["pass"] == p] if "pass" in d.columns else d).sort_values("ws_bytes")
+
+
+def verify_figure(
+    vt: pd.DataFrame, info: RunInfo | None = None, what: str = "ratio", parity: float = 0.05
+) -> Figure:
+    """`sweeper verify`'s timing (verify_timing.csv), per dtype, one line per pass.
+
+    what="ratio": the exported launch_relu against the baseline (>1 = faster), the first
+    pass's 95% CI shaded; sizes that lose in every pass (CI wholly below 1) are marked.
+    what="parity": the export's time over the Numba kernel it dispatches to, with the
+    +-`parity` band verify checks."""
+    info = info or RunInfo()
+    dtypes = [d for d in DTYPE_ORDER if d in set(vt["dtype"])]
+    fig, axes = _panels(len(dtypes), height=2.4)
+    lo, hi = _size_range(vt)
+    passes = _verify_passes(vt)
+    styles = [dict(color=_BEST, ls="-"), dict(color="tab:orange", ls="--"),
+              dict(color="tab:green", ls=":")]  # fmt: skip
+    for i, (ax, dtype) in enumerate(zip(axes, dtypes, strict=True)):
+        d = vt[vt["dtype"] == dtype]
+        _byte_axis(ax, lo, hi)
+        _dense(ax, info, label=True)
+        col = "ratio" if what == "ratio" else "vs_numba"
+        for k, p in enumerate(passes):
+            dp = _of_pass(d, p)
+            xs = [int(x) for x in dp["ws_bytes"]]
+            if k == 0 and what == "ratio":
+                ax.fill_between(xs, dp["ratio_lo"].astype(float), dp["ratio_hi"].astype(float),
+                                color=_BEST, alpha=0.15, lw=0, label="95% CI, pass 1")  # fmt: skip
+            ax.plot(xs, dp[col].astype(float), lw=1.3, marker="o", ms=2.5,
+                    label=f"pass {p}", gid=f"pass{p}", **styles[k % len(styles)])  # fmt: skip
+        if what == "ratio":
+            below = d.groupby("ws_bytes")["ratio_hi"].max()
+            lost = sorted(int(ws) for ws, v in below.items() if v < 1.0)
+            if lost:
+                worst = d[d["ws_bytes"].isin(lost)].groupby("ws_bytes")["ratio"].min()
+                ax.plot(lost, [float(worst[w]) for w in lost], ls="none", marker="x", ms=7,
+                        mew=2, color=_POLICY, label="loses in every pass", gid="lost")  # fmt: skip
+            ax.axhline(1.0, color=_TORCH, lw=1.2, label="baseline (1.0×)", gid="parity")
+            ylabel = "export vs baseline (×)"
+        else:
+            ax.axhspan(1 - parity, 1 + parity, color="0.85", alpha=0.5, lw=0,
+                       label=f"±{parity:.0%} (verify's check)", gid="band")  # fmt: skip
+            ax.axhline(1.0, color=_TORCH, lw=1.0)
+            ylabel = "export / Numba time"
+        _finish_panel(ax, info, dtype, ylabel, first=(i == 0))
+    axes[-1].set_xlabel(XLABEL)
+    kind = (
+        "Exported launch_relu against the baseline (>1 = faster)"
+        if what == "ratio"
+        else "Exported launch_relu against its Numba kernel (time ratio, 1 = same)"
+    )
+    fig.suptitle(
+        _title(kind + f", {len(passes)} pass{'es' if len(passes) > 1 else ''}", info, None)
+    )
+    return fig
+
+
 def heatmap_figure(
     results: pd.DataFrame,
     info: RunInfo | None = None,
@@ -564,8 +628,10 @@ def figures(
     bands: Bands | None = None,
     top: int = 3,
     heatmap_top: int = 40,
+    verify: pd.DataFrame | None = None,
 ) -> Iterator[tuple[str, Figure]]:
-    """(file stem, figure) for every figure of a run, one at a time."""
+    """(file stem, figure) for every figure of a run, one at a time (the verify figures when
+    `verify`, the run's verify_timing.csv, is given)."""
     info = info or RunInfo()
     many = facets(results)
     for facet, sub in many:
@@ -579,6 +645,9 @@ def figures(
         yield "modes", modes_figure(results, info)
     if bands:
         yield "policy", policy_figure(bands, info, _size_range(results))
+    if verify is not None and not verify.empty:
+        yield "verify_ratio", verify_figure(verify, info, "ratio")
+        yield "verify_parity", verify_figure(verify, info, "parity")
 
 
 def save(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str]) -> list[Path]:
@@ -601,10 +670,11 @@ def write_plots(
     bands: Bands | None = None,
     top: int = 3,
     heatmap_top: int = 40,
+    verify: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Render every figure of a run into out_dir; return the files written."""
     paths: list[Path] = []
-    for stem, fig in figures(results, info, bands, top, heatmap_top):
+    for stem, fig in figures(results, info, bands, top, heatmap_top, verify):
         paths += save(fig, out_dir, stem, formats)
     return paths
 
@@ -627,6 +697,24 @@ def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
         if bands:
             out[str(dtype)] = sorted(bands, key=lambda b: b[0])
     return out
+
+
+VERIFY_CSV = "verify_timing.csv"
+
+
+def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
+    """`<run_dir>/verify_timing.csv` (what `sweeper verify` wrote), or None without one."""
+    import pandas as pd
+
+    from sweeper.errors import SchemaError
+
+    path = Path(run_dir) / VERIFY_CSV
+    if not path.exists():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise SchemaError(path, None, f"cannot read: {e}") from None
 
 
 def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:

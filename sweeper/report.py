@@ -26,6 +26,7 @@ SECTIONS = (
     "Selection",
     "Policy",
     "Targets",
+    "Verify",
     "Plots",
     "Guards",
     "Pruned",
@@ -412,6 +413,66 @@ def targets_section(
     ]
 
 
+def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
+    """What `sweeper verify` measured for this run's policy (verify_timing.csv): the verdict
+    as verify computes it, with every repeated failure and the pass-to-pass noise."""
+    if vt is None:
+        return [
+            "Not verified yet: `sweeper verify <run>/policy.json` on a GPU builds the exported "
+            "header, checks it bit-exact and times it here."
+        ]
+    from sweeper.verify import timing_verdict
+
+    rows = vt.to_dict("records")
+    v = timing_verdict(rows)
+    mode = rows[0].get("mode", "?") if rows else "?"
+    txt = run_dir / "verify.txt"
+    out = [
+        "From `verify_timing.csv`"
+        + (" (verify's printout: [verify.txt](verify.txt))" if txt.exists() else "")
+        + f": {v['sizes']} sizes x {v['passes']} pass{'es' if v['passes'] != 1 else ''}, "
+        f"{mode} mode. A size fails parity or loses only if it does in every pass.",
+        "",
+    ]
+    sp = v["pass_spread"]
+    spread = f"median {sp['median']:.2%}, p95 {sp['p95']:.2%}, max {sp['max']:.2%}" if sp else "-"
+    out += _table(
+        ["check", "result"],
+        [
+            [
+                "bit-exact after timing",
+                "yes" if not v["bit_failures"] else f"**no** ({len(v['bit_failures'])} rows)",
+            ],
+            ["export vs its Numba kernel, max deviation (any pass)", f"{v['max_parity_dev']:.1%}"],
+            ["sizes off Numba by > 5% in every pass", len(v["parity_failures"])],
+            ["sizes losing to the baseline in every pass", len(v["baseline_losses"])],
+            ["sizes losing in some passes only", len(v["unrepeated_losses"])],
+            ["lowest ratio to the baseline (any pass)", _num(v["min_ratio"], ".3f")],
+            ["pass-to-pass movement of the ratio", spread],
+            ["verdict", "**pass**" if v["ok"] else "**fail**"],
+        ],  # fmt: skip
+        "--",
+    )
+    for title, key, col in (
+        ("Losses in every pass", "baseline_losses", "ratio"),
+        ("Parity failures in every pass", "parity_failures", "vs_numba"),
+        ("Losses in some passes only", "unrepeated_losses", "ratio"),
+    ):
+        if not v[key]:
+            continue
+        body = []
+        for r in v[key]:
+            per = [
+                f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]" if col == "ratio"
+                else f"{float(x['vs_numba']):.3f}"
+                for x in r["passes"]
+            ]  # fmt: skip
+            body.append([r["dtype"], _bytes(r["ws_bytes"]), f"`{r['config']}`", "; ".join(per)])
+        out += ["", f"**{title}**", ""]
+        out += _table(["dtype", "size", "config", "each pass"], body, "----")
+    return out
+
+
 def build_report(
     run_dir: str | os.PathLike,
     manifest: Mapping[str, Any],
@@ -419,6 +480,7 @@ def build_report(
     plot_files: Sequence[Path] = (),
     selection_table: pd.DataFrame | None = None,
     policy_doc: Mapping[str, Any] | None = None,
+    verify_table: pd.DataFrame | None = None,
 ) -> str:
     """The REPORT.md text. Links are relative to run_dir."""
     run_dir = Path(run_dir)
@@ -445,6 +507,7 @@ def build_report(
         "Selection": selection(results, selection_table),
         "Policy": policy(policy_doc),
         "Targets": targets_section(results, manifest, policy_doc),
+        "Verify": verify_section(run_dir, verify_table),
         "Plots": plots_section(run_dir, plot_files),
         "Guards": guards(results, manifest),
         "Pruned": pruned(manifest),
@@ -460,7 +523,7 @@ def build_report(
 
 PLOTS = "plots"
 FORMATS = ("png", "svg", "pdf")
-_ORDER = ("bandwidth", "ratio", "modes", "policy", "heatmap")
+_ORDER = ("bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
 
 
 def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
@@ -504,7 +567,8 @@ def render_plots(
     out = run.path / PLOTS
     info = plots.RunInfo.from_manifest(run.manifest)
     bands = plots.load_bands(run.path)
-    written = plots.write_plots(run.results, out, formats, info, bands, top, heatmap_top)
+    verify = plots.load_verify(run.path)
+    written = plots.write_plots(run.results, out, formats, info, bands, top, heatmap_top, verify)
     for old in out.glob("*"):
         if old.suffix.lstrip(".") in FORMATS and old not in written:
             old.unlink()
@@ -519,7 +583,9 @@ def _plots_stale(run_dir: Path) -> bool:
     if not pngs:
         return True
     oldest = min(p.stat().st_mtime for p in pngs)
-    inputs = [run_dir / RESULTS, run_dir / POLICY]
+    from sweeper.plots import VERIFY_CSV
+
+    inputs = [run_dir / RESULTS, run_dir / POLICY, run_dir / VERIFY_CSV]
     return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)
 
 
@@ -544,6 +610,8 @@ def write_report(run_dir: str | os.PathLike) -> Path:
         except (OSError, ValueError) as e:
             raise SchemaError(run_dir / SELECTION_CSV, None, f"cannot read: {e}") from None
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
+    from sweeper.plots import load_verify
+
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
-    text = build_report(run_dir, run.manifest, run.results, files, sel, doc)
+    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, load_verify(run_dir))
     return atomic_write_text(run_dir / REPORT, text)

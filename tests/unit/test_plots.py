@@ -376,3 +376,53 @@ def test_bands_from_a_built_policy(tmp_path):
         assert [c for _, _, c in bs][-1] == STREAMING
         assert 64 * MiB < bs[-1][0] <= 72 * MiB and bs[-1][1] is None and bs[0][0] == 0
         assert plots.band_config(bs, 32 * MiB) != STREAMING, dtype
+
+
+def synthetic_verify(passes: int = 2) -> pd.DataFrame:
+    """verify_timing.csv of known shape: fp32 loses at 16 MiB in every pass and at 4 MiB in
+    pass 1 only; fp16 is 3% off its Numba kernel at 1 MiB in every pass."""
+    rows = []
+    for p in range(1, passes + 1):
+        for dtype in ITEMSIZE:
+            for ws in SIZES:
+                ratio = 1.1
+                if dtype == "fp32" and (ws == 16 * MiB or (ws == 4 * MiB and p == 1)):
+                    ratio = 0.97
+                vs_numba = 1.03 if dtype == "fp16" and ws == 1 * MiB else 1.0
+                rows.append(
+                    {"pass": p, "mode": "hot", "dtype": dtype, "n": ws // 8, "ws_bytes": ws,
+                     "config": CONFIGS[1], "time_us": 10.0, "gbps": ws / 1e4,
+                     "numba_time_us": 10.0 / vs_numba, "vs_numba": vs_numba,
+                     "vs_numba_lo": vs_numba - 0.01, "vs_numba_hi": vs_numba + 0.01,
+                     "baseline": "torch", "ratio": ratio, "ratio_lo": ratio - 0.01,
+                     "ratio_hi": ratio + 0.01, "bit_exact_after_timing": True,
+                     "x_addr": 1 << 32}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_verify_ratio_figure_marks_only_losses_of_every_pass(info):
+    fig = plots.verify_figure(synthetic_verify(), info, "ratio")
+    fp32, fp16 = fig.axes[0], fig.axes[1]
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["fp32", "fp16"]
+    assert list(_line(fp32, "lost").get_xdata()) == [16 * MiB]  # not 4 MiB: pass 1 only
+    assert not [ln for ln in fp16.get_lines() if ln.get_gid() == "lost"]
+    assert len(_line(fp32, "pass2").get_xdata()) == len(SIZES)
+    assert "2 passes" in fig.get_suptitle()
+
+
+def test_verify_parity_figure_shows_the_band_and_a_one_pass_csv_without_pass_column(info):
+    old = synthetic_verify(passes=1).drop(columns=["pass", "x_addr"])  # before --passes
+    fig = plots.verify_figure(old, info, "parity")
+    fp16 = fig.axes[1]
+    ys = dict(zip(_line(fp16, "pass1").get_xdata(), _line(fp16, "pass1").get_ydata(), strict=True))
+    assert ys[1 * MiB] == pytest.approx(1.03)
+    assert any(c.get_gid() == "band" for c in fp16.patches + fp16.collections)
+    assert "1 pass " in fig.get_suptitle() or "1 pass," in fig.get_suptitle()
+
+
+def test_figures_include_verify_only_with_a_verify_table(df, info):
+    without = [stem for stem, _ in plots.figures(_hot(df), info)]
+    with_v = [stem for stem, _ in plots.figures(_hot(df), info, verify=synthetic_verify())]
+    assert "verify_ratio" not in without
+    assert set(with_v) - set(without) == {"verify_ratio", "verify_parity"}

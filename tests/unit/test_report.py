@@ -205,3 +205,26 @@ def test_coverage_flags_a_dense_band_hole(tmp_path):
     run = load_run(d)
     text = "\n".join(coverage(run.results, run.manifest))
     assert "24 MiB (72 → 96) ⚠ wider than L2/8" in text
+
+
+def test_report_verify_section_lists_repeated_and_one_pass_losses(run_dir):
+    try:
+        from tests.unit.test_plots import SIZES, synthetic_verify
+    except ImportError:
+        from test_plots import SIZES, synthetic_verify
+
+    sec = _sections(api.report(str(run_dir)).read_text())
+    assert "Not verified yet" in sec["Verify"]
+    synthetic_verify().to_csv(run_dir / "verify_timing.csv", index=False)
+    (run_dir / "verify.txt").write_text("printout\n")
+    path = api.report(str(run_dir))  # the CSV is newer than the plots: they are re-rendered
+    sec = _sections(path.read_text())["Verify"]
+    assert f"{2 * len(SIZES)} sizes x 2 passes" in sec  # fp32 and fp16
+    assert "| sizes losing to the baseline in every pass | 1 |" in sec
+    assert "| sizes losing in some passes only | 1 |" in sec
+    assert "| verdict | **fail** |" in sec
+    assert "[verify.txt](verify.txt)" in sec
+    assert "| fp32 | 16 MiB |" in sec and "0.970x [0.960, 0.980]; 0.970x [0.960, 0.980]" in sec
+    assert "| fp32 | 4 MiB |" in sec and "0.970x [0.960, 0.980]; 1.100x [1.090, 1.110]" in sec
+    assert (run_dir / "plots" / "verify_ratio.png").exists()
+    assert "![verify_ratio](plots/verify_ratio.png)" in _sections(path.read_text())["Plots"]
