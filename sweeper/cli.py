@@ -416,32 +416,26 @@ def _echo_timing(t: dict, rep: dict) -> None:
             f"pass to pass, the ratio to the baseline moved by a median {sp['median']:.2%}, "
             f"p95 {sp['p95']:.2%}, max {sp['max']:.2%} ({sp['n']} repeats)"
         )
+    from sweeper.verify import pass_values
+
     kinds = (
-        ("parity failures", "parity_failures", "PARITY"),
-        ("losses", "baseline_losses", "LOSES"),
-        ("parity failures in some passes only", "unrepeated_parity_failures", "parity once"),
-        ("losses in some passes only", "unrepeated_losses", "lost once"),
-    )
-    for what, key, tag in kinds:
+        ("parity failures", "parity_failures", "PARITY", "parity"),
+        ("losses", "baseline_losses", "LOSES", "ratio"),
+        ("parity failures in some passes only", "unrepeated_parity_failures", "parity once",
+         "parity"),
+        ("losses in some passes only", "unrepeated_losses", "lost once", "ratio"),
+    )  # fmt: skip
+    for what, key, tag, value in kinds:
         rows = t.get(key, [])
         if len(rows) > 20:
             typer.echo(f"{len(rows)} {what}; the first 20 are listed ({rep['timing_csv']})")
         for r in rows[:20]:
-            typer.echo(f"{tag} {r['dtype']} {r['ws_bytes']} B: {_per_pass(r, key)}")
+            tail = f" vs {r['baseline']}" if value == "ratio" else ""
+            typer.echo(
+                f"{tag} {r['dtype']} {r['ws_bytes']} B: {'; '.join(pass_values(r, value))}{tail}"
+            )
     for r in t["bit_failures"][:20]:
         typer.echo(f"WRONG after timing {r['dtype']} n={r['n']} (pass {r.get('pass', 1)})")
-
-
-def _per_pass(r: dict, key: str) -> str:
-    """One failure's value in every pass: 'a; b' (the row itself with one pass)."""
-    parts = []
-    for x in r.get("passes") or [r]:
-        if "parity" in key:
-            parts.append(f"{x['vs_numba']:.3f}x of Numba")
-        else:
-            parts.append(f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]")
-    tail = "" if "parity" in key else f" vs {r['baseline']}"
-    return "; ".join(parts) + tail
 
 
 kernels_app = typer.Typer(help="The Numba CUDA ReLU variant grid.", no_args_is_help=True)

@@ -412,6 +412,8 @@ def verify_figure(
     pass's 95% CI shaded; sizes that lose in every pass (CI wholly below 1) are marked.
     what="parity": the export's time over the Numba kernel it dispatches to, with the
     +-`parity` band verify checks."""
+    from sweeper.verify import timing_verdict  # the one definition of a repeated loss
+
     info = info or RunInfo()
     dtypes = [d for d in DTYPE_ORDER if d in set(vt["dtype"])]
     fig, axes = _panels(len(dtypes), height=2.4)
@@ -433,12 +435,13 @@ def verify_figure(
             ax.plot(xs, dp[col].astype(float), lw=1.3, marker="o", ms=2.5,
                     label=f"pass {p}", gid=f"pass{p}", **styles[k % len(styles)])  # fmt: skip
         if what == "ratio":
-            below = d.groupby("ws_bytes")["ratio_hi"].max()
-            lost = sorted(int(ws) for ws, v in below.items() if v < 1.0)
+            lost = sorted(
+                (int(r["ws_bytes"]), min(float(x["ratio"]) for x in r["passes"]))
+                for r in timing_verdict(d.to_dict("records"))["baseline_losses"]
+            )
             if lost:
-                worst = d[d["ws_bytes"].isin(lost)].groupby("ws_bytes")["ratio"].min()
-                ax.plot(lost, [float(worst[w]) for w in lost], ls="none", marker="x", ms=7,
-                        mew=2, color=_POLICY, label="loses in every pass", gid="lost")  # fmt: skip
+                ax.plot(*zip(*lost, strict=True), ls="none", marker="x", ms=7, mew=2,
+                        color=_POLICY, label="loses in every pass", gid="lost")  # fmt: skip
             ax.axhline(1.0, color=_TORCH, lw=1.2, label="baseline (1.0×)", gid="parity")
             ylabel = "export vs baseline (×)"
         else:
@@ -704,17 +707,9 @@ VERIFY_CSV = "verify_timing.csv"
 
 def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
     """`<run_dir>/verify_timing.csv` (what `sweeper verify` wrote), or None without one."""
-    import pandas as pd
+    from sweeper.store import read_table
 
-    from sweeper.errors import SchemaError
-
-    path = Path(run_dir) / VERIFY_CSV
-    if not path.exists():
-        return None
-    try:
-        return pd.read_csv(path)
-    except (OSError, ValueError) as e:
-        raise SchemaError(path, None, f"cannot read: {e}") from None
+    return read_table(Path(run_dir) / VERIFY_CSV)
 
 
 def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:

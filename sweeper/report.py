@@ -421,7 +421,7 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
             "Not verified yet: `sweeper verify <run>/policy.json` on a GPU builds the exported "
             "header, checks it bit-exact and times it here."
         ]
-    from sweeper.verify import timing_verdict
+    from sweeper.verify import pass_values, timing_verdict
 
     rows = vt.to_dict("records")
     v = timing_verdict(rows)
@@ -453,21 +453,17 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
         ],  # fmt: skip
         "--",
     )
-    for title, key, col in (
+    for title, key, what in (
         ("Losses in every pass", "baseline_losses", "ratio"),
-        ("Parity failures in every pass", "parity_failures", "vs_numba"),
+        ("Parity failures in every pass", "parity_failures", "parity"),
         ("Losses in some passes only", "unrepeated_losses", "ratio"),
     ):
         if not v[key]:
             continue
-        body = []
-        for r in v[key]:
-            per = [
-                f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]" if col == "ratio"
-                else f"{float(x['vs_numba']):.3f}"
-                for x in r["passes"]
-            ]  # fmt: skip
-            body.append([r["dtype"], _bytes(r["ws_bytes"]), f"`{r['config']}`", "; ".join(per)])
+        body = [
+            [r["dtype"], _bytes(r["ws_bytes"]), f"`{r['config']}`", "; ".join(pass_values(r, what))]
+            for r in v[key]
+        ]
         out += ["", f"**{title}**", ""]
         out += _table(["dtype", "size", "config", "each pass"], body, "----")
     return out
@@ -591,24 +587,16 @@ def _plots_stale(run_dir: Path) -> bool:
 
 def write_report(run_dir: str | os.PathLike) -> Path:
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
-    import pandas as pd
-
-    from sweeper.errors import SchemaError
     from sweeper.policy import POLICY, load_policy
     from sweeper.schema import atomic_write_text
     from sweeper.select import SELECTION_CSV
-    from sweeper.store import load_run
+    from sweeper.store import load_run, read_table
 
     run_dir = Path(run_dir)
     if _plots_stale(run_dir):
         render_plots(run_dir)
     run = load_run(run_dir)
-    sel = None
-    if (run_dir / SELECTION_CSV).exists():
-        try:
-            sel = pd.read_csv(run_dir / SELECTION_CSV)
-        except (OSError, ValueError) as e:
-            raise SchemaError(run_dir / SELECTION_CSV, None, f"cannot read: {e}") from None
+    sel = read_table(run_dir / SELECTION_CSV)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
     from sweeper.plots import load_verify
 

@@ -186,6 +186,20 @@ def write_results(run_dir: str | os.PathLike, df: pd.DataFrame) -> Path:
     return atomic_write_text(Path(run_dir) / RESULTS, buf.getvalue())
 
 
+def read_table(path: str | os.PathLike) -> pd.DataFrame | None:
+    """A CSV a later stage left in a run folder (selection.csv, verify_timing.csv), or None
+    when the stage has not run; SchemaError when it is there but unreadable."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise SchemaError(path, None, f"cannot read: {e}") from None
+
+
 def read_results(run_dir: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 

@@ -379,10 +379,13 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
     With one pass this is the single measurement's verdict. With more, a size fails parity
     or loses only when the failure repeats: a CI covers one measurement's sampling noise,
     and a repeat moves small kernels' ratios by more than that, at the same buffer address
-    as much as at another (results/h200/README.md, session 5). Sizes that fail in some passes only are listed
-    apart (`unrepeated_*`), and `pass_spread` gives the measured pass-to-pass noise.
-    Failure entries are the first pass's row with `passes`: every pass's row of that size.
+    as much as at another (results/h200/README.md, session 5). Sizes that fail in some
+    passes only are listed apart (`unrepeated_*`), and `pass_spread` gives the measured
+    pass-to-pass noise. Failure entries are the first pass's row with `passes`: every
+    pass's row of that size (`pass_values` formats them).
     """
+    from sweeper.select import below_baseline
+
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dtype"], r["ws_bytes"]), []).append(r)
@@ -397,7 +400,7 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
         return every, some
 
     off, off_some = split(lambda r: abs(r["vs_numba"] - 1) > parity)
-    loses, loses_some = split(lambda r: r["ratio_hi"] < 1.0)
+    loses, loses_some = split(below_baseline)
     wrong = [r for r in rows if not r["bit_exact_after_timing"]]
     return {
         "sizes": len(groups),
@@ -412,6 +415,17 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
         "pass_spread": pass_spread(groups.values()),
         "ok": not (off or loses or wrong),
     }
+
+
+def pass_values(failure: dict, what: str) -> list[str]:
+    """A timing_verdict failure's value in each of its passes: the ratio to the baseline
+    with its CI (what="ratio") or the export's time over Numba's (what="parity")."""
+    if what == "parity":
+        return [f"{float(x['vs_numba']):.3f}x of Numba" for x in failure.get("passes") or [failure]]
+    return [
+        f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]"
+        for x in failure.get("passes") or [failure]
+    ]
 
 
 def pass_spread(groups) -> dict | None:
