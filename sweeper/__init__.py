@@ -1,7 +1,7 @@
 """sweeper: byte-gap-free sweeps and launch-policy selection for memory-bound GPU kernels.
 
 `import sweeper` never imports numba.cuda or touches a driver: only the kernels package,
-sweeper.measure and the GPU side of sweeper.runner do, and they are imported lazily.
+sweeper.run.timers and the GPU side of sweeper.run.runner do, and they are imported lazily.
 """
 
 __version__ = "0.1.0"

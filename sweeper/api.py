@@ -10,15 +10,15 @@ from __future__ import annotations
 
 
 def gpus() -> list:
-    """The GPU spec table (list of sweeper.gpus.GpuSpec), every row with its source."""
-    from sweeper.gpus import SPECS
+    """The GPU spec table (list of sweeper.plan.gpus.GpuSpec), every row with its source."""
+    from sweeper.plan.gpus import SPECS
 
     return list(SPECS)
 
 
 def detect_gpu():
-    """Attributes of the real device 0 (sweeper.gpus.DeviceInfo); NoGPUError without one."""
-    from sweeper.gpus import detect
+    """Attributes of the real device 0 (sweeper.plan.gpus.DeviceInfo); NoGPUError without one."""
+    from sweeper.plan.gpus import detect
 
     return detect()
 
@@ -35,8 +35,8 @@ def plan(
     """
     from pathlib import Path
 
-    from sweeper import gpus as gpumod
-    from sweeper import plan as planmod
+    from sweeper.plan import gpus as gpumod
+    from sweeper.plan import planfile as planmod
 
     if gpu.strip().lower() == "auto":
         spec, notes = gpumod.spec_for_device(gpumod.detect())
@@ -60,7 +60,8 @@ def plot(
 ) -> list:
     """Render every figure of a run folder (default: the newest under `root`) into
     <run>/plots/; returns the files written (list of Path). Never measures."""
-    from sweeper.report import render_plots, resolve_run
+    from sweeper.report.plots import render_plots
+    from sweeper.runfolder import resolve_run
 
     return render_plots(resolve_run(run, root), formats, top, heatmap_top)
 
@@ -68,7 +69,8 @@ def plot(
 def report(run: str | None = None, root: str = "results"):
     """Write <run>/REPORT.md (default run: the newest under `root`), rendering the plots
     first if they are missing or older than the results/policy; returns its Path."""
-    from sweeper.report import resolve_run, write_report
+    from sweeper.report.report import write_report
+    from sweeper.runfolder import resolve_run
 
     return write_report(resolve_run(run, root))
 
@@ -81,7 +83,7 @@ def find_plan(gpu_key: str, sweeps: str = "sweeps"):
     from pathlib import Path
 
     from sweeper.errors import SweeperError
-    from sweeper.plan import load_plan
+    from sweeper.plan.planfile import load_plan
 
     found = []
     for path in sorted(Path(sweeps).glob("*.json")):
@@ -121,19 +123,19 @@ def run(
     run folder. `resume` is True (newest run for this GPU) or a run folder."""
     from pathlib import Path
 
-    from sweeper.columns import MODES
+    from sweeper.analyze.columns import MODES
+    from sweeper.analyze.store import load_manifest, newest_run
     from sweeper.errors import PlanMismatchError, SweeperError
-    from sweeper.measure import Stopping
-    from sweeper.plan import load_plan
-    from sweeper.runner import RunConfig, start
-    from sweeper.search import SearchParams
-    from sweeper.store import load_manifest, newest_run
+    from sweeper.plan.planfile import load_plan
+    from sweeper.run.runner import RunConfig, start
+    from sweeper.run.search import SearchParams
+    from sweeper.run.stats import Stopping
 
     for m in modes or ["hot"]:
         if m not in MODES:
             raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
     if executor is None:
-        from sweeper.gpus import detect, spec_for_device
+        from sweeper.plan.gpus import detect, spec_for_device
 
         info = detect()
         spec, _notes = spec_for_device(info)
@@ -183,7 +185,7 @@ def run(
         run_id=run_id,
     )
     if executor is None:
-        from sweeper.executor import GpuExecutor
+        from sweeper.run.executor import GpuExecutor
 
         executor = GpuExecutor(
             baseline=baseline,
@@ -198,7 +200,7 @@ def run(
 def run_summary(run_dir) -> dict:
     """Per mode x dtype: cells, sizes, non-ok cells, best-per-size ratio range vs the baseline,
     % of copy at the largest size. Strings, ready for a table."""
-    from sweeper.store import load_run
+    from sweeper.analyze.store import load_run
 
     data = load_run(run_dir)
     df = data.results
@@ -251,7 +253,7 @@ def run_summary(run_dir) -> dict:
 def _run_dir(run: str | None, root: str):
     from pathlib import Path
 
-    from sweeper.store import newest_run
+    from sweeper.analyze.store import newest_run
 
     return Path(run) if run else newest_run(root)
 
@@ -260,8 +262,8 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     """Per mode x pattern x dtype x size: the chosen config, its GB/s, % of copy, ratio to the
     baseline with CI, runner-up and margin. Writes <run>/selection.csv and selection.md;
     returns the DataFrame."""
-    from sweeper import select as sel
-    from sweeper.store import load_run
+    from sweeper.analyze import select as sel
+    from sweeper.analyze.store import load_run
 
     data = load_run(_run_dir(run, root))
     tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
@@ -281,9 +283,9 @@ def policy_build(
 ):
     """Build <run>/policy.json (fewest bands per dtype; refuses boundaries in brackets wider
     than the plan resolution). Returns (path, policy dict)."""
-    from sweeper import policy as pol
-    from sweeper.select import DEFAULT_TOLERANCE
-    from sweeper.store import load_run
+    from sweeper.analyze import policy as pol
+    from sweeper.analyze.select import DEFAULT_TOLERANCE
+    from sweeper.analyze.store import load_run
 
     data = load_run(_run_dir(run, root))
     doc = pol.build_policy(
@@ -300,7 +302,7 @@ def policy_build(
 
 def policy_merge(paths: list[str], out: str):
     """Merge per-GPU policies into one rule keyed by (cc, l2_bytes); returns (path, doc)."""
-    from sweeper import policy as pol
+    from sweeper.analyze import policy as pol
 
     docs = [pol.load_policy(p) for p in paths]
     merged = pol.merge_docs(docs, [str(p) for p in paths])
@@ -310,7 +312,7 @@ def policy_merge(paths: list[str], out: str):
 
 def policy_show(path: str) -> str:
     """A readable summary of a policy or merged policy."""
-    from sweeper import policy as pol
+    from sweeper.analyze import policy as pol
 
     doc = pol.load_any(path)
     import json
@@ -331,7 +333,7 @@ def verify(policy: str, out_dir: str | None = None, timing: bool = True, passes:
     """GPU: build the exported header, check it bit-exact on every dtype, and (timing) time it
     over the run's sizes against its Numba variant and the baseline, in `passes` passes; a
     size fails only if it fails in every pass (see verify.py)."""
-    from sweeper.verify import verify as do_verify
+    from sweeper.export.verify import verify as do_verify
 
     return do_verify(policy, out_dir, timing=timing, passes=passes)
 
@@ -371,7 +373,7 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most
     `tolerance`, overall and per working-set decade."""
-    from sweeper.store import load_run
+    from sweeper.analyze.store import load_run
 
     a, b = load_run(run_a).results, load_run(run_b).results
     key = ["mode", "dtype", "n", "role", "config"]

@@ -162,7 +162,7 @@ def run_cmd(
 
     executor = None
     if replay:
-        from sweeper.replay import ReplayExecutor
+        from sweeper.run.replay import ReplayExecutor
 
         executor = ReplayExecutor(replay)
     console = _console()
@@ -416,7 +416,7 @@ def _echo_timing(t: dict, rep: dict) -> None:
             f"pass to pass, the ratio to the baseline moved by a median {sp['median']:.2%}, "
             f"p95 {sp['p95']:.2%}, max {sp['max']:.2%} ({sp['n']} repeats)"
         )
-    from sweeper.verify import pass_values
+    from sweeper.export.verdict import pass_values
 
     kinds = (
         ("parity failures", "parity_failures", "PARITY", "parity"),

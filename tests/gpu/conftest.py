@@ -11,7 +11,7 @@ import pytest
 @functools.cache
 def _no_gpu_reason() -> str | None:
     from sweeper.errors import SweeperError
-    from sweeper.gpus import detect
+    from sweeper.plan.gpus import detect
 
     try:
         detect()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.executor import GpuExecutor
-from sweeper.measure import Stopping
+from sweeper.run.executor import GpuExecutor
+from sweeper.run.stats import Stopping
 
 N = 1 << 22  # 32 MiB working set in fp32
 
@@ -104,8 +104,8 @@ def test_a_process_whose_first_cell_is_cold_does_not_deadlock_the_blocking_kerne
     import sys
 
     code = (
-        "from sweeper.executor import GpuExecutor\n"
-        "from sweeper.measure import Stopping\n"
+        "from sweeper.run.executor import GpuExecutor\n"
+        "from sweeper.run.timers import Stopping\n"
         "from sweeper_kernels import Variant\n"
         "ex = GpuExecutor(stopping=Stopping(min_samples=4, max_samples=8, rel_tol=0.02,"
         " time_cap_s=1))\n"

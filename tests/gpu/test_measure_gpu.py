@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.measure import Bench, Stopping
+from sweeper.run.stats import Stopping
+from sweeper.run.timers import Bench
 
 STOP = Stopping(min_samples=8, max_samples=16, rel_tol=0.005)
 
@@ -60,7 +61,7 @@ def test_launch_overhead_is_excluded(bench):
 def test_guard_reset_clears_a_persisting_window_and_limit(bench):
     from cuda.bindings import driver as cu
 
-    from sweeper.measure import check
+    from sweeper.run.timers import check
 
     check(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bench.persisting_max))
     v = cu.CUstreamAttrValue()

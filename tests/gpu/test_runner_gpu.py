@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from sweeper.executor import GpuExecutor
-from sweeper.gpus import detect, spec_for_device
-from sweeper.measure import Stopping
-from sweeper.plan import make_plan
-from sweeper.runner import RunConfig, start
-from sweeper.store import load_manifest, load_run, read_trials
+from sweeper.analyze.store import load_manifest, load_run, read_trials
+from sweeper.plan.gpus import detect, spec_for_device
+from sweeper.plan.planfile import make_plan
+from sweeper.run.executor import GpuExecutor
+from sweeper.run.runner import RunConfig, start
+from sweeper.run.stats import Stopping
 
 STOP = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
 

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
+from sweeper.analyze.policy import write_policy
 from sweeper.errors import SweeperError
-from sweeper.policy import write_policy
 
 pytestmark = pytest.mark.gpu
 
@@ -67,7 +67,7 @@ def device():
 
 
 def test_exported_header_is_bit_exact_and_dispatches_like_python(tmp_path, device, monkeypatch):
-    from sweeper.verify import verify
+    from sweeper.export.verify import verify
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -82,9 +82,9 @@ def test_launchers_are_graph_capturable(tmp_path, device, monkeypatch):
     import numpy as np
     from numba import cuda
 
+    from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.policy import load_any
-    from sweeper.verify import build_exported_launchers, stream_handle
+    from sweeper.export.verify import build_exported_launchers, stream_handle
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -111,9 +111,9 @@ def test_launchers_are_graph_capturable(tmp_path, device, monkeypatch):
 
 
 def test_missing_dtype_is_an_error_not_a_silent_noop(tmp_path, device, monkeypatch):
+    from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.policy import load_any
-    from sweeper.verify import build_exported_launchers
+    from sweeper.export.verify import build_exported_launchers
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -133,9 +133,10 @@ def test_timing_passes_repeat_every_size_at_other_addresses(tmp_path, device, mo
     spacer, so this test does not assert they differ.)"""
     import importlib.util
 
+    from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.policy import load_any
-    from sweeper.verify import build_exported_launchers, timing_verdict, verify_timing
+    from sweeper.export.verdict import timing_verdict
+    from sweeper.export.verify import build_exported_launchers, verify_timing
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from sweeper import plan as P
 from sweeper.cli import app
+from sweeper.plan import planfile as P
 
 runner = CliRunner()
 

@@ -6,10 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper import api
+from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.cli import app
-from sweeper.gpus import lookup
-from sweeper.replay import ModelExecutor
-from sweeper.store import load_manifest, read_trials
+from sweeper.plan.gpus import lookup
+from sweeper.run.replay import ModelExecutor
 
 L2 = lookup("h200").l2_bytes
 
@@ -56,8 +56,8 @@ def test_run_replays_a_recorded_run_and_prints_a_summary(recorded, tmp_path):
 
 
 def test_run_without_a_gpu_is_one_clear_line(monkeypatch, tmp_path):
-    from sweeper import gpus
     from sweeper.errors import NoGPUError
+    from sweeper.plan import gpus
 
     def no_gpu(*a, **k):
         raise NoGPUError("no CUDA driver found")

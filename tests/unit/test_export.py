@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.columns import COLUMNS
+from sweeper.analyze.columns import COLUMNS
+from sweeper.analyze.policy import build_policy, config_at, merge_docs, write_policy
 from sweeper.errors import SweeperError
 from sweeper.export import export, render
-from sweeper.policy import build_policy, config_at, merge_docs, write_policy
 
 MiB = 1 << 20
 NVCC = shutil.which("nvcc")
@@ -289,16 +289,14 @@ def test_header_relu_word_is_bit_exact_on_host(tmp_path_factory, merged, dtype):
 
 def test_cli_module_runs_without_gpu():
     # exporting never imports numba (it must work on a laptop from a results folder)
-    code = (
-        "import sys, sweeper.export, sweeper.policy, sweeper.select; print('numba' in sys.modules)"
-    )
+    code = "import sys, sweeper.export, sweeper.analyze.policy, sweeper.analyze.select; print('numba' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
 
 
 @needs_nvcc
 def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypatch):
-    from sweeper.verify import build_exported_launchers, build_library
+    from sweeper.export.verify import build_exported_launchers, build_library
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     header = tmp_path / "relu_policy.cuh"

@@ -21,10 +21,17 @@ from pathlib import Path
 import pytest
 from sweeper_kernels import Variant
 
+from sweeper.analyze.policy import load_any
 from sweeper.export import render
-from sweeper.policy import load_any
-from sweeper.sass import find_nvdisasm, header_kernel, header_sass, memory_ops, numba_sass, prologue
-from sweeper.verify import find_nvcc
+from sweeper.export.sass import (
+    find_nvdisasm,
+    header_kernel,
+    header_sass,
+    memory_ops,
+    numba_sass,
+    prologue,
+)
+from sweeper.export.verify import find_nvcc
 
 POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-9" / "policy.json"
 NVCC, NVDISASM = find_nvcc(), find_nvdisasm()
@@ -82,7 +89,7 @@ def flat32_fns(tmp_path_factory):
         from tests.unit.test_export import all_hints_policy
     except ImportError:  # tests/ is not a package: pytest put tests/unit on sys.path
         from test_export import all_hints_policy
-    from sweeper.policy import merge_docs
+    from sweeper.analyze.policy import merge_docs
 
     header = tmp_path_factory.mktemp("sass32") / "relu_policy.cuh"
     header.write_text(render(merge_docs([all_hints_policy()], ["synthetic"]), "cuda"))

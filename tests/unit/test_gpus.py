@@ -9,8 +9,8 @@ from dataclasses import fields
 
 import pytest
 
-from sweeper import gpus
 from sweeper.errors import NoGPUError, SweeperError
+from sweeper.plan import gpus
 
 REQUIRED = {
     "3090", "4080", "4090", "5090", "rtx6000-ada", "l4", "l40s", "a10", "a100-40gb",
@@ -65,7 +65,7 @@ def test_unknown_lists_keys_on_one_line():
 
 def test_import_pulls_in_no_cuda():
     code = (
-        "import sys, sweeper, sweeper.gpus, sweeper.plan, sweeper.api\n"
+        "import sys, sweeper, sweeper.plan.gpus, sweeper.plan, sweeper.api\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'cuda'))\n"
         "assert not bad, bad\n"
     )

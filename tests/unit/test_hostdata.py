@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sweeper_kernels import reference_relu
 
-from sweeper.executor import HostData
+from sweeper.run.executor import HostData
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "int8"])

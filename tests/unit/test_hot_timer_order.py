@@ -12,8 +12,9 @@ import contextlib
 import numpy as np
 import pytest
 
-from sweeper import measure
-from sweeper.measure import Bench, Stopping
+from sweeper.run import timers as measure
+from sweeper.run.stats import Stopping
+from sweeper.run.timers import Bench
 
 
 class _Log(list):

@@ -1,4 +1,4 @@
-"""The L2 normalizer the timers run between the slots of a pairing (sweeper.measure): its PTX
+"""The L2 normalizer the timers run between the slots of a pairing (sweeper.run.timers): its PTX
 demotes one 128-byte line per iteration with applypriority, and ptxas accepts it."""
 
 import re
@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from sweeper.measure import NORMALIZE_SIGNATURE, normalize_function
+from sweeper.run.timers import NORMALIZE_SIGNATURE, normalize_function
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def ptx_text():
 
 
 def test_one_applypriority_per_line_in_a_grid_stride_loop_per_buffer(ptx_text):
-    from sweeper.measure import NORMALIZE_SPANS
+    from sweeper.run.timers import NORMALIZE_SPANS
 
     lines = ptx_text.splitlines()
     hits = [i for i, t in enumerate(lines) if "applypriority.global.L2::evict_normal" in t]

@@ -48,18 +48,21 @@ def test_committed_notebook_is_clean_and_uses_the_public_api():
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code and all(not c["outputs"] and c["execution_count"] is None for c in code)
     source = "\n".join("".join(c["source"]) for c in code)
-    imported = set(re.findall(r"^\s*(?:from|import)\s+(sweeper[\w.]*)", source, flags=re.M))
-    assert imported == {"sweeper"}
-    assert set(re.findall(r"from sweeper import (.+)", source)[0].replace(" ", "").split(",")) <= {
-        "api",
-        "store",
-        "plots",
+    imported = re.findall(r"^\s*from\s+(sweeper[\w.]*)\s+import\s+(.+)$", source, flags=re.M)
+    public = {
+        "sweeper": {"api"},
+        "sweeper.analyze": {"policy", "store"},
+        "sweeper.report": {"plots", "tables"},
     }
+    assert imported and all(
+        set(names.replace(" ", "").split(",")) <= public.get(mod, set()) for mod, names in imported
+    ), imported
+    assert not re.findall(r"^\s*import\s+sweeper", source, flags=re.M)
 
 
 def test_notebook_on_two_mode_run_with_policy(tmp_path, monkeypatch):
-    from sweeper import policy
-    from sweeper.store import write_run
+    from sweeper.analyze import policy
+    from sweeper.analyze.store import write_run
 
     run_dir = write_run(tmp_path / "testgpu" / "r1", synthetic_manifest(), synthetic_results())
     doc = policy.build_policy(synthetic_results(), synthetic_manifest())
@@ -76,7 +79,7 @@ def test_notebook_on_two_mode_run_with_policy(tmp_path, monkeypatch):
 
 
 def test_notebook_on_one_mode_run_without_policy(tmp_path, monkeypatch):
-    from sweeper.store import write_run
+    from sweeper.analyze.store import write_run
 
     run_dir = write_run(tmp_path / "r", synthetic_manifest(("cold",)), synthetic_results(("cold",)))
     monkeypatch.setenv("SWEEPER_NOTEBOOK_WRITE_REPORT", "0")
@@ -88,8 +91,8 @@ def test_notebook_on_one_mode_run_without_policy(tmp_path, monkeypatch):
 
 def test_notebook_on_the_newest_shipped_run(monkeypatch, tmp_path):
     """The real thing: the newest run under results/ (skipped until one is shipped)."""
+    from sweeper.analyze.store import newest_run
     from sweeper.errors import SweeperError
-    from sweeper.store import newest_run
 
     try:
         run_dir = newest_run(REPO / "results")
@@ -97,7 +100,7 @@ def test_notebook_on_the_newest_shipped_run(monkeypatch, tmp_path):
         pytest.skip("no run folder under results/ yet")
     monkeypatch.setenv("SWEEPER_NOTEBOOK_WRITE_REPORT", "0")  # leave the shipped run untouched
     out = "\n".join(execute(run_dir, monkeypatch))
-    from sweeper.store import load_manifest
+    from sweeper.analyze.store import load_manifest
 
     assert f"run `{load_manifest(run_dir)['run_id']}`" in out
     assert "IMAGES=0" not in out

@@ -1,9 +1,9 @@
-"""sweeper.pairing: the baseline's time next to evict_last candidates vs the others."""
+"""sweeper.report.pairing: the baseline's time next to evict_last candidates vs the others."""
 
 import pandas as pd
 
-from sweeper.pairing import evict_last_contamination
-from sweeper.report import pairing_check
+from sweeper.report.report import pairing_check
+from sweeper.report.pairing import evict_last_contamination
 
 MiB = 1 << 20
 
@@ -58,7 +58,7 @@ def test_no_comparable_cells():
 
 
 def test_permutation_p_exact_on_a_tiny_case():
-    from sweeper.pairing import permutation_p
+    from sweeper.report.pairing import permutation_p
 
     # 4 values split 2 + 2: 6 splits; only {3, 4} vs {1, 2} reaches the observed ratio
     assert permutation_p([3.0, 4.0], [1.0, 2.0]) == 1 / 6
@@ -68,7 +68,7 @@ def test_permutation_p_exact_on_a_tiny_case():
 def test_permutation_p_separates_a_shift_from_noise():
     import numpy as np
 
-    from sweeper.pairing import permutation_p
+    from sweeper.report.pairing import permutation_p
 
     rng = np.random.default_rng(1)
     base = rng.normal(10.0, 0.3, 40)

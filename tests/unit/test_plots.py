@@ -11,8 +11,9 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
-from sweeper import plots
-from sweeper.plots import MiB, RunInfo
+from sweeper.analyze import policy as policymod
+from sweeper.report import plots, tables
+from sweeper.report.plots import MiB, RunInfo
 
 L2 = 64 * MiB
 PERSIST = 40 * MiB
@@ -116,7 +117,7 @@ def synthetic_results(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> pd.D
                             gbps=9999.0,
                         )
                     rows.append(row)
-    from sweeper.store import coerce
+    from sweeper.analyze.store import coerce
 
     return coerce(pd.DataFrame(rows))
 
@@ -175,7 +176,7 @@ def synthetic_bands() -> dict:
 
 
 def write_synthetic_run(path: Path, modes=("hot", "cold")) -> Path:
-    from sweeper.store import write_run
+    from sweeper.analyze.store import write_run
 
     return write_run(path, synthetic_manifest(modes), synthetic_results(modes))
 
@@ -207,7 +208,7 @@ def test_run_info_from_manifest(info):
 
 
 def test_best_per_size_ignores_non_ok_rows(df):
-    best = plots.best_per_size(df)
+    best = tables.best_per_size(df)
     # one row per (mode, dtype, size)
     assert len(best) == 2 * 2 * len(SIZES)
     mode, dtype, ws, config = BAD_CELL
@@ -303,7 +304,7 @@ def test_heatmap_values_in_range_with_100_at_best(df, info):
     # the 3 configs that win somewhere (fp16 hot: CONFIGS[2] wins the size where CONFIGS[1]
     # is not ok); every sampled size a column
     assert a.shape == (3, len(SIZES))
-    assert plots.shown_configs(d, 1) == [STREAMING]  # most wins: 14 sizes above L2
+    assert tables.shown_configs(d, 1) == [STREAMING]  # most wins: 14 sizes above L2
     assert np.nanmin(a) >= 0 and np.nanmax(a) <= 100
     assert np.allclose(np.nanmax(a, axis=0), 100.0)
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -333,9 +334,9 @@ def test_policy_figure_one_span_per_band(info):
 
 def test_band_config_is_lo_closed_hi_open():
     bands = synthetic_bands()["fp32"]
-    assert plots.band_config(bands, BOUNDARY - 1) == CONFIGS[1]
-    assert plots.band_config(bands, BOUNDARY) == STREAMING
-    assert plots.band_config(bands, 1) == CONFIGS[1]
+    assert tables.band_config(bands, BOUNDARY - 1) == CONFIGS[1]
+    assert tables.band_config(bands, BOUNDARY) == STREAMING
+    assert tables.band_config(bands, 1) == CONFIGS[1]
 
 
 def test_figures_one_set_per_mode(df, info):
@@ -356,26 +357,26 @@ def test_write_plots_png_and_svg(df, info, tmp_path):
 
 
 def test_fmt_mib():
-    assert plots.fmt_mib(64 * MiB) == "64"
-    assert plots.fmt_mib(33.6e6, 3) == "32"
-    assert plots.fmt_mib(MiB // 2) == "0.5"
-    assert plots.fmt_mib(4096) == "4 KiB"
-    assert plots.fmt_mib(1234 * MiB, 3) == "1234"  # never 1.23e+03
+    assert tables.fmt_mib(64 * MiB) == "64"
+    assert tables.fmt_mib(33.6e6, 3) == "32"
+    assert tables.fmt_mib(MiB // 2) == "0.5"
+    assert tables.fmt_mib(4096) == "4 KiB"
+    assert tables.fmt_mib(1234 * MiB, 3) == "1234"  # never 1.23e+03
 
 
 def test_bands_from_a_built_policy(tmp_path):
-    from sweeper import policy
+    from sweeper.analyze import policy
 
-    assert plots.load_bands(tmp_path) is None
+    assert policymod.load_bands(tmp_path) is None
     doc = policy.build_policy(synthetic_results(("hot",)), synthetic_manifest(("hot",)))
     policy.write_policy(tmp_path / "policy.json", doc)
-    bands = plots.load_bands(tmp_path)
+    bands = policymod.load_bands(tmp_path)
     assert set(bands) == {"fp32", "fp16"}
     for dtype, bs in bands.items():
         # default loads inside L2, streaming above it, one boundary between 64 and 72 MiB
         assert [c for _, _, c in bs][-1] == STREAMING
         assert 64 * MiB < bs[-1][0] <= 72 * MiB and bs[-1][1] is None and bs[0][0] == 0
-        assert plots.band_config(bs, 32 * MiB) != STREAMING, dtype
+        assert tables.band_config(bs, 32 * MiB) != STREAMING, dtype
 
 
 def synthetic_verify(passes: int = 2) -> pd.DataFrame:

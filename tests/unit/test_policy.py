@@ -12,23 +12,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.columns import COLUMNS
-from sweeper.errors import SchemaError, SweeperError
-from sweeper.gpus import lookup
-from sweeper.plan import make_plan
-from sweeper.policy import (
+from sweeper.analyze.bands import greedy_band_count, segment
+from sweeper.analyze.columns import COLUMNS
+from sweeper.analyze.policy import (
     build_policy,
     config_at,
     describe,
-    greedy_band_count,
     load_any,
     load_merged,
     load_policy,
     merge_docs,
-    segment,
     write_merged,
     write_policy,
 )
+from sweeper.errors import SchemaError, SweeperError
+from sweeper.plan.gpus import lookup
+from sweeper.plan.planfile import make_plan
 
 MiB = 1 << 20
 L2 = 72 * MiB
@@ -328,8 +327,8 @@ def test_merge_refuses_two_policies_for_one_gpu():
 def test_cli_select_policy_export(tmp_path):
     from typer.testing import CliRunner
 
+    from sweeper.analyze.store import write_run
     from sweeper.cli import app
-    from sweeper.store import write_run
 
     run = tmp_path / "results" / "synth" / "r1"
     write_run(run, manifest(), cliff_results({"fp32": new_sizes("fp32")}))

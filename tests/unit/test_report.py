@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from sweeper import api
 from sweeper.cli import app
-from sweeper.report import SECTIONS, largest_gaps
+from sweeper.report.report import SECTIONS, largest_gaps
 
 try:
     from tests.unit.test_plots import (
@@ -126,8 +126,8 @@ def test_largest_gaps_orders_by_ratio():
 
 
 def test_report_with_selection_and_policy(run_dir):
-    from sweeper import policy, select
-    from sweeper.store import load_run
+    from sweeper.analyze import policy, select
+    from sweeper.analyze.store import load_run
 
     run = load_run(run_dir)
     sel = select.select(run.results)
@@ -185,7 +185,7 @@ def test_cli_plot_rejects_unknown_format(run_dir):
 
 
 def test_report_on_a_hot_only_run_has_no_modes_figure(tmp_path):
-    from sweeper.store import write_run
+    from sweeper.analyze.store import write_run
 
     d = write_run(tmp_path / "r", synthetic_manifest(("hot",)), synthetic_results(("hot",)))
     text = api.report(str(d)).read_text()
@@ -193,14 +193,14 @@ def test_report_on_a_hot_only_run_has_no_modes_figure(tmp_path):
 
 
 def test_coverage_flags_a_dense_band_hole(tmp_path):
-    from sweeper.plots import MiB
-    from sweeper.store import write_run
+    from sweeper.analyze.store import write_run
+    from sweeper.report.plots import MiB
 
     df = synthetic_results(("hot",))
     df = df[~df["ws_bytes"].isin([80 * MiB, 88 * MiB])]  # a 24 MiB hole above L2
     d = write_run(tmp_path / "r", synthetic_manifest(("hot",)), df)
-    from sweeper.report import coverage
-    from sweeper.store import load_run
+    from sweeper.analyze.store import load_run
+    from sweeper.report.report import coverage
 
     run = load_run(d)
     text = "\n".join(coverage(run.results, run.manifest))

@@ -1,6 +1,6 @@
 """The runner's logic on the CPU: ordering, pairing, pruning, refinement, guards, resume.
 
-Driven through the real runner with a synthetic-GPU executor (sweeper.replay.ModelExecutor)
+Driven through the real runner with a synthetic-GPU executor (sweeper.run.replay.ModelExecutor)
 and a replay of a recorded run; nothing here mocks Numba.
 """
 
@@ -10,14 +10,14 @@ import json
 
 import pytest
 
+from sweeper.analyze.store import load_manifest, load_run, read_trials
 from sweeper.errors import PlanMismatchError
-from sweeper.gpus import lookup
-from sweeper.measure import Stopping
-from sweeper.plan import make_plan
-from sweeper.replay import ModelExecutor, ReplayExecutor
-from sweeper.runner import RunConfig, start
-from sweeper.search import SearchParams
-from sweeper.store import load_manifest, load_run, read_trials
+from sweeper.plan.gpus import lookup
+from sweeper.plan.planfile import make_plan
+from sweeper.run.replay import ModelExecutor, ReplayExecutor
+from sweeper.run.runner import RunConfig, start
+from sweeper.run.search import SearchParams
+from sweeper.run.stats import Stopping
 
 L2 = lookup("h200").l2_bytes
 CROSS = 0.9 * L2  # where "keep" stops winning and "stream" starts
@@ -179,7 +179,7 @@ def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
     not be resumed after it (two versions of one config name in one run)."""
     import json
 
-    from sweeper.store import TRIALS
+    from sweeper.analyze.store import TRIALS
 
     run_dir = start(cfg(plan, tmp_path), model())
     path = run_dir / TRIALS
@@ -244,7 +244,7 @@ def test_manifest_records_provenance(complete):
 
 
 def test_survivors_are_capped_keeping_every_screening_winner():
-    from sweeper.search import survivors
+    from sweeper.run.search import survivors
 
     rows = []
     for n, winner in ((1, "w1"), (2, "w2")):
@@ -298,7 +298,7 @@ def _outer_cross_model():
 
 
 def test_bracket_points_are_the_midpoints_of_too_wide_policy_gaps():
-    from sweeper.search import bracket_points
+    from sweeper.run.search import bracket_points
 
     def row(ws, config, gbps):
         n = ws // 8
@@ -319,8 +319,8 @@ def test_bracket_points_are_the_midpoints_of_too_wide_policy_gaps():
 
 
 def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
+    from sweeper.analyze.policy import build_policy
     from sweeper.errors import SweeperError
-    from sweeper.policy import build_policy
 
     no_brackets = SearchParams(max_refine_rounds=0, max_bracket_rounds=0)
     c = cfg(plan, tmp_path)

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from sweeper.columns import COLUMNS
+from sweeper.analyze.columns import COLUMNS
+from sweeper.analyze.select import select, simplicity_key, write_selection
 from sweeper.errors import SweeperError
-from sweeper.select import select, simplicity_key, write_selection
 
 VARIANTS = {
     "plain": dict(vec_bytes=16, unroll=1, load_hint="default", store_hint="default", block=256, grid="onepass"),
@@ -132,7 +132,7 @@ def test_a_tie_never_goes_to_a_config_below_the_baseline_when_a_tied_one_is_not(
     a config tied with it (inside the tolerance) does not: the tie goes to the latter, in the
     selection and in the sets the policy is segmented on. When every tied config is below,
     nothing changes (there is nothing better to choose)."""
-    from sweeper.select import acceptable_sets
+    from sweeper.analyze.select import acceptable_sets
 
     ws, t_base = 1 << 20, (1 << 20) / 1000.0 / 1e3  # the baseline at 1000 GB/s
     rows = [

@@ -3,8 +3,8 @@ which decides whether the untimed soak must run to reach an after-N-calls change
 
 import numpy as np
 
-from sweeper.executor import SOAK_CALLS, timed_calls
-from sweeper.measure import PairTiming
+from sweeper.run.executor import SOAK_CALLS, timed_calls
+from sweeper.run.stats import PairTiming
 
 
 def _timing(mode: str, samples: int, calls: int) -> PairTiming:
@@ -26,8 +26,8 @@ def test_after_write_counts_like_cold():
 
 
 def test_each_buffer_swapped_half_takes_half_the_samples_and_time():
-    from sweeper.executor import half_stopping
-    from sweeper.measure import Stopping
+    from sweeper.run.executor import half_stopping
+    from sweeper.run.stats import Stopping
 
     h = half_stopping(Stopping(min_samples=6, max_samples=16, time_cap_s=2.0))
     assert (h.min_samples, h.max_samples, h.time_cap_s) == (3, 8, 1.0)
@@ -35,7 +35,7 @@ def test_each_buffer_swapped_half_takes_half_the_samples_and_time():
 
 
 def test_merged_halves_keep_pairs_adjacent_and_orders_concatenated():
-    from sweeper.executor import merge_timings
+    from sweeper.run.executor import merge_timings
 
     a = PairTiming(np.array([1.0, 2.0]), np.array([3.0, 4.0]), 10, "hot", list("ABBA"))
     b = PairTiming(np.array([5.0]), np.array([6.0]), 12, "hot", list("AB"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.executor import merge_timings
-from sweeper.measure import PairTiming, parts_median_ci, parts_ratio_ci, ratio_ci
+from sweeper.run.executor import merge_timings
+from sweeper.run.stats import PairTiming, parts_median_ci, parts_ratio_ci, ratio_ci
 
 
 def _noisy(rng, centre, k, rel=0.01):

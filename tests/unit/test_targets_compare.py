@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sweeper import api
-from sweeper.gpus import lookup
-from sweeper.replay import ModelExecutor
-from sweeper.targets import MiB, scorecard, scorecard_markdown
+from sweeper.plan.gpus import lookup
+from sweeper.report.checks import MiB, scorecard, scorecard_markdown
+from sweeper.run.replay import ModelExecutor
 
 L2 = lookup("h200").l2_bytes
 
@@ -32,7 +32,7 @@ def _policy(config="a"):
 
 
 def test_scorecard_knows_which_targets_a_model_meets(tmp_path):
-    from sweeper.store import load_run
+    from sweeper.analyze.store import load_run
 
     res = load_run(_run(tmp_path, "r")).results
     card = {(c["target"], c["dtype"]): c for c in scorecard(res, _policy(), L2)}

@@ -10,7 +10,7 @@ Fields whose value no source seen could confirm are listed in `unverified`; trus
 `sweeper plan --gpu auto` on the real device over any table row.
 
 Nothing here imports numba or the CUDA bindings at module level: `detect()` imports
-`cuda.bindings.driver` inside the function, so `import sweeper.gpus` works without a driver.
+`cuda.bindings.driver` inside the function, so `import sweeper.plan.gpus` works without a driver.
 """
 
 from __future__ import annotations

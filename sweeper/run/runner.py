@@ -1,7 +1,7 @@
 """Execute a plan: screen -> sweep survivors -> refine crossovers; resumable, append-only.
 
 The runner decides WHAT to measure and in which order, and records every cell; an Executor
-decides HOW (sweeper.executor on the GPU; sweeper.replay for CPU tests and demos). Every
+decides HOW (sweeper.run.executor on the GPU; sweeper.run.replay for CPU tests and demos). Every
 decision is a function of the recorded rows, so a resumed run continues exactly where the
 interrupted one stopped without repeating or losing a finished cell.
 """
@@ -18,17 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sweeper import __version__
-from sweeper.errors import PlanMismatchError, SweeperError
-from sweeper.measure import Stopping
-from sweeper.plan import DTYPES, Plan
-from sweeper.search import (
-    SearchParams,
-    bracket_points,
-    refinement_points,
-    screen_sizes,
-    survivors,
-)
-from sweeper.store import (
+from sweeper.analyze.store import (
     MANIFEST,
     TRIALS,
     TRIALS_GZ,
@@ -40,12 +30,23 @@ from sweeper.store import (
     write_manifest,
     write_results,
 )
+from sweeper.errors import PlanMismatchError, SweeperError
+from sweeper.plan.ladder import DTYPES
+from sweeper.plan.planfile import Plan
+from sweeper.run.search import (
+    SearchParams,
+    bracket_points,
+    refinement_points,
+    screen_sizes,
+    survivors,
+)
+from sweeper.run.stats import Stopping
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
 
 
 class Executor(Protocol):
-    """How cells get measured. Rows returned use the columns of sweeper.columns."""
+    """How cells get measured. Rows returned use the columns of sweeper.analyze.columns."""
 
     def describe(self) -> dict: ...
 

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sweeper.analyze.policy import DTYPES, ITEMSIZE
 from sweeper.errors import NoGPUError, SweeperError
-from sweeper.policy import DTYPES, ITEMSIZE
+from sweeper.export.verdict import timing_verdict
 
 Launcher = Callable[[int, int, int, int], None]
 STORAGE = {"fp32": np.uint32, "fp16": np.uint16, "bf16": np.uint16, "int8": np.uint8}
@@ -268,7 +269,7 @@ def verify_bits(
     return results
 
 
-# ---- timing (for the lead to wire to sweeper.measure) ------------------------------------------
+# ---- timing (for the lead to wire to sweeper.run.timers) ------------------------------------------
 
 
 def verify_timing(
@@ -282,7 +283,7 @@ def verify_timing(
     on_row=None,
     passes: int = 1,
 ) -> list[dict]:
-    """Time each exported launcher with the run's harness (sweeper.measure), per size:
+    """Time each exported launcher with the run's harness (sweeper.run.timers), per size:
 
     * against the Numba variant it dispatches to (ABBA, separate buffers): the export must
       reproduce the Numba measurement (`vs_numba` ratio with CI, 1.0 = identical);
@@ -295,7 +296,7 @@ def verify_timing(
     `on_row(rows)` is called after every size (verify uses it to keep a partial CSV on disk,
     so an interrupted verify still leaves what it measured).
     """
-    from sweeper.executor import GpuExecutor
+    from sweeper.run.executor import GpuExecutor
 
     if passes < 1:
         raise SweeperError(f"passes must be at least 1, got {passes}")
@@ -312,7 +313,7 @@ def _time_pass(ex, launchers, select_config, sizes, cc, l2_bytes, mode, pass_no,
     """One timing pass of `verify_timing` over every size, appending to `rows`."""
     from sweeper_kernels import Variant, get_launcher
 
-    from sweeper.executor import _ptr
+    from sweeper.run.executor import _ptr
 
     for dtype, ns in sizes.items():
         for n in ns:
@@ -368,77 +369,6 @@ def _time_pass(ex, launchers, select_config, sizes, cc, l2_bytes, mode, pass_no,
             ex.release(dtype, n)
 
 
-def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
-    """Pass/fail of the timing checks, per size over its timing passes (rows without a
-    `pass` are one pass):
-
-    * parity: the export is off its Numba variant by more than `parity` in EVERY pass;
-    * loss: the ratio to the baseline has its CI wholly below 1 in EVERY pass;
-    * bit failures: a wrong output after timing in ANY pass.
-
-    With one pass this is the single measurement's verdict. With more, a size fails parity
-    or loses only when the failure repeats: a CI covers one measurement's sampling noise,
-    and a repeat moves small kernels' ratios by more than that, at the same buffer address
-    as much as at another (results/h200/README.md, session 5). Sizes that fail in some
-    passes only are listed apart (`unrepeated_*`), and `pass_spread` gives the measured
-    pass-to-pass noise. Failure entries are the first pass's row with `passes`: every
-    pass's row of that size (`pass_values` formats them).
-    """
-    from sweeper.select import below_baseline
-
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["dtype"], r["ws_bytes"]), []).append(r)
-    n_passes = max((len(g) for g in groups.values()), default=0)
-
-    def split(bad):
-        every, some = [], []
-        for g in groups.values():
-            hits = [bad(r) for r in g]
-            if any(hits):
-                (every if all(hits) else some).append({**g[0], "passes": g})
-        return every, some
-
-    off, off_some = split(lambda r: abs(r["vs_numba"] - 1) > parity)
-    loses, loses_some = split(below_baseline)
-    wrong = [r for r in rows if not r["bit_exact_after_timing"]]
-    return {
-        "sizes": len(groups),
-        "passes": n_passes,
-        "parity_failures": off,
-        "baseline_losses": loses,
-        "unrepeated_parity_failures": off_some,
-        "unrepeated_losses": loses_some,
-        "bit_failures": wrong,
-        "max_parity_dev": max((abs(r["vs_numba"] - 1) for r in rows), default=0.0),
-        "min_ratio": min((r["ratio"] for r in rows), default=float("nan")),
-        "pass_spread": pass_spread(groups.values()),
-        "ok": not (off or loses or wrong),
-    }
-
-
-def pass_values(failure: dict, what: str) -> list[str]:
-    """A timing_verdict failure's value in each of its passes: the ratio to the baseline
-    with its CI (what="ratio") or the export's time over Numba's (what="parity")."""
-    if what == "parity":
-        return [f"{float(x['vs_numba']):.3f}x of Numba" for x in failure.get("passes") or [failure]]
-    return [
-        f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]"
-        for x in failure.get("passes") or [failure]
-    ]
-
-
-def pass_spread(groups) -> dict | None:
-    """Pass-to-pass noise of the ratio to the baseline: over sizes timed in two or more
-    passes, |ratio of a later pass / ratio of pass 1 - 1| (median, p95, max). None with one
-    pass."""
-    devs = [abs(r["ratio"] / g[0]["ratio"] - 1) for g in groups for r in g[1:]]
-    if not devs:
-        return None
-    q = np.quantile(np.asarray(devs), [0.5, 0.95])
-    return {"median": float(q[0]), "p95": float(q[1]), "max": float(max(devs)), "n": len(devs)}
-
-
 def verify(
     policy_path: str | os.PathLike,
     out_dir: str | os.PathLike | None = None,
@@ -450,8 +380,8 @@ def verify(
     `timing`, time it at every size of the policy's run in `passes` passes (timing_verdict)."""
     import importlib.util
 
+    from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.policy import load_any
 
     if passes < 1:
         raise SweeperError(f"--passes must be at least 1, got {passes}")
@@ -521,7 +451,7 @@ def run_sizes(run_dir: Path, dtypes, doc: dict) -> tuple[str, dict[str, list[int
     """The mode and the sizes, per dtype, that verify times: those the policy's run measured,
     in hot mode if the run has it, else in the run's first mode (a cold-only run is verified
     cold). Raises when the run measured none of the policy's dtypes."""
-    from sweeper.store import load_run
+    from sweeper.analyze.store import load_run
 
     try:
         df = load_run(run_dir).results

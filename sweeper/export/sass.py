@@ -104,7 +104,7 @@ def numba_sass(variant, arch: str, nvdisasm: str) -> list[str]:
 
 def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:
     """The header kernel that implements `variant` (by its Itanium-mangled template args)."""
-    from sweeper.export import _hint_struct
+    from sweeper.export.cuda import _hint_struct
 
     flat = variant.grid in ("flat", "flat32")
     kname = "16relu_flat_kernel" if flat else "11relu_kernel"

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.columns import MODES
-from sweeper.plots import DTYPE_ORDER, MiB, best_per_size, dtypes_in, facets, fmt_mib
+from sweeper.analyze.columns import MODES
+from sweeper.report.plots import PLOTS, _plots_stale, plot_order, render_plots
+from sweeper.report.tables import DTYPE_ORDER, best_per_size, dtypes_in, facets, fmt_mib
+from sweeper.units import MiB
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -316,7 +318,7 @@ def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
 
 def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     """The baseline's time next to evict_last candidates vs next to the others, same size."""
-    from sweeper.pairing import ALPHA, FLAG, evict_last_contamination
+    from sweeper.report.pairing import ALPHA, FLAG, evict_last_contamination
 
     harness = manifest.get("harness") or {}
     normalized = harness.get("l2_normalize_between_slots")
@@ -398,7 +400,7 @@ def targets_section(
 ) -> list[str]:
     if doc is None:
         return ["No policy yet: the targets are checked on the policy's configs."]
-    from sweeper.targets import scorecard, scorecard_markdown
+    from sweeper.report.checks import scorecard, scorecard_markdown
 
     mode = (doc.get("provenance") or {}).get("mode", "hot")
     l2 = int(doc.get("l2_bytes") or manifest["device"]["l2_bytes"])
@@ -421,7 +423,7 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
             "Not verified yet: `sweeper verify <run>/policy.json` on a GPU builds the exported "
             "header, checks it bit-exact and times it here."
         ]
-    from sweeper.verify import pass_values, timing_verdict
+    from sweeper.export.verdict import pass_values, timing_verdict
 
     rows = vt.to_dict("records")
     v = timing_verdict(rows)
@@ -515,82 +517,12 @@ def build_report(
     return "\n".join(lines).rstrip() + "\n"
 
 
-# ---- run-folder IO (what api.plot / api.report call) ---------------------------------------
-
-PLOTS = "plots"
-FORMATS = ("png", "svg", "pdf")
-_ORDER = ("bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
-
-
-def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
-    """The run folder to work on: `run`, or the newest under `root` when None."""
-    from sweeper.errors import SweeperError
-    from sweeper.store import MANIFEST, newest_run
-
-    if run is None:
-        return newest_run(root)
-    path = Path(run)
-    if not path.is_dir():
-        raise SweeperError(f"{path}: no such run folder (pass results/<gpu>/<run-id>)")
-    if not (path / MANIFEST).is_file():
-        raise SweeperError(f"{path}: not a run folder (no {MANIFEST}); pass results/<gpu>/<run-id>")
-    return path
-
-
-def plot_order(path: Path) -> tuple:
-    stem = path.stem
-    kind = next((i for i, k in enumerate(_ORDER) if stem.startswith(k)), len(_ORDER))
-    return (kind, stem, path.suffix)
-
-
-def render_plots(
-    run_dir: str | os.PathLike,
-    formats: Sequence[str] = ("png", "svg"),
-    top: int = 3,
-    heatmap_top: int = 40,
-) -> list[Path]:
-    """Write every figure of a run into <run>/plots/ (stale png/svg there are removed)."""
-    from sweeper import plots
-    from sweeper.errors import SweeperError
-    from sweeper.store import load_run
-
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise SweeperError(f"unknown plot format {bad or formats!r}; use some of {FORMATS}")
-    run = load_run(run_dir)
-    if run.results.empty:
-        raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
-    out = run.path / PLOTS
-    info = plots.RunInfo.from_manifest(run.manifest)
-    bands = plots.load_bands(run.path)
-    verify = plots.load_verify(run.path)
-    written = plots.write_plots(run.results, out, formats, info, bands, top, heatmap_top, verify)
-    for old in out.glob("*"):
-        if old.suffix.lstrip(".") in FORMATS and old not in written:
-            old.unlink()
-    return sorted(written, key=plot_order)
-
-
-def _plots_stale(run_dir: Path) -> bool:
-    from sweeper.policy import POLICY
-    from sweeper.store import RESULTS
-
-    pngs = list((run_dir / PLOTS).glob("*.png"))
-    if not pngs:
-        return True
-    oldest = min(p.stat().st_mtime for p in pngs)
-    from sweeper.plots import VERIFY_CSV
-
-    inputs = [run_dir / RESULTS, run_dir / POLICY, run_dir / VERIFY_CSV]
-    return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)
-
-
 def write_report(run_dir: str | os.PathLike) -> Path:
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
-    from sweeper.policy import POLICY, load_policy
+    from sweeper.analyze.policy import POLICY, load_policy
+    from sweeper.analyze.select import SELECTION_CSV
+    from sweeper.analyze.store import load_run, read_table
     from sweeper.schema import atomic_write_text
-    from sweeper.select import SELECTION_CSV
-    from sweeper.store import load_run, read_table
 
     run_dir = Path(run_dir)
     if _plots_stale(run_dir):
@@ -598,7 +530,7 @@ def write_report(run_dir: str | os.PathLike) -> Path:
     run = load_run(run_dir)
     sel = read_table(run_dir / SELECTION_CSV)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
-    from sweeper.plots import load_verify
+    from sweeper.export.verdict import load_verify
 
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
     text = build_report(run_dir, run.manifest, run.results, files, sel, doc, load_verify(run_dir))

@@ -1,6 +1,6 @@
 """Search decisions that fit the budget: screening sizes, survivors, refinement points.
 
-Pure functions over measured rows (dicts with the columns of sweeper.columns), so the runner's
+Pure functions over measured rows (dicts with the columns of sweeper.analyze.columns), so the runner's
 choices can be tested on the CPU and replayed from recorded results.
 
 Comparisons between configs use each cell's ratio to the baseline, which was measured side by
@@ -166,12 +166,12 @@ def bracket_points(
     """New sizes (n) where the minimal policy segmentation of these rows puts a boundary in
     a gap wider than L2/resolution: the midpoint of each such gap.
 
-    The same segmentation `sweeper policy build` runs (sweeper.policy.segment over
-    sweeper.select.acceptable_sets), so a run refined by this never has its policy refused.
+    The same segmentation `sweeper policy build` runs (sweeper.analyze.policy.segment over
+    sweeper.analyze.select.acceptable_sets), so a run refined by this never has its policy refused.
     """
-    from sweeper.policy import segment
-    from sweeper.select import acceptable_sets
-    from sweeper.store import trials_to_frame
+    from sweeper.analyze.bands import segment
+    from sweeper.analyze.select import acceptable_sets
+    from sweeper.analyze.store import trials_to_frame
 
     ok = [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
     if not ok:

@@ -23,17 +23,20 @@ l2CacheSize, bands relative to L2).
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper import __version__
+from sweeper.analyze.bands import segment
+from sweeper.analyze.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
 from sweeper.errors import FieldError, SweeperError
 from sweeper.schema import dump, load, require
-from sweeper.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
+
+# A band of a policy as plots and tables use it: [lo, hi) working-set bytes (hi None: open), config
+Band = tuple[int, "int | None", str]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,59 +51,6 @@ FALLBACK_RULE = [
     "same cc major, nearest l2_bytes (log scale)",
     "nearest l2_bytes (log scale)",
 ]
-
-
-# ---- segmentation: pure functions on [(size, {config: frac_of_best})] -------------------
-
-
-def greedy_band_count(sets: Sequence[set[str]]) -> int:
-    """Fewest bands ignoring brackets: extend each band while a common config remains."""
-    count, common = 0, None
-    for s in sets:
-        common = (common & s) if common is not None else set(s)
-        if not common:
-            count, common = count + 1, set(s)
-    return count + (1 if sets else 0)
-
-
-def segment(
-    sizes: Sequence[int], acc: Sequence[dict[str, float]], max_bracket: float, simpler=None
-) -> tuple[list[tuple[int, int, str]], int]:
-    """Exact minimal segmentation. Returns ([(i, j, config)] inclusive index ranges, number
-    of boundaries whose bracket is wider than max_bracket). acc[k]: config -> frac of best
-    for the configs acceptable at sizes[k] (never empty)."""
-    m = len(sizes)
-    if m == 0:
-        return [], 0
-    key = simpler or (lambda name: name)
-    INF = (math.inf, math.inf, math.inf)
-    best: list[tuple[float, float, float]] = [INF] * (m + 1)
-    back: list[tuple[int, str]] = [(-1, "")] * (m + 1)
-    best[0] = (0, 0, 0.0)
-    for j in range(m):  # band ends at j (inclusive)
-        sums: dict[str, float] | None = None
-        for i in range(j, -1, -1):
-            if sums is None:
-                sums = dict(acc[i])
-            else:
-                sums = {c: v + acc[i][c] for c, v in sums.items() if c in acc[i]}
-            if not sums:
-                break
-            config = min(sums, key=lambda c: (-round(sums[c], 12), key(c)))
-            wide = 1 if i > 0 and sizes[i] - sizes[i - 1] > max_bracket * (1 + 1e-12) else 0
-            prev = best[i]
-            cand = (prev[0] + wide, prev[1] + 1, prev[2] - sums[config])
-            if cand < best[j + 1]:
-                best[j + 1] = cand
-                back[j + 1] = (i, config)
-    bands = []
-    j = m
-    while j > 0:
-        i, config = back[j]
-        bands.append((i, j - 1, config))
-        j = i
-    bands.reverse()
-    return bands, int(best[m][0])
 
 
 # ---- build -----------------------------------------------------------------------------
@@ -503,3 +453,31 @@ def describe(doc: dict) -> str:
                 f"worst {b['worst_frac_of_best']:.3f} of best over {b['n_sizes']} sizes{brs}"
             )
     return "\n".join(lines)
+
+
+def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
+    """{dtype: [(lo, hi, config)]} from a policy document (see sweeper/policy.py)."""
+    table = policy.get("dtypes", policy.get("bands", policy))
+    out: dict[str, list[Band]] = {}
+    for dtype, entry in table.items():
+        items = entry.get("bands", []) if isinstance(entry, Mapping) else entry
+        if not isinstance(items, list):
+            continue
+        bands = []
+        for b in items:
+            if isinstance(b, Mapping) and "config" in b:
+                hi = b.get("hi_bytes")
+                bands.append(
+                    (int(b.get("lo_bytes") or 0), None if hi is None else int(hi), str(b["config"]))
+                )
+        if bands:
+            out[str(dtype)] = sorted(bands, key=lambda b: b[0])
+    return out
+
+
+def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:
+    """The bands of `<run_dir>/policy.json`, or None when no policy has been built yet."""
+    from sweeper.analyze.policy import POLICY, load_policy
+
+    path = Path(run_dir) / POLICY
+    return bands_from_policy(load_policy(path)) if path.exists() else None

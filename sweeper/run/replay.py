@@ -1,6 +1,6 @@
 """Executors without a GPU: a replay of a recorded run, and a synthetic performance model.
 
-Both implement sweeper.runner.Executor, so the runner's ordering, pairing bookkeeping,
+Both implement sweeper.run.runner.Executor, so the runner's ordering, pairing bookkeeping,
 pruning, refinement, guards and resume are tested on the CPU through the real code path.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.analyze.store import isna, load_run
 from sweeper.errors import SweeperError
-from sweeper.plan import DTYPES
-from sweeper.store import isna, load_run
+from sweeper.plan.ladder import DTYPES
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
     results/<gpu>/<run-id>/
         manifest.json   kind "manifest": plan hash, device, versions, git commit, grid, guards
         trials.jsonl    kind "trial", one line per measured cell, flushed as written
-        results.csv     the tidy table (sweeper.columns.COLUMNS), rebuilt from trials.jsonl
+        results.csv     the tidy table (sweeper.analyze.columns.COLUMNS), rebuilt from trials.jsonl
 
 A crash loses at most the trial in flight: a truncated last line is ignored on read (and
 reported), any other bad line is an error naming the file and line.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.columns import COLUMNS, MODES, ROLES, STATUSES
+from sweeper.analyze.columns import COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
 

@@ -6,7 +6,7 @@ size, its median time should not depend on the candidate's cache hints. If the b
 slower next to candidates whose loads mark lines L2::evict_last, those lines outlived the
 candidate's turn and shrank the L2 the baseline got: the candidates' ratios are inflated by
 that factor. (Found in results/h200/hot-4 and hot-6, 3-6% at 30-44 MiB; the timers now demote
-the cell's lines to normal priority between slots, see sweeper.measure; hot-7 and hot-8 show
+the cell's lines to normal priority between slots, see sweeper.run.timers; hot-7 and hot-8 show
 no such slowdown there.)
 """
 

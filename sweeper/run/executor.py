@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from sweeper.errors import SweeperError
-from sweeper.measure import Bench, PairTiming, Stopping, _cu, check
+from sweeper.run.stats import PairTiming, Stopping
+from sweeper.run.timers import Bench, _cu, check
 
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
@@ -132,7 +133,7 @@ class GpuExecutor:
 
     # -- Executor protocol ------------------------------------------------------------------
     def describe(self) -> dict:
-        from sweeper.gpus import detect
+        from sweeper.plan.gpus import detect
 
         info = detect()
         versions = {"python": platform.python_version()}

@@ -14,13 +14,26 @@ size whose cells all failed still shows as sampled (and as a blank heatmap colum
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.columns import MODES
+from sweeper.analyze.policy import Band
+from sweeper.report.tables import (
+    DTYPE_ORDER,
+    band_config,
+    best_per_size,
+    dtypes_in,
+    facets,
+    fmt_mib,
+    ok_candidates,
+    pct_of_best,
+    rank_configs,
+    shown_configs,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,9 +42,7 @@ if TYPE_CHECKING:
 
 MiB = 1 << 20
 V2_SWITCH_BYTES = 32 * MiB  # the threshold v2 streamed above (seeds/L2_BAND_CLIFF.md)
-DTYPE_ORDER = ("fp32", "fp16", "bf16", "int8")
 
-Band = tuple[int, "int | None", str]
 Bands = Mapping[str, Sequence[Band]]
 
 _BEST, _POLICY, _TORCH, _COPY = "black", "tab:red", "tab:blue", "0.45"
@@ -73,94 +84,6 @@ class RunInfo:
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
-
-
-# ---- table helpers (pure pandas) ----------------------------------------------------------
-
-
-def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["role"] == "candidate") & (results["status"] == "ok")]
-
-
-def best_per_size(results: pd.DataFrame) -> pd.DataFrame:
-    """The fastest ok candidate at each (mode, pattern, dtype, ws_bytes): one row each."""
-    cand = ok_candidates(results).dropna(subset=["gbps"])
-    keys = ["mode", "pattern", "dtype", "ws_bytes"]
-    if cand.empty:
-        return cand.copy()
-    best = cand.loc[cand.groupby(keys)["gbps"].idxmax()].copy()
-    best["pct_of_copy"] = 100.0 * best["gbps"] / best["copy_gbps"]
-    return best.sort_values(keys).reset_index(drop=True)
-
-
-def pct_of_best(results: pd.DataFrame) -> pd.DataFrame:
-    """Ok candidates with `pct_best`: 100 * gbps / best gbps at the same cell (0..100)."""
-    cand = ok_candidates(results).dropna(subset=["gbps"]).copy()
-    keys = ["mode", "pattern", "dtype", "ws_bytes"]
-    cand["pct_best"] = 100.0 * cand["gbps"] / cand.groupby(keys)["gbps"].transform("max")
-    return cand
-
-
-def rank_configs(results: pd.DataFrame) -> list[str]:
-    """Configs best first: mean % of best over every sampled size (unmeasured counts as 0)."""
-    pct = pct_of_best(results)
-    if pct.empty:
-        return []
-    sizes = results["ws_bytes"].nunique()
-    score = pct.groupby("config")["pct_best"].sum() / max(sizes, 1)
-    return sorted(score.index, key=lambda c: (-score[c], c))
-
-
-def shown_configs(results: pd.DataFrame, top: int) -> list[str]:
-    """At most `top` configs, in rank order: the configs that win most sizes first (so a
-    regime's winner is shown), then the best by mean % of best."""
-    ranked = rank_configs(results)
-    pos = {c: i for i, c in enumerate(ranked)}
-    wins = best_per_size(results)["config"].value_counts()
-    winners = sorted(wins.index, key=lambda c: (-wins[c], pos.get(c, len(pos))))[:top]
-    fill = [c for c in ranked if c not in winners][: max(0, top - len(winners))]
-    return [c for c in ranked if c in winners or c in fill]
-
-
-def band_config(bands: Sequence[Band], ws_bytes: int) -> str | None:
-    """The policy's config for a working set: the band with lo <= ws < hi (hi None = inf)."""
-    for lo, hi, config in bands:
-        if ws_bytes >= (lo or 0) and (hi is None or ws_bytes < hi):
-            return config
-    return None
-
-
-def facets(results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Split by residency mode (and call pattern when a run has more than one)."""
-    by_pattern = results["pattern"].nunique() > 1
-    out = []
-    modes = sorted(results["mode"].unique(), key=lambda m: MODES.index(m) if m in MODES else 99)
-    for mode in modes:
-        sub = results[results["mode"] == mode]
-        if by_pattern:
-            for pattern in sorted(sub["pattern"].unique()):
-                out.append((f"{mode}-{pattern}", sub[sub["pattern"] == pattern]))
-        else:
-            out.append((mode, sub))
-    return out
-
-
-def dtypes_in(results: pd.DataFrame) -> list[str]:
-    present = list(results["dtype"].unique())
-    return sorted(present, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
-
-
-# ---- axis helpers -------------------------------------------------------------------------
-
-
-def fmt_mib(nbytes: float, digits: int = 4) -> str:
-    """A byte count as a MiB label ('72', '33.6', '0.5'); KiB below 1/16 MiB."""
-    mib = nbytes / MiB
-    if mib >= 10**digits:
-        return f"{mib:.0f}"
-    if mib >= 1 / 16:
-        return f"{mib:.{digits}g}"
-    return f"{nbytes / 1024:.{digits}g} KiB"
 
 
 def _byte_axis(ax: Axes, lo: float, hi: float, max_ticks: int = 12) -> None:
@@ -412,7 +335,7 @@ def verify_figure(
     pass's 95% CI shaded; sizes that lose in every pass (CI wholly below 1) are marked.
     what="parity": the export's time over the Numba kernel it dispatches to, with the
     +-`parity` band verify checks."""
-    from sweeper.verify import timing_verdict  # the one definition of a repeated loss
+    from sweeper.export.verdict import timing_verdict  # the one definition of a repeated loss
 
     info = info or RunInfo()
     dtypes = [d for d in DTYPE_ORDER if d in set(vt["dtype"])]
@@ -682,39 +605,57 @@ def write_plots(
     return paths
 
 
-def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
-    """{dtype: [(lo, hi, config)]} from a policy document (see sweeper/policy.py)."""
-    table = policy.get("dtypes", policy.get("bands", policy))
-    out: dict[str, list[Band]] = {}
-    for dtype, entry in table.items():
-        items = entry.get("bands", []) if isinstance(entry, Mapping) else entry
-        if not isinstance(items, list):
-            continue
-        bands = []
-        for b in items:
-            if isinstance(b, Mapping) and "config" in b:
-                hi = b.get("hi_bytes")
-                bands.append(
-                    (int(b.get("lo_bytes") or 0), None if hi is None else int(hi), str(b["config"]))
-                )
-        if bands:
-            out[str(dtype)] = sorted(bands, key=lambda b: b[0])
-    return out
+# ---- run-folder IO (what api.plot / api.report call) ---------------------------------------
+
+PLOTS = "plots"
+FORMATS = ("png", "svg", "pdf")
+_ORDER = ("bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
 
 
-VERIFY_CSV = "verify_timing.csv"
+def plot_order(path: Path) -> tuple:
+    stem = path.stem
+    kind = next((i for i, k in enumerate(_ORDER) if stem.startswith(k)), len(_ORDER))
+    return (kind, stem, path.suffix)
 
 
-def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
-    """`<run_dir>/verify_timing.csv` (what `sweeper verify` wrote), or None without one."""
-    from sweeper.store import read_table
+def render_plots(
+    run_dir: str | os.PathLike,
+    formats: Sequence[str] = ("png", "svg"),
+    top: int = 3,
+    heatmap_top: int = 40,
+) -> list[Path]:
+    """Write every figure of a run into <run>/plots/ (stale png/svg there are removed)."""
+    from sweeper.analyze.policy import load_bands
+    from sweeper.analyze.store import load_run
+    from sweeper.errors import SweeperError
+    from sweeper.export.verdict import load_verify
 
-    return read_table(Path(run_dir) / VERIFY_CSV)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise SweeperError(f"unknown plot format {bad or formats!r}; use some of {FORMATS}")
+    run = load_run(run_dir)
+    if run.results.empty:
+        raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
+    out = run.path / PLOTS
+    info = RunInfo.from_manifest(run.manifest)
+    bands = load_bands(run.path)
+    verify = load_verify(run.path)
+    written = write_plots(run.results, out, formats, info, bands, top, heatmap_top, verify)
+    for old in out.glob("*"):
+        if old.suffix.lstrip(".") in FORMATS and old not in written:
+            old.unlink()
+    return sorted(written, key=plot_order)
 
 
-def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:
-    """The bands of `<run_dir>/policy.json`, or None when no policy has been built yet."""
-    from sweeper.policy import POLICY, load_policy
+def _plots_stale(run_dir: Path) -> bool:
+    from sweeper.analyze.policy import POLICY
+    from sweeper.analyze.store import RESULTS
 
-    path = Path(run_dir) / POLICY
-    return bands_from_policy(load_policy(path)) if path.exists() else None
+    pngs = list((run_dir / PLOTS).glob("*.png"))
+    if not pngs:
+        return True
+    oldest = min(p.stat().st_mtime for p in pngs)
+    from sweeper.export.verdict import VERIFY_CSV
+
+    inputs = [run_dir / RESULTS, run_dir / POLICY, run_dir / VERIFY_CSV]
+    return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)

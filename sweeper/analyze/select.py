@@ -1,6 +1,6 @@
 """Winners per (mode, pattern, dtype, size), with ties decided inside the noise.
 
-Pure pandas on the tidy results table (sweeper.columns): no GPU, no files except the two
+Pure pandas on the tidy results table (sweeper.analyze.columns): no GPU, no files except the two
 tables `write_selection` puts next to a run.
 
 Two configs are TIED at a size when the difference between them is inside the noise: their

@@ -1,0 +1,37 @@
+"""Export a policy for production code: a CUDA header, a runtime JSON document, or Python."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from sweeper.errors import SweeperError
+from sweeper.export.cuda import check_configs, render_cuda
+from sweeper.export.python import render_python, runtime_doc
+
+FORMATS = ("cuda", "json", "python")
+DEFAULT_NAMES = {"cuda": "relu_policy.cuh", "json": "relu_policy.json", "python": "relu_policy.py"}
+
+
+def render(doc: dict, fmt: str) -> str:
+    if fmt == "cuda":
+        return render_cuda(doc)
+    if fmt == "json":
+        check_configs(doc)
+        return json.dumps(runtime_doc(doc), indent=1, allow_nan=False) + "\n"
+    if fmt == "python":
+        check_configs(doc)
+        return render_python(doc)
+    raise SweeperError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def export(policy_path: str | os.PathLike, fmt: str, out: str | os.PathLike | None = None) -> Path:
+    """Render the policy file (either kind) and write it atomically; returns the path."""
+    from sweeper.analyze.policy import load_any
+    from sweeper.schema import atomic_write_text
+
+    doc = load_any(policy_path)
+    text = render(doc, fmt)
+    path = Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt]
+    return atomic_write_text(path, text)

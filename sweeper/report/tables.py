@@ -1,0 +1,105 @@
+"""Tables drawn from a results frame, shared by plots and report: best per size, rankings, facets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sweeper.analyze.policy import Band
+from sweeper.units import MiB
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from collections.abc import Sequence
+
+from sweeper.analyze.columns import MODES
+
+DTYPE_ORDER = ("fp32", "fp16", "bf16", "int8")
+
+
+# ---- table helpers (pure pandas) ----------------------------------------------------------
+
+
+def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
+    return results[(results["role"] == "candidate") & (results["status"] == "ok")]
+
+
+def best_per_size(results: pd.DataFrame) -> pd.DataFrame:
+    """The fastest ok candidate at each (mode, pattern, dtype, ws_bytes): one row each."""
+    cand = ok_candidates(results).dropna(subset=["gbps"])
+    keys = ["mode", "pattern", "dtype", "ws_bytes"]
+    if cand.empty:
+        return cand.copy()
+    best = cand.loc[cand.groupby(keys)["gbps"].idxmax()].copy()
+    best["pct_of_copy"] = 100.0 * best["gbps"] / best["copy_gbps"]
+    return best.sort_values(keys).reset_index(drop=True)
+
+
+def pct_of_best(results: pd.DataFrame) -> pd.DataFrame:
+    """Ok candidates with `pct_best`: 100 * gbps / best gbps at the same cell (0..100)."""
+    cand = ok_candidates(results).dropna(subset=["gbps"]).copy()
+    keys = ["mode", "pattern", "dtype", "ws_bytes"]
+    cand["pct_best"] = 100.0 * cand["gbps"] / cand.groupby(keys)["gbps"].transform("max")
+    return cand
+
+
+def rank_configs(results: pd.DataFrame) -> list[str]:
+    """Configs best first: mean % of best over every sampled size (unmeasured counts as 0)."""
+    pct = pct_of_best(results)
+    if pct.empty:
+        return []
+    sizes = results["ws_bytes"].nunique()
+    score = pct.groupby("config")["pct_best"].sum() / max(sizes, 1)
+    return sorted(score.index, key=lambda c: (-score[c], c))
+
+
+def shown_configs(results: pd.DataFrame, top: int) -> list[str]:
+    """At most `top` configs, in rank order: the configs that win most sizes first (so a
+    regime's winner is shown), then the best by mean % of best."""
+    ranked = rank_configs(results)
+    pos = {c: i for i, c in enumerate(ranked)}
+    wins = best_per_size(results)["config"].value_counts()
+    winners = sorted(wins.index, key=lambda c: (-wins[c], pos.get(c, len(pos))))[:top]
+    fill = [c for c in ranked if c not in winners][: max(0, top - len(winners))]
+    return [c for c in ranked if c in winners or c in fill]
+
+
+def band_config(bands: Sequence[Band], ws_bytes: int) -> str | None:
+    """The policy's config for a working set: the band with lo <= ws < hi (hi None = inf)."""
+    for lo, hi, config in bands:
+        if ws_bytes >= (lo or 0) and (hi is None or ws_bytes < hi):
+            return config
+    return None
+
+
+def facets(results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Split by residency mode (and call pattern when a run has more than one)."""
+    by_pattern = results["pattern"].nunique() > 1
+    out = []
+    modes = sorted(results["mode"].unique(), key=lambda m: MODES.index(m) if m in MODES else 99)
+    for mode in modes:
+        sub = results[results["mode"] == mode]
+        if by_pattern:
+            for pattern in sorted(sub["pattern"].unique()):
+                out.append((f"{mode}-{pattern}", sub[sub["pattern"] == pattern]))
+        else:
+            out.append((mode, sub))
+    return out
+
+
+def dtypes_in(results: pd.DataFrame) -> list[str]:
+    present = list(results["dtype"].unique())
+    return sorted(present, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+
+
+# ---- axis helpers -------------------------------------------------------------------------
+
+
+def fmt_mib(nbytes: float, digits: int = 4) -> str:
+    """A byte count as a MiB label ('72', '33.6', '0.5'); KiB below 1/16 MiB."""
+    mib = nbytes / MiB
+    if mib >= 10**digits:
+        return f"{mib:.0f}"
+    if mib >= 1 / 16:
+        return f"{mib:.{digits}g}"
+    return f"{nbytes / 1024:.{digits}g} KiB"

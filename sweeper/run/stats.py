@@ -1,0 +1,137 @@
+"""Statistics of a timed cell: bootstrap CIs of medians and paired ratios, stopping rules, PairTiming."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------------
+# Statistics (pure numpy; unit-tested on the CPU)
+
+_BOOT = 400
+
+
+def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Bootstrap CI of the median (deterministic for a given seed)."""
+    s = np.asarray(samples, dtype=float)
+    if s.size == 0:
+        return (math.nan, math.nan)
+    if s.size == 1:
+        return (float(s[0]), float(s[0]))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, s.size, size=(_BOOT, s.size))
+    meds = np.median(s[idx], axis=1)
+    a = (1 - level) / 2
+    return (float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)))
+
+
+def _geomean_ci(parts: list[tuple[np.ndarray, ...]], stat, seed: int, level: float):
+    """Geometric mean over parts of stat(*part) (a part: equal-length arrays, rows paired),
+    with a bootstrap CI that resamples each part's rows on its own (deterministic per seed)."""
+    parts = [p for p in parts if p[0].size]
+    if not parts:
+        return (math.nan, math.nan, math.nan)
+    point = float(np.exp(np.mean([np.log(stat(*p)) for p in parts])))
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(_BOOT)
+    for p in parts:
+        idx = rng.integers(0, p[0].size, size=(_BOOT, p[0].size))
+        logs += np.log(stat(*(x[idx] for x in p), axis=1))
+    m = np.exp(logs / len(parts))
+    a = (1 - level) / 2
+    return (point, float(np.quantile(m, a)), float(np.quantile(m, 1 - a)))
+
+
+def _median(x, axis=None):
+    return np.median(x, axis=axis)
+
+
+def _median_ratio(num, den, axis=None):
+    return np.median(num, axis=axis) / np.median(den, axis=axis)
+
+
+def ratio_ci(
+    num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """median(num)/median(den) with a paired bootstrap CI (pairs resampled together)."""
+    return parts_ratio_ci([num], [den], seed=seed, level=level)
+
+
+def parts_ratio_ci(
+    nums: list[np.ndarray], dens: list[np.ndarray], *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Geometric mean over parts of median(num)/median(den), with a bootstrap CI that resamples
+    each part's pairs on its own. The parts are the buffer-swapped halves of a cell: a
+    multiplicative placement effect p (one buffer set faster than the other) reads r*p in one
+    half and r/p in the other, so the geometric mean is r whatever the halves' sample counts,
+    where the median of the concatenated samples leans to the half with more samples."""
+    parts = []
+    for n, d in zip(nums, dens, strict=True):
+        n, d = np.asarray(n, dtype=float), np.asarray(d, dtype=float)
+        k = min(n.size, d.size)
+        parts.append((n[:k], d[:k]))
+    return _geomean_ci(parts, _median_ratio, seed, level)
+
+
+def parts_median_ci(
+    parts: list[np.ndarray], *, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Geometric mean over parts of each part's median, with a per-part bootstrap CI."""
+    return _geomean_ci([(np.asarray(p, dtype=float),) for p in parts], _median, seed, level)
+
+
+def rel_halfwidth(samples: np.ndarray) -> float:
+    lo, hi = median_ci(samples)
+    med = float(np.median(samples))
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+@dataclass
+class Stopping:
+    """When to stop sampling a cell: enough samples and a tight CI, or a cap."""
+
+    min_samples: int = 6
+    max_samples: int = 16
+    rel_tol: float = 0.01  # CI half-width of the median, relative
+    time_cap_s: float = 2.0
+    target_sample_us: float = 150.0  # GPU time per hot sample (sets calls per graph)
+    max_calls: int = 128
+
+
+@dataclass
+class PairTiming:
+    """Per-call times (us) of two sides timed in ABBA order, adjacent samples paired."""
+
+    a_us: np.ndarray
+    b_us: np.ndarray
+    calls: int
+    mode: str
+    order: list[str] = field(default_factory=list)
+    # samples per part when the pairing ran in parts (the buffer-swapped halves): the figures
+    # are then geometric means over the parts (parts_ratio_ci), so each part weighs the same
+    parts: tuple[int, ...] = ()
+
+    def _split(self, x: np.ndarray) -> list[np.ndarray]:
+        return np.split(x, np.cumsum(self.parts)[:-1])
+
+    def summary(self) -> dict:
+        a_parts, b_parts = [self.a_us], [self.b_us]  # one part: the plain paired estimate
+        if len(self.parts) > 1 and sum(self.parts) == self.a_us.size == self.b_us.size:
+            a_parts, b_parts = self._split(self.a_us), self._split(self.b_us)
+        a_med, a_lo, a_hi = parts_median_ci(a_parts)
+        b_med, b_lo, b_hi = parts_median_ci(b_parts)
+        r, r_lo, r_hi = parts_ratio_ci(b_parts, a_parts)
+        return {
+            "time_us": a_med,
+            "time_lo_us": a_lo,
+            "time_hi_us": a_hi,
+            "base_time_us": b_med,
+            "base_time_lo_us": b_lo,
+            "base_time_hi_us": b_hi,
+            "ratio": r,
+            "ratio_lo": r_lo,
+            "ratio_hi": r_hi,
+            "n_samples": int(min(self.a_us.size, self.b_us.size)),
+        }
