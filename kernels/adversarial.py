@@ -23,10 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from sweeper_kernels.bitmath import DTYPE_LANES
+from sweeper_kernels.errors import KernelError
 from sweeper_kernels.launch import Launcher, elems_per_vector
 from sweeper_kernels.variants import Variant
-
-from sweeper.errors import SweeperError
 
 KINDS = {
     "persist": "persisting_window",
@@ -44,7 +43,7 @@ class AdversarialVariant:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise SweeperError(f"unknown adversarial kind '{self.kind}'; use {sorted(KINDS)}")
+            raise KernelError(f"unknown adversarial kind '{self.kind}'; use {sorted(KINDS)}")
 
     @property
     def id(self) -> str:
@@ -70,7 +69,7 @@ class AdversarialVariant:
     def from_id(cls, text: str) -> AdversarialVariant:
         parts = text.split("-", 2)
         if len(parts) != 3 or parts[0] != "adv":
-            raise SweeperError(f"'{text}' is not an adversarial id (adv-<kind>-<variant id>)")
+            raise KernelError(f"'{text}' is not an adversarial id (adv-<kind>-<variant id>)")
         return cls(parts[1], Variant.from_id(parts[2]))
 
 
@@ -146,7 +145,7 @@ def _check(result, what: str):
 
     err = result[0]
     if err != cu.CUresult.CUDA_SUCCESS:
-        raise SweeperError(f"{what} failed: {err}")
+        raise KernelError(f"{what} failed: {err}")
     return result[1:]
 
 
@@ -200,7 +199,7 @@ class AdversarialLauncher:
 
         handle = int(stream.handle) if hasattr(stream, "handle") else int(stream or 0)
         if not handle:
-            raise SweeperError("persisting_window needs a non-default stream")
+            raise KernelError("persisting_window needs a non-default stream")
         value = cu.CUstreamAttrValue()
         w = value.accessPolicyWindow
         w.base_ptr = x.device_ctypes_pointer.value

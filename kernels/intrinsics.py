@@ -21,11 +21,7 @@ Loads and stores are emitted as side-effecting asm (stores also clobber memory),
 them in source order and never merges or drops one: the unrolled kernel source maps 1:1 onto
 PTX instructions. ptxas still schedules them freely.
 
-PTX ISA: `ld{.ss}{.cop}{.vec}.type` with .cop in {.ca,.cg,.cs,.lu,.cv}; `ld.global.nc`;
-`ld{.ss}{.level1::eviction_priority}{.vec}.type` with L1::no_allocate; L2 eviction priority
-(evict_first / evict_last) through `createpolicy` + `ld.global.L2::cache_hint` (sm_80+: the
-`.L2::evict_*` qualifier itself needs 256-bit loads, which ptxas enforces);
-`st{.ss}{.cop}{.vec}.type` with .cop in {.wb,.cg,.cs,.wt}.
+The hint -> PTX qualifier (and L2 cache policy) table is kernels/hints.py.
 """
 
 from __future__ import annotations
@@ -34,27 +30,9 @@ import functools
 from typing import Any
 
 import numpy as np
+from sweeper_kernels import hints
 from sweeper_kernels.bitmath import DTYPE_LANES, FP32_INF_BITS, relu_words, swar_constants
-
-# Hint name (as in a Variant) -> PTX qualifier text inserted after `ld.global` / `st.global`.
-LOAD_QUALIFIERS: dict[str, str] = {
-    "default": "",
-    "cs": ".cs",
-    "cg": ".cg",
-    "lu": ".lu",
-    "nc": ".nc",
-    # sm_80/sm_90 take an L2 eviction priority on 32/64/128-bit loads only through a cache
-    # policy: `createpolicy.fractional.L2::evict_last.b64 p, 1.0; ld.global.L2::cache_hint...
-    # [a], p`. (ptxas accepts `ld.global.L2::evict_last` only on 256-bit .v8.b32/.v4.b64.)
-    "L2::evict_first": ".L2::cache_hint",
-    "L2::evict_last": ".L2::cache_hint",
-    # fractional: that fraction of the lines gets evict_last, the rest evict_first (a hot
-    # input larger than what L2 keeps stays partly resident instead of thrashing)
-    "L2::evict_last:0.75": ".L2::cache_hint",
-    "L2::evict_last:0.5": ".L2::cache_hint",
-    "L1::no_allocate": ".L1::no_allocate",
-}
-STORE_QUALIFIERS: dict[str, str] = {"default": "", "cs": ".cs", "cg": ".cg", "wt": ".wt"}
+from sweeper_kernels.hints import createpolicy
 
 
 def simulator() -> bool:
@@ -64,25 +42,9 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-# Load hints that need an L2 cache policy operand: the policy's priorities (primary, then
-# the secondary one for the lines outside the fraction) and the fraction, as PTX writes them.
-L2_POLICY: dict[str, tuple[str, str]] = {
-    "L2::evict_first": ("L2::evict_first", "1.0"),
-    "L2::evict_last": ("L2::evict_last", "1.0"),
-    "L2::evict_last:0.75": ("L2::evict_last.L2::evict_first", "0.75"),
-    "L2::evict_last:0.5": ("L2::evict_last.L2::evict_first", "0.5"),
-}
-
-
-def createpolicy(hint: str, dst: str) -> str:
-    """The `createpolicy` statement of a load hint in L2_POLICY, writing register `dst`."""
-    priorities, fraction = L2_POLICY[hint]
-    return f"createpolicy.fractional.{priorities}.b64 {dst}, {fraction};"
-
-
 def _with_policy(hint: str, ld: str) -> str:
     """Wrap a load in a scope that creates its L2 policy (one line per PTX statement)."""
-    if hint not in L2_POLICY:
+    if hints.get("load", hint).policy is None:
         return ld
     ld = ld[:-1] + ", pol;"  # the policy is the load's last operand
     return f"{{\n.reg .b64 pol;\n{createpolicy(hint, 'pol')}\n{ld}\n}}"
@@ -90,7 +52,7 @@ def _with_policy(hint: str, ld: str) -> str:
 
 def load_asm(nwords: int, hint: str) -> str:
     """PTX text of a main (vector) load of `nwords` uint32 words; operand $n is the address."""
-    q = LOAD_QUALIFIERS[hint]
+    q = hints.get("load", hint).qualifier
     if nwords == 1:
         return _with_policy(hint, f"ld.global{q}.u32 $0, [$1];")
     regs = ", ".join(f"${i}" for i in range(nwords))
@@ -99,7 +61,7 @@ def load_asm(nwords: int, hint: str) -> str:
 
 def store_asm(nwords: int, hint: str) -> str:
     """PTX text of a main (vector) store; $0 is the address, $1.. the words."""
-    q = STORE_QUALIFIERS[hint]
+    q = hints.get("store", hint).qualifier
     if nwords == 1:
         return f"st.global{q}.u32 [$0], $1;"
     regs = ", ".join(f"${i + 1}" for i in range(nwords))
@@ -107,11 +69,11 @@ def store_asm(nwords: int, hint: str) -> str:
 
 
 def elem_load_asm(bits: int, hint: str) -> str:
-    return _with_policy(hint, f"ld.global{LOAD_QUALIFIERS[hint]}.b{bits} $0, [$1];")
+    return _with_policy(hint, f"ld.global{hints.get('load', hint).qualifier}.b{bits} $0, [$1];")
 
 
 def elem_store_asm(bits: int, hint: str) -> str:
-    return f"st.global{STORE_QUALIFIERS[hint]}.b{bits} [$0], $1;"
+    return f"st.global{hints.get('store', hint).qualifier}.b{bits} [$0], $1;"
 
 
 # ---- simulator fallbacks: same (base, index) contract, plain numpy indexing -----------------

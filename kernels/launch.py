@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sweeper_kernels.errors import KernelError
 from sweeper_kernels.reference import itemsize, storage_dtype
 from sweeper_kernels.variants import Variant
-
-from sweeper.errors import SweeperError
 
 INDEX32_MAX = 2**31 - 1  # a flat32 kernel's slot indices are signed 32-bit
 
@@ -49,7 +48,7 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
         tile = variant.unroll * variant.block
         blocks = max(1, -(-slots // tile))
         if variant.grid == "flat32" and blocks * tile > INDEX32_MAX:
-            raise SweeperError(
+            raise KernelError(
                 f"{variant.config}: n={n} needs {blocks * tile} slot indices, more than "
                 f"32-bit index maths can hold ({INDEX32_MAX}); use the same config with grid "
                 "'flat' (64-bit indices)"
@@ -69,13 +68,13 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
 def _check_array(a, name: str, dtype: str, n: int) -> None:
     want = storage_dtype(dtype)
     if a.dtype != want:
-        raise SweeperError(f"{name} has dtype {a.dtype}; {dtype} data must be {want}")
+        raise KernelError(f"{name} has dtype {a.dtype}; {dtype} data must be {want}")
     if a.ndim != 1:
-        raise SweeperError(f"{name} must be 1-D, got {a.ndim}-D")
+        raise KernelError(f"{name} must be 1-D, got {a.ndim}-D")
     if a.size > 1 and a.strides[0] != want.itemsize:
-        raise SweeperError(f"{name} must be contiguous (stride {a.strides[0]} bytes)")
+        raise KernelError(f"{name} must be contiguous (stride {a.strides[0]} bytes)")
     if a.size < n:
-        raise SweeperError(f"{name} has {a.size} elements, fewer than n={n}")
+        raise KernelError(f"{name} has {a.size} elements, fewer than n={n}")
 
 
 class Launcher:
@@ -114,7 +113,7 @@ class Launcher:
     def _pointer(self, a, name: str) -> int:
         ptr = a.ctypes.data if self._simulator else a.device_ctypes_pointer.value or 0
         if ptr % self.variant.vec_bytes:
-            raise SweeperError(
+            raise KernelError(
                 f"{name} data pointer {ptr:#x} is not {self.variant.vec_bytes}-byte aligned "
                 f"(an offset view?); variant {self.variant.config} needs aligned buffers: use "
                 "a fresh allocation or a variant with a smaller vec_bytes"
@@ -129,7 +128,7 @@ class Launcher:
     def __call__(self, x, y, n: int, stream=0) -> None:
         n = int(n)
         if n < 0:
-            raise SweeperError(f"n must be >= 0, got {n}")
+            raise KernelError(f"n must be >= 0, got {n}")
         if n == 0:
             return
         if self._kernel is None:

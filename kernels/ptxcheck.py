@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sweeper_kernels import hints
 from sweeper_kernels.bitmath import DTYPE_LANES
-from sweeper_kernels.intrinsics import L2_POLICY, LOAD_QUALIFIERS, STORE_QUALIFIERS
 from sweeper_kernels.source import CompileKey
 from sweeper_kernels.variants import Variant
 
@@ -79,8 +79,8 @@ def has_local_traffic(ptx: str) -> bool:
     return bool(_LOCAL_RE.search(ptx))
 
 
-def _qual(hint: str, table: dict[str, str]) -> tuple[str, ...]:
-    q = table[hint]
+def _qual(hint: str, kind: str) -> tuple[str, ...]:
+    q = hints.get(kind, hint).qualifier
     return tuple(q.lstrip(".").split(".")) if q else ()
 
 
@@ -91,8 +91,8 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
     elems = key.vec_bytes * 8 // bits
     u = key.unroll
     want = {
-        "ld": _qual(key.load_hint, LOAD_QUALIFIERS),
-        "st": _qual(key.store_hint, STORE_QUALIFIERS),
+        "ld": _qual(key.load_hint, "load"),
+        "st": _qual(key.store_hint, "store"),
     }
     problems: list[str] = []
     acc = global_accesses(ptx)
@@ -145,8 +145,8 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
             problems.append("32-bit slot indices but no mul.wide.s32 to widen them")
     policies = [m.groups() for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
     loads = [a for a in acc if a.op == "ld"]
-    if key.load_hint in L2_POLICY:
-        want_p = L2_POLICY[key.load_hint]
+    if hints.get("load", key.load_hint).policy is not None:
+        want_p = hints.get("load", key.load_hint).policy
         if len(policies) != len(loads) or set(policies) != {want_p}:
             problems.append(
                 f"{len(policies)} createpolicy {want_p} for {len(loads)} loads "

@@ -9,24 +9,18 @@ definition `out = x > 0 ? x : 0` restated on bits (NaN of either sign -> +0, -0 
 from __future__ import annotations
 
 import numpy as np
-from sweeper_kernels.variants import DTYPES
+from sweeper_kernels.dtypes import DTYPES, STORAGE, bits_view
+from sweeper_kernels.errors import KernelError
 
-from sweeper.errors import SweeperError
-
-_STORAGE = {
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-    "bf16": np.dtype(np.uint16),  # numpy has no bfloat16: raw bits
-    "int8": np.dtype(np.int8),
-}
-_SIGNED_VIEW = {"fp32": np.int32, "fp16": np.int16, "bf16": np.int16, "int8": np.int8}
-_UNSIGNED_VIEW = {"fp32": np.uint32, "fp16": np.uint16, "bf16": np.uint16, "int8": np.uint8}
+_STORAGE = {d: np.dtype(STORAGE[d]) for d in DTYPES}
+_SIGNED_VIEW = {d: np.dtype(bits_view(d, signed=True)) for d in DTYPES}
+_UNSIGNED_VIEW = {d: np.dtype(bits_view(d)) for d in DTYPES}
 _POS_INF_BITS = {"fp32": 0x7F800000, "fp16": 0x7C00, "bf16": 0x7F80, "int8": None}
 
 
 def _check(dtype: str) -> None:
     if dtype not in _STORAGE:
-        raise SweeperError(f"unknown dtype '{dtype}'; use one of {list(DTYPES)}")
+        raise KernelError(f"unknown dtype '{dtype}'; use one of {list(DTYPES)}")
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -50,7 +44,7 @@ def reference_relu(x: np.ndarray, dtype: str) -> np.ndarray:
     _check(dtype)
     x = np.asarray(x)
     if x.dtype != _STORAGE[dtype]:
-        raise SweeperError(f"reference_relu: {dtype} data must be {_STORAGE[dtype]}, got {x.dtype}")
+        raise KernelError(f"reference_relu: {dtype} data must be {_STORAGE[dtype]}, got {x.dtype}")
     b = x.view(_SIGNED_VIEW[dtype])
     keep = b > 0
     if _POS_INF_BITS[dtype] is not None:

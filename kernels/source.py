@@ -23,6 +23,7 @@ maths in 32-bit integers (the `MAD32` / `LT32` intrinsics), as torch's `int` ind
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -245,15 +246,49 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
     return _module(key, nwords, bits, comment, body)
 
 
-_KERNEL_FILES = ("source.py", "intrinsics.py", "bitmath.py")
+# The modules whose code decides what a kernel computes and which PTX it emits.
+KERNEL_MODULES = ("source.py", "intrinsics.py", "bitmath.py", "hints.py")
+
+# Fingerprints of earlier kernel code that compiles to the same PTX as this code, byte for byte,
+# for every compile key (names aside; `python tools/behaviour_snapshot.py` shows it). Ids made
+# under them name the same kernels: Variant.parse accepts them and a run made under one can be
+# resumed and compared.
+EQUIVALENT_FINGERPRINTS: tuple[str, ...] = (
+    "53605ce348d7c9a6a31e98125a56e97f7e6d15fa6a94b678c2495389a6dff12b",
+)
+
+
+def _definitions(tree: ast.Module) -> list[str]:
+    """Each top-level definition of a module as an AST dump without docstrings, comments,
+    positions or imports: what the code does, not how the file is laid out."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the module docstring
+        for sub in ast.walk(node):
+            body = getattr(sub, "body", None)
+            if (
+                isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                sub.body = body[1:] or [ast.Pass()]
+        out.append(ast.dump(node, annotate_fields=False, include_attributes=False))
+    return out
 
 
 @functools.cache
 def source_fingerprint() -> str:
-    """sha256 over the files that define what a kernel computes and emits (this generator, the
-    intrinsics' PTX text, the bit math). Part of every variant id and compile-cache name."""
+    """sha256 over the code of KERNEL_MODULES: their top-level definitions, sorted, without
+    docstrings, comments, formatting or imports, so moving or documenting code leaves it alone
+    while any change to what the code does changes it. Part of every variant id and
+    compile-cache name."""
     here = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for name in _KERNEL_FILES:
-        h.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
-    return h.hexdigest()
+    defs = sorted(
+        d for name in KERNEL_MODULES for d in _definitions(ast.parse((here / name).read_text()))
+    )
+    return hashlib.sha256("\n".join(defs).encode()).hexdigest()

@@ -18,47 +18,17 @@ import re
 from dataclasses import dataclass
 from itertools import product
 
-from sweeper_kernels.source import CompileKey, source_fingerprint
+from sweeper_kernels import hints
+from sweeper_kernels.dtypes import DTYPES
+from sweeper_kernels.errors import KernelError
+from sweeper_kernels.source import EQUIVALENT_FINGERPRINTS, CompileKey, source_fingerprint
 
-from sweeper.errors import SweeperError
-
-DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8")
 VEC_BYTES: tuple[int, ...] = (4, 8, 16)
 UNROLLS: tuple[int, ...] = (1, 2, 4, 8)
-LOAD_HINTS: tuple[str, ...] = (
-    "default",
-    "cs",
-    "cg",
-    "lu",
-    "nc",
-    "L2::evict_first",
-    "L2::evict_last",
-    "L2::evict_last:0.75",
-    "L2::evict_last:0.5",
-    "L1::no_allocate",
-)
-STORE_HINTS: tuple[str, ...] = ("default", "cs", "cg", "wt")
 BLOCKS: tuple[int, ...] = (128, 256, 512, 1024)
 GRID_SHAPES: tuple[str, ...] = (
     "onepass", "flat", "flat32", "stride1", "stride2", "stride4", "stride8"
 )  # fmt: skip
-
-# Hint -> token used in names/ids (no "::" so ids stay shell- and file-name-safe).
-LOAD_TOKENS = {
-    "default": "def",
-    "cs": "cs",
-    "cg": "cg",
-    "lu": "lu",
-    "nc": "nc",
-    "L2::evict_first": "L2ef",
-    "L2::evict_last": "L2el",
-    "L2::evict_last:0.75": "L2el75",
-    "L2::evict_last:0.5": "L2el50",
-    "L1::no_allocate": "L1na",
-}
-STORE_TOKENS = {"default": "def", "cs": "cs", "cg": "cg", "wt": "wt"}
-_LOAD_FROM_TOKEN = {v: k for k, v in LOAD_TOKENS.items()}
-_STORE_FROM_TOKEN = {v: k for k, v in STORE_TOKENS.items()}
 
 _GRID_RE = re.compile(r"^(onepass|flat|flat32|stride([1-9][0-9]?))$")
 _CONFIG_RE = (
@@ -83,15 +53,15 @@ class Variant:
             ("dtype", self.dtype, DTYPES),
             ("vec_bytes", self.vec_bytes, VEC_BYTES),
             ("unroll", self.unroll, UNROLLS),
-            ("load_hint", self.load_hint, LOAD_HINTS),
-            ("store_hint", self.store_hint, STORE_HINTS),
+            ("load_hint", self.load_hint, hints.names("load")),
+            ("store_hint", self.store_hint, hints.names("store")),
             ("block", self.block, BLOCKS),
         ]
         for name, value, allowed in checks:
             if value not in allowed:
-                raise SweeperError(f"variant {name}={value!r} is not one of {list(allowed)}")
+                raise KernelError(f"variant {name}={value!r} is not one of {list(allowed)}")
         if not _GRID_RE.match(self.grid):
-            raise SweeperError(
+            raise KernelError(
                 f"variant grid={self.grid!r}: use 'onepass', 'flat', 'flat32' or 'strideW' "
                 "(W=1..99)"
             )
@@ -101,13 +71,16 @@ class Variant:
     @property
     def config(self) -> str:
         return (
-            f"v{self.vec_bytes}-u{self.unroll}-ld.{LOAD_TOKENS[self.load_hint]}"
-            f"-st.{STORE_TOKENS[self.store_hint]}-b{self.block}-{self.grid}"
+            f"v{self.vec_bytes}-u{self.unroll}-ld.{hints.get('load', self.load_hint).token}"
+            f"-st.{hints.get('store', self.store_hint).token}-b{self.block}-{self.grid}"
         )
 
     @property
     def hash8(self) -> str:
-        text = f"{self.dtype}|{self.config}|{source_fingerprint()}"
+        return self._hash8(source_fingerprint())
+
+    def _hash8(self, fingerprint: str) -> str:
+        text = f"{self.dtype}|{self.config}|{fingerprint}"
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     @property
@@ -147,36 +120,53 @@ class Variant:
     def parse(cls, text: str) -> Variant:
         """An id ("fp32-v16-u2-ld.cs-st.cs-b256-onepass-1a2b3c4d") or the same without hash.
 
-        A hash that does not match the current kernel source is an error: that id names code
-        that no longer exists here.
+        A hash that matches neither the current kernel source nor code recorded as equivalent
+        (source.EQUIVALENT_FINGERPRINTS) is an error: that id names code that no longer exists.
+        An id made under equivalent code parses to the Variant whose `.id` is the current one.
         """
         m = _ID_RE.match(text.strip())
         if not m:
-            raise SweeperError(
+            raise KernelError(
                 f"'{text}' is not a variant id (like fp32-v16-u2-ld.cs-st.cs-b256-onepass-"
                 "<hash>); `sweeper kernels list` prints the valid ids"
             )
-        ld, st = m["ld"], m["st"]
-        if ld not in _LOAD_FROM_TOKEN or st not in _STORE_FROM_TOKEN:
-            raise SweeperError(
-                f"'{text}': unknown hint token (loads: {sorted(_LOAD_FROM_TOKEN)}, "
-                f"stores: {sorted(_STORE_FROM_TOKEN)})"
+        ld, st = hints.from_token("load", m["ld"]), hints.from_token("store", m["st"])
+        if ld is None or st is None:
+            raise KernelError(
+                f"'{text}': unknown hint token (loads: {hints.tokens('load')}, "
+                f"stores: {hints.tokens('store')})"
             )
         v = cls(
             dtype=m["dtype"],
             vec_bytes=int(m["vec"]),
             unroll=int(m["unroll"]),
-            load_hint=_LOAD_FROM_TOKEN[ld],
-            store_hint=_STORE_FROM_TOKEN[st],
+            load_hint=ld.name,
+            store_hint=st.name,
             block=int(m["block"]),
             grid=m["grid"],
         )
-        if m["hash"] and m["hash"] != v.hash8:
-            raise SweeperError(
+        if m["hash"] and m["hash"] not in (
+            v.hash8,
+            *(v._hash8(fp) for fp in EQUIVALENT_FINGERPRINTS),
+        ):
+            raise KernelError(
                 f"'{text}' was made from different kernel source (hash {m['hash']}, this "
                 f"checkout gives {v.hash8}); its results are not comparable with this code"
             )
         return v
+
+    @classmethod
+    def current_id(cls, text: str) -> str | None:
+        """The id this checkout gives the kernel a recorded id names: `text` itself, or the
+        current id where `text` was made under equivalent kernel code; None where it names
+        kernel code this checkout does not have. Text that is no variant id comes back as is
+        (configs of other executors)."""
+        if not _ID_RE.match(text.strip()):
+            return text
+        try:
+            return cls.parse(text).id
+        except KernelError:
+            return None
 
     @classmethod
     def from_id(cls, variant_id: str) -> Variant:
@@ -194,7 +184,7 @@ def _check_dtypes(dtypes) -> tuple[str, ...]:
     dtypes = tuple(dtypes)
     bad = [d for d in dtypes if d not in DTYPES]
     if bad:
-        raise SweeperError(f"unknown dtype(s) {bad}; use some of {list(DTYPES)}")
+        raise KernelError(f"unknown dtype(s) {bad}; use some of {list(DTYPES)}")
     return dtypes
 
 
@@ -241,19 +231,19 @@ def default_grid(dtypes=None) -> list[Variant]:
     * upper L2 band (7): `L2::evict_last:0.75` (unroll 1/2/4/8) and `:0.5` (2/4/8) loads with
       `.cs` stores: only that fraction of the input lines is kept evict_last, the rest is
       evict_first. On the H200 at 45-52.5 MiB a 0.75 fraction measured 1.25-1.40x torch where
-      the full evict_last was 1.18-1.32x (results/h200/probe-ideas-20261129);
+      the full evict_last was 1.18-1.32x (docs/methodology.md);
     * small sizes (9 compiles, 27 variants): the flat form, 1, 2 or 4 16-byte vectors per
       thread and no loop, blocks 128/256/512, loads default / evict_last, stores default / cs.
       Below ~5 MiB (1-2 us calls) the tiled kernel's loop and leftover bookkeeping cost 3-5%
       against torch; a flat kernel measured 1.01-1.08x torch there (same probe). With one
-      vector per thread, fp32 lost 2-4% to torch at 8.5-13 MiB (hot-7), sizes just past a
+      vector per thread, fp32 lost 2-4% to torch at 8.5-13 MiB, sizes just past a
       whole number of waves (8.25 MiB of fp32 fills the H200 once at one vector per thread);
       2 or 4 vectors per thread halve or quarter the grid, as torch's kernel does.
     * the same flat form with 32-bit index maths ("flat32", 9 compiles, 27 variants): torch's
       fp32 kernel is the 2-vector, 128-thread flat layout with `int` indices; in CUDA C that
       layout with 32-bit indices tied torch at 8.47, 10.59 and 13.23 MiB (1.000, 1.025,
-      0.999x) where 64-bit indices lost 3-4% (results/h200/probe-layouts-20261129, call 2),
-      the sizes where hot-9's policy loses to torch.
+      0.999x) where 64-bit indices lost 3-4%, the sizes where a policy without flat32 lost
+      to torch (docs/methodology.md).
     """
     out = []
     for dtype in _check_dtypes(dtypes):
@@ -271,7 +261,7 @@ def default_grid(dtypes=None) -> list[Variant]:
 def extended_grid(dtypes=None) -> list[Variant]:
     """Every value of every axis: 480 + 480 + 480 compiles (tiled, flat, flat32) and
     9600 + 1920 + 1920 variants per dtype."""
-    axes = (VEC_BYTES, UNROLLS, LOAD_HINTS, STORE_HINTS, BLOCKS, GRID_SHAPES)
+    axes = (VEC_BYTES, UNROLLS, hints.names("load"), hints.names("store"), BLOCKS, GRID_SHAPES)
     return [Variant(d, *combo) for d in _check_dtypes(dtypes) for combo in product(*axes)]
 
 
@@ -280,7 +270,7 @@ GRIDS = {"default": default_grid, "extended": extended_grid}
 
 def get_grid(name: str, dtypes=None) -> list[Variant]:
     if name not in GRIDS:
-        raise SweeperError(f"unknown grid '{name}'; use one of {sorted(GRIDS)}")
+        raise KernelError(f"unknown grid '{name}'; use one of {sorted(GRIDS)}")
     return GRIDS[name](dtypes)
 
 

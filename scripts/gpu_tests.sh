@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# The whole GPU test suite, on a GPU machine: ./scripts/gpu_tests.sh [pytest args]
-# (name test paths, e.g. tests/gpu/test_verify_gpu.py, to run only those)
-# On our H200 node (no internet, numpy 2.5 in the image) it uses the carried numpy<2.5 wheel
-# (scripts/device_env.sh); elsewhere it runs in .venv like scripts/test.sh.
+# The GPU test suite, on a machine with a CUDA GPU: ./scripts/gpu_tests.sh [pytest args]
+# Runs tests/gpu, or only the test paths named. With a wheelhouse folder (SWEEPER_WHEELHOUSE,
+# default .whl/) it uses the machine's python3 (scripts/wheelhouse.sh), else the .venv that
+# scripts/test.sh makes. The log is written to $OUT/gpu_tests.log when OUT is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  source scripts/device_env.sh || exit 1
+export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
+if [ -d "${SWEEPER_WHEELHOUSE:-.whl}" ]; then
+  source scripts/wheelhouse.sh || exit 1
   PY=python3
 else
+  [ -x .venv/bin/python ] || ./scripts/test.sh --co -q >/dev/null
   PY=.venv/bin/python
 fi
-OUTDIR=${OUT:-.}
-# The whole GPU suite unless a test path is named (session 5 named one file, and since
-# tests/gpu came first as well, the whole suite ran).
 WHAT=(tests/gpu)
 for a in "$@"; do case "$a" in tests/*) WHAT=() ;; esac; done
-$PY -m pytest "${WHAT[@]}" -v -rA -p no:cacheprovider "$@" 2>&1 | tee "$OUTDIR/gpu_tests.log"
+$PY -m pytest "${WHAT[@]}" -v -rA -p no:cacheprovider "$@" 2>&1 | tee "${OUT:-.}/gpu_tests.log"
 exit "${PIPESTATUS[0]}"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# The main job (README "Run the main job"), on a machine with a CUDA GPU:
-#   ./scripts/sweep.sh [extra `sweeper run` options, e.g. --modes hot,cold]
-# Sets up (a .venv with sweeper, or on an offline node with a carried .whl/ folder the
-# image's python3, see scripts/device_env.sh), plans for the detected GPU unless a plan for it
-# exists in sweeps/, runs the default grid, then builds selection, policy, export, verify,
-# plots and report in the new run folder, whose path it prints last.
+# The main job, on a machine with a CUDA GPU:
+#   ./scripts/sweep.sh [sweeper run options, e.g. --modes hot,cold --time-limit 500]
+# Sets up (a .venv with sweeper; or, with a wheelhouse folder, the machine's python3, see
+# scripts/wheelhouse.sh), plans for the detected GPU unless sweeps/ has a plan for it, runs the
+# default grid, then builds selection, policy, export, verify, plots and report in the new run
+# folder, whose path it prints last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  source scripts/device_env.sh
+export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
+if [ -d "${SWEEPER_WHEELHOUSE:-.whl}" ]; then
+  source scripts/wheelhouse.sh
   SW=(python3 -m sweeper)
 else
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q -e ".[torch]"
   SW=(.venv/bin/python -m sweeper)
 fi
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}

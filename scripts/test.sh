@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README "Run the tests"; .ci/run calls exactly this).
+# The test command (README; .ci/run calls exactly this).
 # Fresh machine: creates .venv, installs sweeper with test extras, lints, runs the CPU and
 # simulator suites. GPU tests (marker `gpu`) skip themselves without a GPU; on a GPU machine
 # they run too.
@@ -11,6 +11,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
-.venv/bin/ruff check sweeper kernels tests scripts
-.venv/bin/ruff format --check sweeper kernels tests scripts
+.venv/bin/ruff check sweeper kernels tests tools
+.venv/bin/ruff format --check sweeper kernels tests tools
 .venv/bin/python -m pytest -q "$@"

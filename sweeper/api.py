@@ -9,11 +9,17 @@ from __future__ import annotations
 # ---- gpus / plan ---------------------------------------------------------------------------
 
 
-def gpus() -> list:
-    """The GPU spec table (list of sweeper.plan.gpus.GpuSpec), every row with its source."""
-    from sweeper.plan.gpus import SPECS
+def gpus(gpu: str | None = None) -> list:
+    """The GPU spec table (list of sweeper.plan.gpus.GpuSpec, each with per-field `sources`;
+    None = no primary source gives the value). With `gpu`, just that one: a table key/alias or
+    a spec file (FILE.toml)."""
+    from sweeper.plan import gpus as gpumod
 
-    return list(SPECS)
+    if gpu is None:
+        return list(gpumod.SPECS)
+    if gpumod.is_spec_file_arg(gpu):
+        return [gpumod.load_spec_file(gpu)]
+    return [gpumod.lookup(gpu)]
 
 
 def detect_gpu():
@@ -29,23 +35,41 @@ def plan(
     dtypes: str | list[str] | None = None,
     resolution: int = 32,
     force: bool = False,
+    save_spec: str | None = None,
 ):
-    """Plan the byte-gap-free size ladder for `gpu` (a table key/alias, or 'auto' to read the
-    device) and write it to `out` (default sweeps/<gpu>.json). Returns sweeper.plan.PlanResult.
+    """Plan the byte-gap-free size ladder for `gpu` and write it to `out` (default
+    sweeps/<key>.json). Returns sweeper.plan.PlanResult.
+
+    `gpu` is a table key/alias, a spec file (ends in .toml or names an existing file), or
+    'auto' to read device 0. A spec missing a field the plan needs is refused with one line.
+    `save_spec` (only with 'auto') also writes the device's spec as a spec file for other
+    machines; an existing file with other values is never replaced. Nothing is written when
+    anything is refused.
     """
     from pathlib import Path
 
+    from sweeper.errors import SweeperError
     from sweeper.plan import gpus as gpumod
     from sweeper.plan import planfile as planmod
 
-    if gpu.strip().lower() == "auto":
-        spec, notes = gpumod.spec_for_device(gpumod.detect())
-    else:
-        spec, notes = gpumod.lookup(gpu), []
+    auto = gpu.strip().lower() == "auto"
+    if save_spec is not None and not auto:
+        raise SweeperError(
+            "--save-spec needs --gpu auto: it records the attributes of the device it runs on"
+        )
+    spec, notes = gpumod.resolve(gpu)
     p = planmod.make_plan(spec, dtypes=dtypes, resolution=resolution, notes=notes)
     path = Path(out) if out else Path("sweeps") / f"{spec.key}.json"
+    shown = list(notes)
+    spec_needs_write = save_spec is not None and gpumod.spec_file_needs_write(spec, save_spec)
     planmod.write_plan(p, path, force=force)
-    return planmod.PlanResult(plan=p, path=path, summary=planmod.summarize(p), notes=tuple(notes))
+    if save_spec is not None:
+        if spec_needs_write:
+            gpumod.write_spec_file(spec, save_spec)
+            shown.append(f"wrote the device's spec to {save_spec}")
+        else:
+            shown.append(f"{save_spec} already holds this device's spec; left as it is")
+    return planmod.PlanResult(plan=p, path=path, summary=planmod.summarize(p), notes=tuple(shown))
 
 
 # ---- plot / report -------------------------------------------------------------------------
@@ -118,9 +142,12 @@ def run(
     workers: int | None = None,
     progress=None,
     executor=None,
+    time_limit_s: float | None = None,
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
-    run folder. `resume` is True (newest run for this GPU) or a run folder."""
+    run folder. `resume` is True (newest run for this GPU) or a run folder. With
+    `time_limit_s` the run stops cleanly after that many seconds (the cell in flight
+    finishes) and raises TimeLimitReached; its folder resumes where it stopped."""
     from pathlib import Path
 
     from sweeper.analyze.columns import MODES
@@ -131,6 +158,8 @@ def run(
     from sweeper.run.search import SearchParams
     from sweeper.run.stats import Stopping
 
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
     for m in modes or ["hot"]:
         if m not in MODES:
             raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
@@ -172,6 +201,7 @@ def run(
             f"run `sweeper plan --gpu auto` (or pass --force)"
         )
     cfg = RunConfig(
+        time_limit_s=time_limit_s,
         plan=plan_obj,
         plan_path=str(plan_path),
         grid=grid,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from sweeper import __version__
-from sweeper.errors import SweeperError
+from sweeper.errors import USER_ERRORS
 
 app = typer.Typer(
     name="sweeper",
@@ -56,62 +56,127 @@ def _mib(n: int | None) -> str:
 
 
 @app.command("gpus")
-def gpus_cmd() -> None:
-    """List the GPU spec table: L2 as the device reports it, DRAM peak, and each row's source.
+def gpus_cmd(
+    gpu: str = typer.Argument(None, help="Show one GPU: a key/alias or a spec file FILE.toml."),
+    sources: bool = typer.Option(
+        False, "--sources", help="Print every value with the primary source it comes from."
+    ),
+) -> None:
+    """List the GPU spec table: cc, SMs, L2 (as the device reports it) and DRAM peak.
 
-    Values marked * could not be confirmed from a source; `sweeper plan --gpu auto` on the
-    device itself uses its real attributes.
+    An empty cell is a value no primary source gives: `sweeper plan --gpu auto` reads it on the
+    device, or a spec file supplies it (docs/adding-a-gpu.md). --sources cites every value.
     """
-    from rich.table import Table
+    import textwrap
 
     from sweeper import api
+    from sweeper.plan.gpus import SPEC_FIELDS
 
-    table = Table(title="GPU spec table (* = unverified)", show_lines=False)
-    for col in ("key", "name", "cc", "SMs", "L2 MiB", "L2 bytes", "persist max", "DRAM", "GB/s"):
-        table.add_column(col, no_wrap=col != "name")
-    table.add_column("source", overflow="fold")
-    for s in api.gpus():
+    try:
+        specs = api.gpus(gpu)
+    except USER_ERRORS as e:
+        fail(str(e))
 
-        def mark(field: str, text: str, s=s) -> str:
-            return f"{text}*" if field in s.unverified else text
+    def show(v) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, tuple):
+            return f"{v[0]}.{v[1]}"
+        return f"{v:g}" if isinstance(v, float) else str(v)
 
-        table.add_row(
-            s.key,
-            s.name,
-            mark("cc", f"{s.cc[0]}.{s.cc[1]}"),
-            mark("sm_count", str(s.sm_count)),
-            mark("l2_bytes", _mib(s.l2_bytes)),
-            mark("l2_bytes", str(s.l2_bytes)),
-            mark("persisting_l2_max_bytes", str(s.persisting_l2_max_bytes or "-")),
-            mark("dram_type", s.dram_type),
-            mark("dram_peak_gbps", f"{s.dram_peak_gbps:g}"),
-            s.source,
-        )
-    _console().print(table)
+    if sources:
+        for i, s in enumerate(specs):
+            if i:
+                typer.echo("")
+            typer.echo(textwrap.shorten(f"{s.key}: {s.name} ({s.origin})", 80))
+            for n in SPEC_FIELDS:
+                v = getattr(s, n)
+                if v is None:
+                    why = "no primary source gives it" if s.origin == "spec table" else "not given"
+                    typer.echo(f"  {n}: unknown ({why})")
+                    continue
+                typer.echo(f"  {n} = {show(v)}")
+                typer.echo(
+                    textwrap.fill(
+                        s.sources.get(n, "(no source)"),
+                        width=80,
+                        initial_indent=" " * 6,
+                        subsequent_indent=" " * 6,
+                    )
+                )
+        return
+
+    def mib(n: int | None) -> str:
+        return "" if n is None else f"{n / 2**20:.2f}".rstrip("0").rstrip(".")
+
+    head = ("key", "name", "cc", "SMs", "L2 MiB", "DRAM GB/s")
+    rows = [
+        (s.key, s.name, show(s.cc), show(s.sm_count), mib(s.l2_bytes), show(s.dram_peak_gbps))
+        for s in specs
+    ]
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    room = 80 - 2 * (len(head) - 1) - sum(w for i, w in enumerate(widths) if i != 1)
+    widths[1] = max(len(head[1]), min(widths[1], room))
+
+    def line(r: tuple[str, ...]) -> str:
+        cells = []
+        for i, (text, w) in enumerate(zip(r, widths, strict=True)):
+            if len(text) > w:
+                text = text[: w - 1] + "~"
+            cells.append(text.ljust(w) if i < 2 else text.rjust(w))
+        return "  ".join(cells).rstrip()
+
+    typer.echo(line(head))
+    for r in rows:
+        typer.echo(line(r))
+    if any("" in r for r in rows):
+        typer.echo("")
+        typer.echo("An empty cell: no primary source gives the value; a row without L2, SMs,")
+        typer.echo("cc or DRAM peak cannot be planned from the table. `sweeper plan --gpu auto`")
+        typer.echo("reads the device; a spec file supplies the values (docs/adding-a-gpu.md).")
+    typer.echo("Sources of every value: sweeper gpus --sources")
 
 
 @app.command("plan")
 def plan_cmd(
-    gpu: str = typer.Option(..., "--gpu", help="GPU key or alias (see `sweeper gpus`), or auto."),
+    gpu: str = typer.Option(
+        ...,
+        "--gpu",
+        help="GPU key or alias (see `sweeper gpus`), a spec file FILE.toml, or auto.",
+    ),
     out: str = typer.Option(None, "--out", help="Plan file to write [default: sweeps/<gpu>.json]"),
     dtypes: str = typer.Option("fp32,fp16,bf16,int8", "--dtypes", help="Comma-separated dtypes."),
     resolution: int = typer.Option(
         32, "--resolution", help="Dense-band step is L2/resolution bytes (32..4096)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite a different existing plan."),
+    save_spec: str = typer.Option(
+        None,
+        "--save-spec",
+        help="With --gpu auto: also write the device's spec to FILE.toml for other machines.",
+    ),
 ) -> None:
     """Plan working-set sizes that are gap-free in bytes around the GPU's L2 boundary.
 
     Dense steps of L2/resolution bytes over [L2/4, 2xL2], ratio <= 1.25 elsewhere from 64 KiB
-    to 32xL2, with the 32 MiB, L2, persisting-max, 2xL2, 1024^2 and 4096^2 anchors.
+    to 32xL2, with the 32 MiB, L2, persisting-max, 2xL2, 1024^2 and 4096^2 anchors. A GPU
+    whose L2, memory, SM count, cc or DRAM peak is unknown is refused: run --gpu auto on the
+    device, or pass a spec file (docs/adding-a-gpu.md).
     """
     from rich.table import Table
 
     from sweeper import api
 
     try:
-        result = api.plan(gpu, out=out, dtypes=dtypes, resolution=resolution, force=force)
-    except SweeperError as e:
+        result = api.plan(
+            gpu,
+            out=out,
+            dtypes=dtypes,
+            resolution=resolution,
+            force=force,
+            save_spec=save_spec,
+        )
+    except USER_ERRORS as e:
         fail(str(e))
     p = result.plan
     console = _console()
@@ -155,10 +220,14 @@ def run_cmd(
     out: str = typer.Option("results", help="Results root."),
     force: bool = typer.Option(False, help="Run a plan made for another GPU."),
     quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
+    time_limit: float = typer.Option(
+        None, help="Stop cleanly after this many seconds; --resume continues the run."
+    ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable."""
     from sweeper import api
+    from sweeper.run.runner import TimeLimitReached
 
     executor = None
     if replay:
@@ -197,9 +266,17 @@ def run_cmd(
                 quick=quick,
                 progress=progress,
                 executor=executor,
+                time_limit_s=time_limit,
             )
-        except SweeperError as e:
+        except USER_ERRORS as e:
             error = str(e)
+        except TimeLimitReached as stop:
+            error = None
+            path = stop.args[0]
+            console.print(
+                f"stopped at the {time_limit:g} s time limit; continue with "
+                f"`sweeper run --resume --run-dir {path}`"
+            )
         else:
             error = None
     if error is not None:
@@ -231,7 +308,7 @@ def plot_cmd(
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     try:
         paths = api.plot(run, formats=formats, top=top, heatmap_top=heatmap_top)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     for p in paths:
         typer.echo(str(p))
@@ -247,7 +324,7 @@ def report_cmd(
 
     try:
         path = api.report(run)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(str(path))
 
@@ -263,7 +340,7 @@ def select_cmd(
 
     try:
         df = api.select(run, tolerance=tolerance)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     for r in df.itertuples(index=False):
         typer.echo(
@@ -290,7 +367,7 @@ def policy_build_cmd(
     try:
         path, doc = api.policy_build(run, tolerance=tolerance, mode=mode, pattern=pattern)
         text = api.policy_show(str(path))
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(text)
     typer.echo(str(path))
@@ -308,7 +385,7 @@ def policy_merge_cmd(
     try:
         path, _ = api.policy_merge(policies, out)
         text = api.policy_show(str(path))
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(text)
     typer.echo(str(path))
@@ -321,7 +398,7 @@ def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged 
 
     try:
         typer.echo(api.policy_show(path))
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
 
 
@@ -337,7 +414,7 @@ def export_cmd(
 
     try:
         path = api.export(policy, fmt, out)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(str(path))
 
@@ -353,7 +430,7 @@ def compare_cmd(
 
     try:
         rep = api.compare(run_a, run_b, tolerance)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(f"{rep['common_cells']} common ok cells")
     for col in ("time_us", "ratio"):
@@ -384,7 +461,7 @@ def verify_cmd(
 
     try:
         rep = api.verify(policy, timing=timing, passes=passes)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     bad = rep["failed"]
     typer.echo(f"header built with nvcc {rep.get('nvcc') or '(version unknown)'}")
@@ -456,7 +533,7 @@ def kernels_list_cmd(
 
     try:
         res = api.kernels_list(grid, dtype)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     table = Table(title=f"{grid} grid", show_lines=False)
     for col in ("id", "dtype", "vec B", "unroll", "load", "store", "block", "grid"):
@@ -484,7 +561,7 @@ def kernels_ptx_cmd(
 
     try:
         text = api.kernels_ptx(variant_id, cc)
-    except SweeperError as e:
+    except USER_ERRORS as e:
         fail(str(e))
     typer.echo(text)
 
@@ -492,6 +569,6 @@ def kernels_ptx_cmd(
 def main() -> None:
     try:
         app()
-    except SweeperError as e:
+    except USER_ERRORS as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(1)

@@ -1,6 +1,8 @@
-"""Errors a user can act on. The CLI turns any SweeperError into one line and exit 1."""
+"""Errors a user can act on. The CLI turns any of USER_ERRORS into one line and exit 1."""
 
 from __future__ import annotations
+
+from sweeper_kernels.errors import KernelError
 
 
 class SweeperError(Exception):
@@ -31,3 +33,8 @@ class NoGPUError(SweeperError):
 
 class PlanMismatchError(SweeperError):
     """A plan, run or policy belongs to a different GPU / plan than asked for."""
+
+
+# What the CLI reports as one line: sweeper's own errors and the kernels' (sweeper_kernels is
+# the lower layer and raises its own KernelError).
+USER_ERRORS: tuple[type[Exception], ...] = (SweeperError, KernelError)

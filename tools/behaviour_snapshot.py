@@ -27,22 +27,24 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-_FP = re.compile(r"_[0-9a-f]{12}(?=[^0-9a-f]|$)")
-
 
 def sha(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def normalise_ptx(text: str) -> str:
+def normalise_ptx(text: str, fingerprint: str = "") -> str:
+    """PTX without comment lines, with the parts of kernel names that are not code replaced:
+    the kernel-source fingerprint and Numba's per-process function counter (`B3v84`)."""
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("//")]
-    return _FP.sub("_FP", "\n".join(lines))
+    text = re.sub(r"(relu(?:_flat)?_kernel)B\d+v\d+", r"\1Bv", "\n".join(lines))
+    return text.replace(fingerprint[:12], "FP") if fingerprint else text
 
 
 def _ptx_one(key):
     from sweeper_kernels.build import ptx
+    from sweeper_kernels.source import source_fingerprint
 
-    return key.slug, sha(normalise_ptx(ptx(key, (9, 0))))
+    return key.slug, sha(normalise_ptx(ptx(key, (9, 0)), source_fingerprint()))
 
 
 def ptx_hashes(grid: str) -> dict[str, str]:
@@ -60,8 +62,9 @@ def strip_cxx(text: str) -> str:
 
 
 def sweeper(*args: str, cwd: Path | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "sweeper", *args], check=True, cwd=cwd,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "sweeper", *args], check=True, cwd=cwd, stdout=subprocess.DEVNULL
+    )
 
 
 def run_hashes(run: Path, work: Path) -> dict[str, str]:
@@ -81,8 +84,11 @@ def run_hashes(run: Path, work: Path) -> dict[str, str]:
     nvcc = os.environ.get("SWEEPER_NVCC") or shutil.which("nvcc")
     if nvcc:
         (work / "use.cu").write_text('#include "relu_policy.cuh"\n')
-        subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "-ptx", "use.cu", "-o", "use.ptx"],
-                       check=True, cwd=work)
+        subprocess.run(
+            [nvcc, "-std=c++17", "-arch=sm_90", "-ptx", "use.cu", "-o", "use.ptx"],
+            check=True,
+            cwd=work,
+        )
         out["relu_policy.cuh PTX (sm_90)"] = sha(normalise_ptx((work / "use.ptx").read_text()))
     else:
         out["relu_policy.cuh PTX (sm_90)"] = "not checked: no nvcc"
@@ -96,8 +102,10 @@ def main() -> None:
     ap.add_argument("--grid", default="default")
     a = ap.parse_args()
     plan = Path("sweeps/h200.json")
-    snap: dict = {"plan file": sha(plan.read_bytes()),
-                  "plan_hash": json.loads(plan.read_text()).get("plan_hash")}
+    snap: dict = {
+        "plan file": sha(plan.read_bytes()),
+        "plan_hash": json.loads(plan.read_text()).get("plan_hash"),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for gpu in ("h200", "4090"):
             out = Path(tmp) / f"{gpu}.json"

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 from sweeper import __version__
 from sweeper.analyze.bands import segment
 from sweeper.analyze.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
+from sweeper.dtypes import DTYPES
 from sweeper.errors import FieldError, SweeperError
 from sweeper.schema import dump, load, require
+from sweeper.units import fmt_bytes
 
 # A band of a policy as plots and tables use it: [lo, hi) working-set bytes (hi None: open), config
 Band = tuple[int, "int | None", str]
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 POLICY = "policy.json"
-DTYPES = ("fp32", "fp16", "bf16", "int8")
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
 GRID_RE = re.compile(r"^(onepass|flat|flat32|stride[1-9][0-9]*)$")
 FALLBACK_RULE = [
@@ -414,17 +414,13 @@ def write_merged(path: str | os.PathLike, payload: dict) -> Path:
 # ---- text rendering (CLI `policy show`) ----------------------------------------------------
 
 
-def _mib(b: float | None) -> str:
-    return "inf" if b is None else f"{b / 2**20:.2f} MiB"
-
-
 def describe(doc: dict) -> str:
     """Readable summary of a policy (either kind)."""
     lines = []
     if doc.get("kind") == "merged-policy" or "entries" in doc:
         for e in doc["entries"]:
             lines.append(
-                f"{e['gpu']} (cc {e['cc'][0]}.{e['cc'][1]}, L2 {_mib(e['l2_bytes'])}), "
+                f"{e['gpu']} (cc {e['cc'][0]}.{e['cc'][1]}, L2 {fmt_bytes(e['l2_bytes'], none='inf')}), "
                 f"runs {', '.join(e['source']['run_ids'])}"
             )
             for dt, d in e["dtypes"].items():
@@ -441,15 +437,19 @@ def describe(doc: dict) -> str:
         return "\n".join(lines)
     prov = doc["provenance"]
     lines.append(
-        f"{prov['gpu']} L2 {_mib(doc['l2_bytes'])}, runs {', '.join(prov['run_ids'])}, "
+        f"{prov['gpu']} L2 {fmt_bytes(doc['l2_bytes'], none='inf')}, runs {', '.join(prov['run_ids'])}, "
         f"mode {prov['mode']}, tolerance {prov['tolerance']}"
     )
     for dt, d in doc["dtypes"].items():
         for b in d["bands"]:
             br = b["bracket_below"]
-            brs = f" (boundary bracketed by {_mib(br[0])}..{_mib(br[1])})" if br else ""
+            brs = (
+                f" (boundary bracketed by {fmt_bytes(br[0], none='inf')}..{fmt_bytes(br[1], none='inf')})"
+                if br
+                else ""
+            )
             lines.append(
-                f"  {dt:5} [{_mib(b['lo_bytes'])}, {_mib(b['hi_bytes'])})  {b['config']}  "
+                f"  {dt:5} [{fmt_bytes(b['lo_bytes'], none='inf')}, {fmt_bytes(b['hi_bytes'], none='inf')})  {b['config']}  "
                 f"worst {b['worst_frac_of_best']:.3f} of best over {b['n_sizes']} sizes{brs}"
             )
     return "\n".join(lines)

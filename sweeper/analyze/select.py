@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.errors import SweeperError
+from sweeper.units import fmt_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -247,13 +248,6 @@ def variants(results: pd.DataFrame, names: Iterable[str] | None = None) -> dict[
     return out
 
 
-def _fmt_bytes(b: float) -> str:
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= div:
-            return f"{b / div:.4g} {unit}"
-    return f"{int(b)} B"
-
-
 def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
     lines = [f"# Selection: {title}", ""]
     lines.append(
@@ -270,7 +264,7 @@ def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
         for r in grp.itertuples(index=False):
             rel = f"{r.ws_bytes / l2_bytes:.3f}" if l2_bytes else ""
             lines.append(
-                f"| {_fmt_bytes(r.ws_bytes)} | {rel} | `{r.config}` | {r.gbps:.0f} "
+                f"| {fmt_bytes(r.ws_bytes)} | {rel} | `{r.config}` | {r.gbps:.0f} "
                 f"| {r.pct_copy:.1f} | {r.ratio:.3f}x [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}] "
                 f"| `{r.runner_up}` | {100 * r.margin:+.1f}% | {r.n_tied} | {r.reason} |"
             )

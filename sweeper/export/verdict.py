@@ -22,7 +22,7 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
     With one pass this is the single measurement's verdict. With more, a size fails parity
     or loses only when the failure repeats: a CI covers one measurement's sampling noise,
     and a repeat moves small kernels' ratios by more than that, at the same buffer address
-    as much as at another (results/h200/README.md, session 5). Sizes that fail in some
+    as much as at another (docs/methodology.md). Sizes that fail in some
     passes only are listed apart (`unrepeated_*`), and `pass_spread` gives the measured
     pass-to-pass noise. Failure entries are the first pass's row with `passes`: every
     pass's row of that size (`pass_values` formats them).

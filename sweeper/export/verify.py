@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sweeper.analyze.policy import DTYPES, ITEMSIZE
+from sweeper.dtypes import DTYPES, ITEMSIZE, bits_view
 from sweeper.errors import NoGPUError, SweeperError
 from sweeper.export.verdict import timing_verdict
 
 Launcher = Callable[[int, int, int, int], None]
-STORAGE = {"fp32": np.uint32, "fp16": np.uint16, "bf16": np.uint16, "int8": np.uint8}
 TAIL_NS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 255, 4097, 65537, 1000003)
 POISON = 0xA5
 # Before timing pass p (p = 1, 2, ...) verify holds p * SPACER_BYTES of device memory, so most
@@ -166,7 +165,7 @@ def special_bits(dtype: str) -> np.ndarray:
              0xFF80, 0x7F81, 0x7FC0, 0xFFC0, 0x7FFF, 0xFFFF]  # fmt: skip
     else:
         v = [0, 1, 0x7F, 0x80, 0x81, 0xFF, 0x40, 0xC0]
-    return np.array(v, dtype=STORAGE[dtype])
+    return np.array(v, dtype=bits_view(dtype))
 
 
 def independent_reference(dtype: str, bits: np.ndarray) -> np.ndarray:
@@ -180,7 +179,7 @@ def independent_reference(dtype: str, bits: np.ndarray) -> np.ndarray:
         pos = bits.view(np.float16) > 0
     else:
         pos = (bits.astype(np.uint32) << 16).view(np.float32) > 0
-    return np.where(pos, bits, 0).astype(STORAGE[dtype])
+    return np.where(pos, bits, 0).astype(bits_view(dtype))
 
 
 def kernels_reference(dtype: str, bits: np.ndarray) -> np.ndarray | None:
@@ -190,14 +189,14 @@ def kernels_reference(dtype: str, bits: np.ndarray) -> np.ndarray | None:
     except ImportError:
         return None
     out = reference_relu(bits.view(storage_dtype(dtype)), dtype)
-    return np.asarray(out).view(STORAGE[dtype])
+    return np.asarray(out).view(bits_view(dtype))
 
 
 def test_input(dtype: str, n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed + n)
     sp = special_bits(dtype)
-    info = np.iinfo(STORAGE[dtype])
-    rnd = rng.integers(0, int(info.max) + 1, size=n, dtype=np.uint64).astype(STORAGE[dtype])
+    info = np.iinfo(bits_view(dtype))
+    rnd = rng.integers(0, int(info.max) + 1, size=n, dtype=np.uint64).astype(bits_view(dtype))
     rnd[: min(n, sp.size)] = sp[: min(n, sp.size)]
     return rnd
 
@@ -226,7 +225,7 @@ def verify_bits(
     guard = 64
     results = []
     for dt in dtypes:
-        st = STORAGE[dt]
+        st = np.dtype(bits_view(dt))
         for n in sizes:
             x = test_input(dt, n)
             want = independent_reference(dt, x)

@@ -1,13 +1,20 @@
-"""The GPU spec table (every row cited) and detection of the real device.
+"""The GPU spec table (every value cited, per field), spec files, and detection of the device.
 
-`l2_bytes` is what `cudaDeviceProp.l2CacheSize` / CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE reports
-(4090: 75497472 = 72 MiB); datasheets say "MB" and mean MiB for L2. `memory_bytes` is the
-nominal capacity (datasheet "GB" read as GiB for GDDR boards, decimal GB for HBM parts)
-unless a device dump gave the total; it is only used to cap the plan's largest size, so a
-slight under-estimate is harmless. `dram_peak_gbps` is the datasheet figure in GB/s (1e9).
+A value in the table comes from a primary source only: the vendor's whitepaper, datasheet or
+product page, or a device query recorded by sweeper on that GPU. A field that no primary source
+gives is None ("not known"); `sweeper plan --gpu auto` on the device reads it, and a spec file
+(TOML, see `load_spec_file` and docs/adding-a-gpu.md) lets a user supply it.
 
-Fields whose value no source seen could confirm are listed in `unverified`; trust a
-`sweeper plan --gpu auto` on the real device over any table row.
+Units and reading conventions:
+
+* `l2_bytes` is what `cudaDeviceProp.l2CacheSize` / CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE reports;
+  whitepapers write L2 in KB or MB and mean KiB / MiB (RTX 4090: 73728 KB = 72 MiB = 75497472).
+* `memory_bytes` is the nominal capacity: a datasheet "GB" is read as GiB for GDDR boards (their
+  memory chips come in binary sizes) and as 10^9 bytes for HBM parts. It only caps the plan's
+  largest size, so a slight under-estimate is harmless; a device query gives the exact total.
+* `dram_peak_gbps` is the vendor's peak DRAM bandwidth in GB/s (10^9 bytes per second).
+* `persisting_l2_max_bytes` (cudaDeviceProp.persistingL2CacheMaxSize) is a device-query value
+  that no datasheet states; it is None unless a recorded device query gives it.
 
 Nothing here imports numba or the CUDA bindings at module level: `detect()` imports
 `cuda.bindings.driver` inside the function, so `import sweeper.plan.gpus` works without a driver.
@@ -15,36 +22,103 @@ Nothing here imports numba or the CUDA bindings at module level: `detect()` impo
 
 from __future__ import annotations
 
+import datetime as _dt
+import math
+import os
 import re
+import tomllib
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
-from sweeper.errors import NoGPUError, SweeperError
+from sweeper import __version__
+from sweeper.errors import NoGPUError, SchemaError, SweeperError
 
 MiB = 1 << 20
 GiB = 1 << 30
 
+# The fields that carry a value and a citation, in display order.
+SPEC_FIELDS: tuple[str, ...] = (
+    "cc",
+    "sm_count",
+    "l2_bytes",
+    "persisting_l2_max_bytes",
+    "dram_type",
+    "dram_peak_gbps",
+    "memory_bytes",
+)
+# What a plan cannot be made without (see planfile.spec_snapshot / make_plan). The persisting
+# max is optional: a plan without it simply has no "persist-max" anchor.
+PLAN_FIELDS: tuple[str, ...] = ("l2_bytes", "memory_bytes", "sm_count", "cc", "dram_peak_gbps")
+
 
 @dataclass(frozen=True)
 class GpuSpec:
+    """One GPU: identity, the spec fields (None = not known) and a citation per known field."""
+
     key: str
     name: str
-    aliases: tuple[str, ...]
-    cc: tuple[int, int]
-    sm_count: int
-    l2_bytes: int
-    persisting_l2_max_bytes: int | None
-    dram_type: str
-    dram_peak_gbps: float
-    memory_bytes: int
-    source: str
-    unverified: tuple[str, ...] = field(default=())
+    aliases: tuple[str, ...] = ()
+    cc: tuple[int, int] | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    persisting_l2_max_bytes: int | None = None
+    dram_type: str | None = None
+    dram_peak_gbps: float | None = None
+    memory_bytes: int | None = None
+    sources: dict[str, str] = field(default_factory=dict, hash=False)
+    origin: str = field(default="spec table", compare=False)
 
     @property
-    def l2_mib(self) -> float:
-        return self.l2_bytes / MiB
+    def l2_mib(self) -> float | None:
+        return None if self.l2_bytes is None else self.l2_bytes / MiB
+
+    def missing(self, names: tuple[str, ...] = PLAN_FIELDS) -> list[str]:
+        """The fields among `names` whose value is not known."""
+        return [n for n in names if getattr(self, n) is None]
+
+    def uncited(self) -> list[str]:
+        """Known fields without a citation (the table has none; tests check it)."""
+        return [
+            n
+            for n in SPEC_FIELDS
+            if getattr(self, n) is not None and not self.sources.get(n, "").strip()
+        ]
 
 
-_TPU = "TechPowerUp GPU database (techpowerup.com/gpu-specs)"
+def require_plannable(spec: GpuSpec) -> None:
+    """Raise one clear SweeperError naming every unknown field a plan needs."""
+    gone = spec.missing()
+    if not gone:
+        return
+    one = len(gone) == 1
+    if spec.origin == "spec table":
+        where = f"GPU {spec.key!r} (spec table)"
+        why = "no primary source gives " + ("it" if one else "them")
+    elif spec.origin.startswith("device "):
+        where, why = spec.origin, "the device does not report " + ("it" if one else "them")
+    else:
+        where, why = spec.origin, "not given"
+    raise SweeperError(
+        f"{where}: {', '.join(gone)} {'is' if one else 'are'} unknown ({why}), so no plan can "
+        "be made; run `sweeper plan --gpu auto` on the device, or pass a spec file that gives "
+        f"{'it' if one else 'them'} (--gpu FILE.toml, see docs/adding-a-gpu.md)"
+    )
+
+
+# ---- the table ------------------------------------------------------------------------------
+
+# Primary sources, by title. Pages and tables are named in the per-field strings where they help.
+ADA_WP = "NVIDIA Ada GPU Architecture whitepaper"
+GA102_WP = "NVIDIA Ampere GA102 GPU Architecture whitepaper"
+A100_WP = "NVIDIA A100 Tensor Core GPU Architecture whitepaper"
+H100_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper"
+RTX_BW_WP = "NVIDIA RTX Blackwell GPU Architecture whitepaper"
+CUDA_GPUS = "NVIDIA CUDA GPUs compute capability list (developer.nvidia.com/cuda-gpus)"
+H200_QUERY = (
+    "device query recorded by sweeper on an NVIDIA H200 "
+    "(results/h200/hot-11/manifest.json, device block)"
+)
 
 SPECS: tuple[GpuSpec, ...] = (
     GpuSpec(
@@ -53,14 +127,18 @@ SPECS: tuple[GpuSpec, ...] = (
         aliases=("rtx3090", "rtx 3090", "geforce rtx 3090"),
         cc=(8, 6),
         sm_count=82,
-        l2_bytes=6 * MiB,
-        persisting_l2_max_bytes=None,
+        l2_bytes=6144 * 1024,
         dram_type="GDDR6X",
-        dram_peak_gbps=936.2,
+        dram_peak_gbps=936.0,
         memory_bytes=24 * GiB,
-        source="NVIDIA Ampere GA102 GPU Architecture whitepaper (GA10x: 6144 KB L2, 12 x 32-bit "
-        "controllers); " + _TPU,
-        unverified=("sm_count", "dram_peak_gbps", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": GeForce RTX 3090, 8.6",
+            "sm_count": GA102_WP + ", GeForce RTX 3090 specifications: 82 SMs",
+            "l2_bytes": GA102_WP + ", GeForce RTX 3090 specifications: L2 6144 KB",
+            "dram_type": GA102_WP + ", GeForce RTX 3090 specifications: GDDR6X",
+            "dram_peak_gbps": GA102_WP + ", GeForce RTX 3090 specifications: 936 GB/sec",
+            "memory_bytes": GA102_WP + ", GeForce RTX 3090 specifications: 24 GB (GiB)",
+        },
     ),
     GpuSpec(
         key="4080",
@@ -69,13 +147,17 @@ SPECS: tuple[GpuSpec, ...] = (
         cc=(8, 9),
         sm_count=76,
         l2_bytes=64 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6X",
         dram_peak_gbps=716.8,
         memory_bytes=16 * GiB,
-        source="hardwareluxx RTX 50 cache report (RTX 4080: 64 MB L2); guru3d RTX 5090 rumour "
-        "article comparison list (RTX 4080: 16 GB GDDR6X, 256-bit, 736 vs 717 GB/s quoted)",
-        unverified=("sm_count", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": GeForce RTX 4080, 8.9",
+            "sm_count": ADA_WP + ", appendix, GeForce RTX 4080 16 GB: 76 SMs",
+            "l2_bytes": ADA_WP + ", appendix, GeForce RTX 4080 16 GB: L2 65536 KB",
+            "dram_type": ADA_WP + ", appendix, GeForce RTX 4080 16 GB: GDDR6X",
+            "dram_peak_gbps": ADA_WP + ", appendix, GeForce RTX 4080 16 GB: 716.8 GB/sec",
+            "memory_bytes": ADA_WP + ", appendix, GeForce RTX 4080 16 GB: 16 GB (GiB)",
+        },
     ),
     GpuSpec(
         key="4090",
@@ -84,14 +166,17 @@ SPECS: tuple[GpuSpec, ...] = (
         cc=(8, 9),
         sm_count=128,
         l2_bytes=72 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6X",
         dram_peak_gbps=1008.0,
         memory_bytes=24 * GiB,
-        source="l2CacheSize 75497472 as reported (L2_BAND_CLIFF report); chipsandcheese.com "
-        "'Microbenchmarking Nvidia's RTX 4090' (128 SMs); thefpsreview.com 4090 spec "
-        "(1008 GB/s, 384-bit GDDR6X, 24 GB)",
-        unverified=("persisting_l2_max_bytes",),
+        sources={
+            "cc": CUDA_GPUS + ": GeForce RTX 4090, 8.9",
+            "sm_count": ADA_WP + ", GeForce RTX 4090 specifications: 128 SMs",
+            "l2_bytes": ADA_WP + ", GeForce RTX 4090 specifications: L2 73728 KB (72 MB)",
+            "dram_type": ADA_WP + ", GeForce RTX 4090 specifications: GDDR6X",
+            "dram_peak_gbps": ADA_WP + ", GeForce RTX 4090 specifications: 1008 GB/sec",
+            "memory_bytes": ADA_WP + ", GeForce RTX 4090 specifications: 24 GB (GiB)",
+        },
     ),
     GpuSpec(
         key="5090",
@@ -100,13 +185,17 @@ SPECS: tuple[GpuSpec, ...] = (
         cc=(12, 0),
         sm_count=170,
         l2_bytes=96 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR7",
         dram_peak_gbps=1792.0,
         memory_bytes=32 * GiB,
-        source="Linux Format May 2025 RTX 5090 review spec box (GB202, 170 SMs, 96 MB cache, "
-        "32 GB 512-bit GDDR7, 1792 GB/s)",
-        unverified=("cc", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": GeForce RTX 5090, 12.0",
+            "sm_count": RTX_BW_WP + ", GeForce RTX 5090 specifications: 170 SMs",
+            "l2_bytes": RTX_BW_WP + ", GeForce RTX 5090 specifications: L2 98304 KB (96 MB)",
+            "dram_type": RTX_BW_WP + ", GeForce RTX 5090 specifications: GDDR7",
+            "dram_peak_gbps": RTX_BW_WP + ", GeForce RTX 5090 specifications: 1792 GB/sec",
+            "memory_bytes": RTX_BW_WP + ", GeForce RTX 5090 specifications: 32 GB (GiB)",
+        },
     ),
     GpuSpec(
         key="rtx6000-ada",
@@ -114,31 +203,32 @@ SPECS: tuple[GpuSpec, ...] = (
         aliases=("rtx 6000 ada", "rtx 6000 ada generation", "rtx6000ada", "6000ada"),
         cc=(8, 9),
         sm_count=142,
-        l2_bytes=96 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6",
         dram_peak_gbps=960.0,
         memory_bytes=48 * GiB,
-        source="hardwareluxx.de RTX 6000 Ada / L40 announcement (AD102, 18176 FP32 units, 142 RT "
-        "cores = 142 SMs, 48 GB, 384-bit); L2 and bandwidth not confirmed from a source",
-        unverified=("l2_bytes", "dram_peak_gbps", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": RTX 6000 Ada, 8.9",
+            "sm_count": "NVIDIA RTX 6000 Ada Generation datasheet: 18,176 CUDA cores and 142 RT "
+            "cores; " + ADA_WP + ": 128 CUDA cores and one RT core per SM",
+            "dram_type": "NVIDIA RTX 6000 Ada Generation datasheet: 48 GB GDDR6 with ECC",
+            "dram_peak_gbps": "NVIDIA RTX 6000 Ada Generation datasheet: 960 GB/s",
+            "memory_bytes": "NVIDIA RTX 6000 Ada Generation datasheet: 48 GB GDDR6 (GiB)",
+        },
     ),
     GpuSpec(
         key="l4",
         name="NVIDIA L4",
         aliases=("nvidia l4",),
         cc=(8, 9),
-        sm_count=58,
-        l2_bytes=48 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6",
         dram_peak_gbps=300.0,
         memory_bytes=24 * GiB,
-        source="grokipedia 'NVIDIA L4 vs L40S' (24 GB GDDR6, 300 GB/s); "
-        + _TPU
-        + " copies (AD104, 48 MB "
-        "L2, CUDA 8.9); SM count conflicts between copies (58 vs 60)",
-        unverified=("sm_count", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": L4, 8.9",
+            "dram_type": "NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6",
+            "dram_peak_gbps": "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s",
+            "memory_bytes": "NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6 (GiB)",
+        },
     ),
     GpuSpec(
         key="l40s",
@@ -146,28 +236,33 @@ SPECS: tuple[GpuSpec, ...] = (
         aliases=("nvidia l40s",),
         cc=(8, 9),
         sm_count=142,
-        l2_bytes=96 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6",
         dram_peak_gbps=864.0,
         memory_bytes=48 * GiB,
-        source="NVIDIA L40/L40S datasheet (48 GB GDDR6 ECC, 864 GB/s, 18176 CUDA cores, 142 RT "
-        "cores); L2 conflicts between third-party copies (48 MB vs 96 MB for the L40)",
-        unverified=("l2_bytes", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": L40S, 8.9",
+            "sm_count": "NVIDIA L40S datasheet: 18,176 CUDA cores and 142 RT cores; "
+            + ADA_WP
+            + ": 128 CUDA cores and one RT core per SM",
+            "dram_type": "NVIDIA L40S datasheet: 48 GB GDDR6 with ECC",
+            "dram_peak_gbps": "NVIDIA L40S datasheet: 864 GB/s",
+            "memory_bytes": "NVIDIA L40S datasheet: 48 GB GDDR6 (GiB)",
+        },
     ),
     GpuSpec(
         key="a10",
         name="NVIDIA A10",
         aliases=("nvidia a10", "a10 pcie"),
         cc=(8, 6),
-        sm_count=72,
-        l2_bytes=6 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="GDDR6",
-        dram_peak_gbps=600.2,
+        dram_peak_gbps=600.0,
         memory_bytes=24 * GiB,
-        source=_TPU + " A10 PCIe (GA102, 72 SMs, 6 MB L2, 384-bit GDDR6, 600.2 GB/s, 24 GB)",
-        unverified=("persisting_l2_max_bytes",),
+        sources={
+            "cc": CUDA_GPUS + ": A10, 8.6",
+            "dram_type": "NVIDIA A10 Tensor Core GPU datasheet: 24 GB GDDR6",
+            "dram_peak_gbps": "NVIDIA A10 Tensor Core GPU datasheet: 600 GB/s",
+            "memory_bytes": "NVIDIA A10 Tensor Core GPU datasheet: 24 GB GDDR6 (GiB)",
+        },
     ),
     GpuSpec(
         key="a100-40gb",
@@ -175,31 +270,34 @@ SPECS: tuple[GpuSpec, ...] = (
         aliases=("a100", "a100-sxm4-40gb", "a100 40gb", "nvidia a100-sxm4-40gb"),
         cc=(8, 0),
         sm_count=108,
-        l2_bytes=41943040,
-        persisting_l2_max_bytes=31457280,
+        l2_bytes=40960 * 1024,
         dram_type="HBM2",
         dram_peak_gbps=1555.0,
-        memory_bytes=42405855232,
-        source="deviceQuery dump, Paderborn PC2 wiki 'NVIDIA A100 40GB with NVLINK' (108 SMs, "
-        "L2 41943040, 42405855232 bytes, 5120-bit); NVIDIA developer forum 275542 "
-        "(A100 persistingL2CacheMaxSize 31457280); glennklockwood.com A100 notes (1555 GB/s)",
-        unverified=(),
+        memory_bytes=40 * 10**9,
+        sources={
+            "cc": CUDA_GPUS + ": A100, 8.0",
+            "sm_count": A100_WP + ", V100 vs A100 comparison table: 108 SMs",
+            "l2_bytes": A100_WP + ", V100 vs A100 comparison table: L2 40960 KB",
+            "dram_type": A100_WP + ", V100 vs A100 comparison table: 40 GB HBM2",
+            "dram_peak_gbps": A100_WP + ", V100 vs A100 comparison table: 1555 GB/sec",
+            "memory_bytes": A100_WP + ", V100 vs A100 comparison table: 40 GB (10^9 bytes)",
+        },
     ),
     GpuSpec(
         key="a100-80gb",
         name="NVIDIA A100 80GB",
         aliases=("a100-sxm4-80gb", "a100 80gb", "nvidia a100-sxm4-80gb", "a100-80gb-sxm"),
         cc=(8, 0),
-        sm_count=108,
-        l2_bytes=41943040,
-        persisting_l2_max_bytes=31457280,
         dram_type="HBM2e",
         dram_peak_gbps=2039.0,
-        memory_bytes=80 * GiB,
-        source="glennklockwood.com A100 notes, citing the NVIDIA A100 datasheet (80 GB HBM2e, "
-        "2.039 TB/s SXM, same GA100 configuration as the 40 GB part); persisting max assumed "
-        "equal to the A100 40GB",
-        unverified=("persisting_l2_max_bytes",),
+        memory_bytes=80 * 10**9,
+        sources={
+            "cc": CUDA_GPUS + ": A100, 8.0",
+            "dram_type": "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM, 80 GB HBM2e",
+            "dram_peak_gbps": "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM, 2,039 GB/s",
+            "memory_bytes": "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM, 80 GB "
+            "(10^9 bytes)",
+        },
     ),
     GpuSpec(
         key="h100-sxm",
@@ -208,13 +306,17 @@ SPECS: tuple[GpuSpec, ...] = (
         cc=(9, 0),
         sm_count=132,
         l2_bytes=50 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="HBM3",
         dram_peak_gbps=3350.0,
-        memory_bytes=80 * GiB,
-        source="NVIDIA H100 datasheet / Hopper whitepaper via hpctech.co.jp spec table (132 SMs, "
-        "50 MB L2, 5120-bit HBM3, 3350 GB/s, 80 GB)",
-        unverified=("persisting_l2_max_bytes",),
+        memory_bytes=80 * 10**9,
+        sources={
+            "cc": H100_WP + ", A100 vs H100 comparison table: compute capability 9.0",
+            "sm_count": H100_WP + ", A100 vs H100 comparison table: H100 SXM5, 132 SMs",
+            "l2_bytes": H100_WP + ", A100 vs H100 comparison table: H100 SXM5, L2 50 MB",
+            "dram_type": "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, 80 GB HBM3",
+            "dram_peak_gbps": "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, 3.35 TB/s",
+            "memory_bytes": "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, 80 GB (10^9 bytes)",
+        },
     ),
     GpuSpec(
         key="h100-pcie",
@@ -223,13 +325,17 @@ SPECS: tuple[GpuSpec, ...] = (
         cc=(9, 0),
         sm_count=114,
         l2_bytes=50 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="HBM2e",
         dram_peak_gbps=2000.0,
-        memory_bytes=80 * GiB,
-        source="NVIDIA LaunchPad H100 MIG guide (114 SMs, 80 GB HBM2e, 50 MB L2, 2 TB/s); "
-        "hpctech.co.jp spec table",
-        unverified=("persisting_l2_max_bytes",),
+        memory_bytes=80 * 10**9,
+        sources={
+            "cc": H100_WP + ", A100 vs H100 comparison table: compute capability 9.0",
+            "sm_count": H100_WP + ", A100 vs H100 comparison table: H100 PCIe, 114 SMs",
+            "l2_bytes": H100_WP + ", A100 vs H100 comparison table: H100 PCIe, L2 50 MB",
+            "dram_type": "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, 80 GB HBM2e",
+            "dram_peak_gbps": "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, 2 TB/s",
+            "memory_bytes": "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, 80 GB (10^9 bytes)",
+        },
     ),
     GpuSpec(
         key="h200",
@@ -242,41 +348,43 @@ SPECS: tuple[GpuSpec, ...] = (
         dram_type="HBM3e",
         dram_peak_gbps=4800.0,
         memory_bytes=141 * 10**9,
-        source="our measurement on the H200 test machine (shared/GPU_NOTES.md: l2CacheSize "
-        "62914560, persistingL2CacheMaxSize 39321600, 132 SMs, cc 9.0, 6016-bit bus at 3.2 GHz); "
-        "ai-hpc.github.io H200 hardware notes (141 GB HBM3e, 4.8 TB/s)",
-        unverified=(),
+        sources={
+            "cc": H200_QUERY + ": cc 9.0",
+            "sm_count": H200_QUERY + ": sm_count 132",
+            "l2_bytes": H200_QUERY + ": l2_bytes 62914560",
+            "persisting_l2_max_bytes": H200_QUERY + ": persisting_l2_max_bytes 39321600",
+            "dram_type": "NVIDIA H200 Tensor Core GPU product page and datasheet: HBM3e",
+            "dram_peak_gbps": "NVIDIA H200 Tensor Core GPU product page and datasheet: 4.8 TB/s",
+            "memory_bytes": "NVIDIA H200 Tensor Core GPU product page and datasheet: 141 GB "
+            "(10^9 bytes; the device query reports 150109880320)",
+        },
     ),
     GpuSpec(
         key="gh200",
-        name="NVIDIA GH200 Grace Hopper (96 GB HBM3)",
+        name="NVIDIA GH200 (96 GB HBM3)",
         aliases=("gh200 480gb", "nvidia gh200 480gb", "grace hopper"),
         cc=(9, 0),
-        sm_count=132,
-        l2_bytes=50 * MiB,
-        persisting_l2_max_bytes=None,
         dram_type="HBM3",
         dram_peak_gbps=4000.0,
         memory_bytes=96 * 10**9,
-        source="spheron.network GH200 guide (H100-class GPU, 96 GB HBM3); NVIDIA GH200 HBM3e "
-        "announcement (96 GB HBM3 at 4 TB/s -> 141/144 GB HBM3e variant); no device dump seen",
-        unverified=("sm_count", "l2_bytes", "persisting_l2_max_bytes"),
+        sources={
+            "cc": CUDA_GPUS + ": GH200, 9.0",
+            "dram_type": "NVIDIA GH200 Grace Hopper Superchip datasheet: 96 GB HBM3",
+            "dram_peak_gbps": "NVIDIA GH200 Grace Hopper Superchip datasheet: 4 TB/s (HBM3)",
+            "memory_bytes": "NVIDIA GH200 Grace Hopper Superchip datasheet: 96 GB HBM3 "
+            "(10^9 bytes)",
+        },
     ),
     GpuSpec(
         key="b200",
         name="NVIDIA B200",
         aliases=("nvidia b200", "b200 sxm"),
         cc=(10, 0),
-        sm_count=148,
-        l2_bytes=132644864,
-        persisting_l2_max_bytes=None,
         dram_type="HBM3e",
-        dram_peak_gbps=8000.0,
-        memory_bytes=int(178.35 * GiB),
-        source="device query in pytorch/ao PR #4002 (cc 10.0, 148 SMs, L2 126.50 MiB, 7680-bit "
-        "bus at 3996 MHz = 7.67 TB/s, total 178.35 GiB; the table keeps the 8 TB/s datasheet "
-        "figure that PR replaced)",
-        unverified=("persisting_l2_max_bytes",),
+        sources={
+            "cc": CUDA_GPUS + ": B200, 10.0",
+            "dram_type": "NVIDIA Blackwell Architecture Technical Brief: B200, HBM3e",
+        },
     ),
 )
 
@@ -293,7 +401,258 @@ def lookup(name: str) -> GpuSpec:
         if any(_norm(n) == want for n in names):
             return spec
     keys = ", ".join(s.key for s in SPECS)
-    raise SweeperError(f"unknown GPU {name!r}; known: {keys} (or 'auto' to read the device)")
+    raise SweeperError(
+        f"unknown GPU {name!r}; known: {keys} (or 'auto' to read the device, or a spec file "
+        "FILE.toml)"
+    )
+
+
+# ---- spec files (TOML) ----------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_FILE_FIELDS: tuple[str, ...] = ("key", "name", "aliases", *SPEC_FIELDS, "sources")
+
+
+def is_spec_file_arg(gpu: str) -> bool:
+    """`--gpu` values read as a spec file: ending in .toml, or naming an existing file."""
+    return gpu.lower().endswith(".toml") or Path(gpu).is_file()
+
+
+def _positive_int(path: Path, name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SchemaError(path, name, f"expected a positive integer, found {_tname(v)}")
+    if v <= 0:
+        raise SchemaError(path, name, f"must be a positive integer, found {v}")
+    return v
+
+
+def _tname(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, str):
+        return f"a string ({v!r})"
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "an array"
+    return f"{type(v).__name__} {v!r}"
+
+
+def _nonempty_str(path: Path, name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise SchemaError(path, name, f"expected a non-empty string, found {_tname(v)}")
+    if "\n" in v or "\r" in v:
+        raise SchemaError(path, name, "must be a single line")
+    return v.strip()
+
+
+def spec_from_mapping(doc: dict, path: str | os.PathLike) -> GpuSpec:
+    """Validate a parsed spec file; SchemaError (one line, naming file and field) on a problem.
+
+    Fields left out are None. `key` defaults to the file name, `name` to the key; a field given
+    without a `[sources]` entry is cited as the spec file itself.
+    """
+    path = Path(path)
+    unknown = [k for k in doc if k not in _FILE_FIELDS]
+    if unknown:
+        raise SchemaError(path, unknown[0], f"unknown field; known: {', '.join(_FILE_FIELDS)}")
+    key = doc.get("key", _slug(path.stem))
+    key = _nonempty_str(path, "key", key)
+    if not _KEY_RE.match(key):
+        raise SchemaError(path, "key", f"{key!r} must be letters, digits, '.', '_' or '-'")
+    name = _nonempty_str(path, "name", doc.get("name", key))
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list):
+        raise SchemaError(path, "aliases", f"expected an array of strings, found {_tname(aliases)}")
+    aliases = [_nonempty_str(path, f"aliases[{i}]", a) for i, a in enumerate(aliases)]
+
+    values: dict[str, Any] = {}
+    if "cc" in doc:
+        cc = doc["cc"]
+        if (
+            not isinstance(cc, list)
+            or len(cc) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in cc)
+        ):
+            raise SchemaError(path, "cc", f"expected [major, minor] (two integers), found {cc!r}")
+        if cc[0] <= 0 or cc[1] < 0:
+            raise SchemaError(path, "cc", f"major must be positive and minor >= 0, found {cc!r}")
+        values["cc"] = (cc[0], cc[1])
+    for n in ("sm_count", "l2_bytes", "persisting_l2_max_bytes", "memory_bytes"):
+        if n in doc:
+            values[n] = _positive_int(path, n, doc[n])
+    if "dram_type" in doc:
+        values["dram_type"] = _nonempty_str(path, "dram_type", doc["dram_type"])
+    if "dram_peak_gbps" in doc:
+        v = doc["dram_peak_gbps"]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise SchemaError(path, "dram_peak_gbps", f"expected a number, found {_tname(v)}")
+        if not math.isfinite(v) or v <= 0:
+            raise SchemaError(path, "dram_peak_gbps", f"must be a positive number, found {v}")
+        values["dram_peak_gbps"] = float(v)
+    l2, persist, mem = (
+        values.get(n) for n in ("l2_bytes", "persisting_l2_max_bytes", "memory_bytes")
+    )
+    if l2 is not None and persist is not None and persist > l2:
+        raise SchemaError(
+            path, "persisting_l2_max_bytes", f"{persist} is larger than l2_bytes {l2}"
+        )
+    if l2 is not None and mem is not None and mem <= l2:
+        raise SchemaError(path, "memory_bytes", f"{mem} is not larger than l2_bytes {l2}")
+
+    raw_sources = doc.get("sources", {})
+    if not isinstance(raw_sources, dict):
+        raise SchemaError(path, "sources", f"expected a table, found {_tname(raw_sources)}")
+    sources: dict[str, str] = {}
+    for k, v in raw_sources.items():
+        where = f"sources.{k}"
+        if k not in SPEC_FIELDS:
+            raise SchemaError(path, where, f"unknown field; known: {', '.join(SPEC_FIELDS)}")
+        if k not in values:
+            raise SchemaError(path, where, f"cites {k}, which the file does not give")
+        sources[k] = _nonempty_str(path, where, v)
+    for k in values:
+        sources.setdefault(k, f"spec file {path.name}")
+    return GpuSpec(
+        key=key,
+        name=name,
+        aliases=tuple(aliases),
+        sources={k: sources[k] for k in SPEC_FIELDS if k in sources},
+        origin=f"spec file {path}",
+        **values,
+    )
+
+
+def load_spec_file(path: str | os.PathLike) -> GpuSpec:
+    """Read and validate a GPU spec file (TOML); SchemaError names the file and the field."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(path, None, "spec file not found") from None
+    except OSError as e:
+        raise SchemaError(path, None, f"cannot read the spec file: {e.strerror}") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SchemaError(path, None, "not valid TOML (not UTF-8 text)") from None
+    except tomllib.TOMLDecodeError as e:
+        msg = " ".join(str(e).split())
+        raise SchemaError(path, None, f"not valid TOML ({msg})") from None
+    return spec_from_mapping(doc, path)
+
+
+def _toml_str(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_value(v: Any) -> str:
+    """One TOML value: string, integer, finite float, or an array of integers / strings."""
+    if isinstance(v, bool):
+        raise TypeError("booleans are not used in spec files")
+    if isinstance(v, str):
+        return _toml_str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"cannot write the non-finite number {v!r}")
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to a spec file")
+
+
+def spec_to_toml(spec: GpuSpec, header: str = "") -> str:
+    """The spec file text for `spec`: flat keys, then a [sources] table; None fields omitted."""
+    lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
+    lines.append(f"key = {_toml_value(spec.key)}")
+    lines.append(f"name = {_toml_value(spec.name)}")
+    if spec.aliases:
+        lines.append(f"aliases = {_toml_value(list(spec.aliases))}")
+    for n in SPEC_FIELDS:
+        v = getattr(spec, n)
+        if v is not None:
+            lines.append(f"{n} = {_toml_value(list(v) if n == 'cc' else v)}")
+    cited = [
+        (n, spec.sources[n])
+        for n in SPEC_FIELDS
+        if n in spec.sources and getattr(spec, n) is not None
+    ]
+    if cited:
+        lines += ["", "[sources]"]
+        lines += [f"{n} = {_toml_value(s)}" for n, s in cited]
+    return "\n".join(lines) + "\n"
+
+
+def _same_values(a: GpuSpec, b: GpuSpec) -> bool:
+    names = ("key", "name", "aliases", *SPEC_FIELDS)
+    return all(getattr(a, n) == getattr(b, n) for n in names)
+
+
+def spec_file_needs_write(spec: GpuSpec, path: str | os.PathLike) -> bool:
+    """True when `path` is absent; False when it already holds these values (sources aside).
+
+    Raises SweeperError when it holds anything else, so a different file is never replaced.
+    """
+    path = Path(path)
+    if not path.name.lower().endswith(".toml"):
+        raise SweeperError(f"--save-spec {path}: the spec file name must end in .toml")
+    if not path.exists():
+        return True
+    try:
+        old = load_spec_file(path)
+    except SweeperError:
+        old = None
+    if old is not None and _same_values(old, spec):
+        return False
+    raise SweeperError(
+        f"{path} already exists and holds a different GPU spec; remove it or choose another "
+        "--save-spec path"
+    )
+
+
+def write_spec_file(spec: GpuSpec, path: str | os.PathLike) -> Path:
+    """Write `spec` as a spec file atomically (refusing to replace a different one)."""
+    from sweeper.schema import atomic_write_text
+
+    path = Path(path)
+    if spec_file_needs_write(spec, path):
+        header = (
+            f"GPU spec for sweeper: `sweeper plan --gpu {path.name}`.\n"
+            "Units: bytes, GB/s (10^9 bytes/s); see docs/adding-a-gpu.md."
+        )
+        atomic_write_text(path, spec_to_toml(spec, header=header))
+    return path
+
+
+def resolve(gpu: str) -> tuple[GpuSpec, list[str]]:
+    """`--gpu` value -> (spec, notes): 'auto' reads device 0, a spec file is read and
+    validated, anything else is looked up in the table."""
+    if gpu.strip().lower() == "auto":
+        return spec_for_device(detect())
+    if is_spec_file_arg(gpu):
+        return load_spec_file(gpu), []
+    return lookup(gpu), []
+
+
+# ---- the device -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -394,67 +753,79 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in s).strip("-") or "gpu"
 
 
-def spec_for_device(info: DeviceInfo) -> tuple[GpuSpec, list[str]]:
+def device_source(today: str | None = None) -> str:
+    """The citation for a value read from the device by this version of sweeper."""
+    return f"device query recorded by sweeper {__version__} on {today or _dt.date.today()}"
+
+
+_QUERIED = ("cc", "sm_count", "l2_bytes", "persisting_l2_max_bytes", "memory_bytes")
+
+
+def spec_for_device(info: DeviceInfo, today: str | None = None) -> tuple[GpuSpec, list[str]]:
     """A spec that uses the device's own attributes, and where they differ from the table.
 
-    The returned spec keeps the table's key, name and DRAM figures when the device matches a
-    row; L2, persisting max, SM count, cc and memory always come from the device.
+    The returned spec keeps the table's key, name and DRAM figures (with their citations) when
+    the device matches a row; L2, persisting max, SM count, cc and memory always come from the
+    device and are cited as "device query recorded by sweeper <version> on <date>". A DRAM peak
+    the table does not know is bus width x memory clock x 2 from the device.
     """
+    src = device_source(today)
+    persist = info.persisting_l2_max_bytes or None
+    queried = {
+        "cc": info.cc,
+        "sm_count": info.sm_count,
+        "l2_bytes": info.l2_bytes,
+        "persisting_l2_max_bytes": persist,
+        "memory_bytes": info.memory_bytes,
+    }
+    dev_peak = round(info.dram_peak_gbps, 1) or None
+    peak_src = f"{src} (memory bus width x memory clock x 2)"
     row = _match(info)
     if row is None:
+        sources = {k: src for k, v in queried.items() if v is not None}
+        if dev_peak is not None:
+            sources["dram_peak_gbps"] = peak_src
         spec = GpuSpec(
             key=_slug(info.name),
             name=info.name,
-            aliases=(),
-            cc=info.cc,
-            sm_count=info.sm_count,
-            l2_bytes=info.l2_bytes,
-            persisting_l2_max_bytes=info.persisting_l2_max_bytes or None,
-            dram_type="unknown",
-            dram_peak_gbps=round(info.dram_peak_gbps, 1),
-            memory_bytes=info.memory_bytes,
-            source=f"device attributes (driver {info.driver_version})",
-            unverified=("dram_type",),
+            dram_peak_gbps=dev_peak,
+            sources={k: sources[k] for k in SPEC_FIELDS if k in sources},
+            origin=f"device {info.name!r}",
+            **queried,
         )
-        note = (
-            f"{info.name!r} is not in the spec table; using its attributes "
-            f"(DRAM peak {spec.dram_peak_gbps:.0f} GB/s = bus width x clock x 2)"
+        note = f"{info.name!r} is not in the spec table; using its attributes" + (
+            f" (DRAM peak {dev_peak:.0f} GB/s = bus width x clock x 2)" if dev_peak else ""
         )
         return spec, [note]
 
     diffs: list[str] = []
 
-    def differ(field_name: str, table, device, fmt=str) -> None:
-        if table != device:
-            diffs.append(f"{field_name}: table {fmt(table)}, device {fmt(device)}")
+    def show(v) -> str:
+        if v is None:
+            return "unknown"
+        return f"{v[0]}.{v[1]}" if isinstance(v, tuple) else str(v)
 
-    differ("cc", row.cc, info.cc, lambda c: f"{c[0]}.{c[1]}")
-    differ("sm_count", row.sm_count, info.sm_count)
-    differ("l2_bytes", row.l2_bytes, info.l2_bytes)
-    differ(
-        "persisting_l2_max_bytes",
-        row.persisting_l2_max_bytes,
-        info.persisting_l2_max_bytes or None,
-    )
-    differ("memory_bytes", row.memory_bytes, info.memory_bytes)
-    dev_peak = info.dram_peak_gbps
-    if dev_peak and abs(dev_peak - row.dram_peak_gbps) > 0.05 * row.dram_peak_gbps:
+    for n in _QUERIED:
+        if getattr(row, n) != queried[n]:
+            diffs.append(f"{n}: table {show(getattr(row, n))}, device {show(queried[n])}")
+    sources = {k: v for k, v in row.sources.items() if k not in _QUERIED}
+    sources.update({k: src for k, v in queried.items() if v is not None})
+    peak = row.dram_peak_gbps
+    if peak is None:
+        peak = dev_peak
+        if dev_peak is not None:
+            sources["dram_peak_gbps"] = peak_src
+            diffs.append(f"dram_peak_gbps: table unknown, device bus x clock {dev_peak:.0f}")
+    elif dev_peak and abs(dev_peak - peak) > 0.05 * peak:
         diffs.append(
-            f"dram_peak_gbps: table {row.dram_peak_gbps:.0f}, device bus x clock "
-            f"{dev_peak:.0f} (table value kept)"
+            f"dram_peak_gbps: table {peak:.0f}, device bus x clock {dev_peak:.0f} "
+            "(table value kept)"
         )
     spec = replace(
         row,
-        cc=info.cc,
-        sm_count=info.sm_count,
-        l2_bytes=info.l2_bytes,
-        persisting_l2_max_bytes=info.persisting_l2_max_bytes or None,
-        memory_bytes=info.memory_bytes,
-        source=f"device attributes (driver {info.driver_version}); table: {row.source}",
-        unverified=tuple(
-            f
-            for f in row.unverified
-            if f not in ("cc", "sm_count", "l2_bytes", "persisting_l2_max_bytes", "memory_bytes")
-        ),
+        dram_peak_gbps=peak,
+        sources={k: sources[k] for k in SPEC_FIELDS if k in sources},
+        origin=f"device {info.name!r}",
+        **queried,
     )
     return spec, diffs

@@ -24,12 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
+from sweeper.units import KiB, MiB
 
-KiB = 1 << 10
-MiB = 1 << 20
-
-DTYPES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 GRAIN = 32  # working-set grain in bytes: n * itemsize % 16 == 0  <=>  ws % 32 == 0
 MIN_WS = 64 * KiB
 OUTER_RATIO = 1.25

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import __version__, schema
+from sweeper.dtypes import DTYPES, ITEMSIZE
 from sweeper.errors import FieldError, SchemaError, SweeperError
-from sweeper.plan.gpus import GpuSpec
+from sweeper.plan.gpus import GpuSpec, require_plannable
 from sweeper.plan.ladder import (
-    DTYPES,
     EST_CALLS_PER_SAMPLE,
     EST_MIN_CALL_S,
     EST_SAMPLES,
@@ -124,7 +124,9 @@ def make_plan(
     resolution: int = 32,
     notes: list[str] | tuple[str, ...] = (),
 ) -> Plan:
-    """Build the plan for one GPU spec (pure; no GPU)."""
+    """Build the plan for one GPU spec (pure; no GPU). SweeperError when the spec lacks a
+    field a plan needs (L2, memory, SM count, cc, DRAM peak)."""
+    require_plannable(spec)
     _check_resolution(resolution, spec.l2_bytes)
     dts = _dtype_list(dtypes)
     snap = spec_snapshot(spec)
@@ -132,7 +134,7 @@ def make_plan(
     entries: list[dict] = []
     tails: list[dict] = []
     for d in dts:
-        item = DTYPES[d]
+        item = ITEMSIZE[d]
         names_at: dict[int, list[str]] = {}
         for name, ws in b.anchors(item).items():
             names_at.setdefault(ws, []).append(name)
@@ -273,7 +275,7 @@ def validate_plan_doc(doc: dict) -> None:
             raise FieldError(where + "dtype", f"unknown dtype {d!r} (plan dtypes: {dtypes})")
         n = _req(e, "n", int, where)
         ws = _req(e, "working_set_bytes", int, where)
-        item = DTYPES[d]
+        item = ITEMSIZE[d]
         if n <= 0:
             raise FieldError(where + "n", f"must be positive, found {n}")
         if ws != 2 * n * item:
@@ -291,7 +293,7 @@ def validate_plan_doc(doc: dict) -> None:
         by_dtype[d].append((i, e))
 
     for d, items in by_dtype.items():
-        item = DTYPES[d]
+        item = ITEMSIZE[d]
         if not items:
             raise FieldError("entries", f"no sizes for dtype {d}")
         ws = [e["working_set_bytes"] for _, e in items]
@@ -337,7 +339,7 @@ def validate_plan_doc(doc: dict) -> None:
             raise FieldError(where + "dtype", f"unknown dtype {d!r}")
         n = _req(t, "n", int, where)
         ws = _req(t, "working_set_bytes", int, where)
-        if n <= 0 or ws != 2 * n * DTYPES[d]:
+        if n <= 0 or ws != 2 * n * ITEMSIZE[d]:
             raise FieldError(where + "working_set_bytes", f"{ws} != 2 * n * itemsize")
     _req(doc, "sweeper_version", str)
     got = _req(doc, "plan_hash", str)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MiB = 1 << 20
+from sweeper.units import MiB
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ The baseline (torch) is timed in every cell, next to a different candidate each 
 size, its median time should not depend on the candidate's cache hints. If the baseline is
 slower next to candidates whose loads mark lines L2::evict_last, those lines outlived the
 candidate's turn and shrank the L2 the baseline got: the candidates' ratios are inflated by
-that factor. (Found in results/h200/hot-4 and hot-6, 3-6% at 30-44 MiB; the timers now demote
-the cell's lines to normal priority between slots, see sweeper.run.timers; hot-7 and hot-8 show
-no such slowdown there.)
+that factor (3-6% at 30-44 MiB on the H200 before the timers demoted the cell's lines to
+normal priority between slots, see sweeper.run.timers and docs/methodology.md; with that
+demotion the check finds no such slowdown there).
 """
 
 from __future__ import annotations

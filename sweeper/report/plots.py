@@ -22,25 +22,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.policy import Band
+from sweeper.analyze.select import ok_candidates
+from sweeper.dtypes import DTYPES
 from sweeper.report.tables import (
-    DTYPE_ORDER,
     band_config,
     best_per_size,
     dtypes_in,
     facets,
-    fmt_mib,
-    ok_candidates,
     pct_of_best,
     rank_configs,
     shown_configs,
 )
+from sweeper.units import MiB, fmt_mib
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-MiB = 1 << 20
 V2_SWITCH_BYTES = 32 * MiB  # the threshold v2 streamed above (seeds/L2_BAND_CLIFF.md)
 
 Bands = Mapping[str, Sequence[Band]]
@@ -338,7 +337,7 @@ def verify_figure(
     from sweeper.export.verdict import timing_verdict  # the one definition of a repeated loss
 
     info = info or RunInfo()
-    dtypes = [d for d in DTYPE_ORDER if d in set(vt["dtype"])]
+    dtypes = [d for d in DTYPES if d in set(vt["dtype"])]
     fig, axes = _panels(len(dtypes), height=2.4)
     lo, hi = _size_range(vt)
     passes = _verify_passes(vt)
@@ -476,7 +475,7 @@ def policy_figure(
     from matplotlib.patches import Patch
 
     info = info or RunInfo()
-    dtypes = sorted(bands, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+    dtypes = sorted(bands, key=lambda d: (DTYPES.index(d) if d in DTYPES else 99, d))
     if x_range is None:
         edges = [e for d in dtypes for lo, hi, _ in bands[d] for e in (lo, hi) if e]
         edges = edges or [MiB, 1024 * MiB]

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import MODES
+from sweeper.dtypes import DTYPES
 from sweeper.report.plots import PLOTS, _plots_stale, plot_order, render_plots
-from sweeper.report.tables import DTYPE_ORDER, best_per_size, dtypes_in, facets, fmt_mib
-from sweeper.units import MiB
+from sweeper.report.tables import best_per_size, dtypes_in, facets
+from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,19 +49,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = ""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
     out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return out
-
-
-def _bytes(b: Any) -> str:
-    if b is None or (isinstance(b, float) and math.isnan(b)):
-        return "-"
-    b = int(b)
-    if b >= 1 << 30:
-        return f"{b / (1 << 30):.4g} GiB"
-    if b >= MiB:
-        return f"{b / MiB:.4g} MiB"
-    if b >= 1024:
-        return f"{b / 1024:.4g} KiB"
-    return f"{b} B"
 
 
 def _num(v: Any, fmt: str = ".0f") -> str:
@@ -100,10 +88,10 @@ def environment(manifest: Mapping[str, Any]) -> list[str]:
         ("GPU", f"{dev.get('name', '-')} (`{manifest.get('gpu', '-')}`)"),
         ("compute capability", cc_text or "-"),
         ("SMs", dev.get("sm_count", "-")),
-        ("L2", _bytes(dev.get("l2_bytes"))),
-        ("persisting-L2 max", _bytes(dev.get("persisting_l2_max_bytes"))),
+        ("L2", fmt_bytes(dev.get("l2_bytes"))),
+        ("persisting-L2 max", fmt_bytes(dev.get("persisting_l2_max_bytes"))),
         ("DRAM peak", f"{_num(dev.get('dram_peak_gbps'))} GB/s"),
-        ("memory", _bytes(dev.get("memory_bytes"))),
+        ("memory", fmt_bytes(dev.get("memory_bytes"))),
         ("driver", dev.get("driver_version", "-")),
         ("git commit", f"`{manifest.get('git_commit', '-')}`"),
         ("plan", f"`{plan.get('path', '-')}` (hash `{plan.get('plan_hash', '-')}`)"),
@@ -131,8 +119,8 @@ def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     res = plan.get("resolution")
     step = l2 / res if l2 and isinstance(res, (int, float)) and res >= 1 else None
     out = [
-        f"Dense band of the plan: {_bytes(lo)} .. {_bytes(hi)}; L2 {_bytes(l2)}. "
-        f"Dense-band step target: {_bytes(step)} (L2/{res}). "
+        f"Dense band of the plan: {fmt_bytes(lo)} .. {fmt_bytes(hi)}; L2 {fmt_bytes(l2)}. "
+        f"Dense-band step target: {fmt_bytes(step)} (L2/{res}). "
         "Gaps are between consecutive sampled working sets (all rows, any status).",
         "",
     ]
@@ -147,7 +135,7 @@ def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
             if widest:
                 a, b = widest
                 flag = f" ⚠ wider than L2/{res:g}" if step and b - a > step * (1 + 1e-9) else ""
-                dense_step = f"{_bytes(b - a)} ({fmt_mib(a)} → {fmt_mib(b)}){flag}"
+                dense_step = f"{fmt_bytes(b - a)} ({fmt_mib(a)} → {fmt_mib(b)}){flag}"
             else:
                 dense_step = "no two sizes in the dense band"
             gaps = "; ".join(
@@ -193,7 +181,7 @@ def selection(results: pd.DataFrame, sel: pd.DataFrame | None) -> list[str]:
         return [*out, "No ok candidate cell in this run: nothing to select from."]
     groups = sorted(
         table.groupby(["mode", "pattern", "dtype"], sort=False),
-        key=lambda g: (_rank(g[0][0], MODES), g[0][1], _rank(g[0][2], DTYPE_ORDER), g[0][2]),
+        key=lambda g: (_rank(g[0][0], MODES), g[0][1], _rank(g[0][2], DTYPES), g[0][2]),
     )
     for (mode, pattern, dtype), grp in groups:
         grp = grp.sort_values("ws_bytes")
@@ -463,7 +451,12 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
         if not v[key]:
             continue
         body = [
-            [r["dtype"], _bytes(r["ws_bytes"]), f"`{r['config']}`", "; ".join(pass_values(r, what))]
+            [
+                r["dtype"],
+                fmt_bytes(r["ws_bytes"]),
+                f"`{r['config']}`",
+                "; ".join(pass_values(r, what)),
+            ]
             for r in v[key]
         ]
         out += ["", f"**{title}**", ""]

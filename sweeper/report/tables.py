@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sweeper.analyze.policy import Band
-from sweeper.units import MiB
+from sweeper.analyze.select import ok_candidates
+from sweeper.dtypes import DTYPES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -14,14 +15,7 @@ from collections.abc import Sequence
 
 from sweeper.analyze.columns import MODES
 
-DTYPE_ORDER = ("fp32", "fp16", "bf16", "int8")
-
-
 # ---- table helpers (pure pandas) ----------------------------------------------------------
-
-
-def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["role"] == "candidate") & (results["status"] == "ok")]
 
 
 def best_per_size(results: pd.DataFrame) -> pd.DataFrame:
@@ -89,17 +83,7 @@ def facets(results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def dtypes_in(results: pd.DataFrame) -> list[str]:
     present = list(results["dtype"].unique())
-    return sorted(present, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d))
+    return sorted(present, key=lambda d: (DTYPES.index(d) if d in DTYPES else 99, d))
 
 
 # ---- axis helpers -------------------------------------------------------------------------
-
-
-def fmt_mib(nbytes: float, digits: int = 4) -> str:
-    """A byte count as a MiB label ('72', '33.6', '0.5'); KiB below 1/16 MiB."""
-    mib = nbytes / MiB
-    if mib >= 10**digits:
-        return f"{mib:.0f}"
-    if mib >= 1 / 16:
-        return f"{mib:.{digits}g}"
-    return f"{nbytes / 1024:.{digits}g} KiB"

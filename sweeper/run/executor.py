@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.errors import SweeperError
+from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.stats import PairTiming, Stopping
 from sweeper.run.timers import Bench, _cu, check
 
@@ -151,8 +151,8 @@ class GpuExecutor:
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
-            # session 4: hot ABBA rounds queued behind the blocking kernel; a cell's figures
-            # are geometric means over its buffer-swapped halves
+            # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
+            # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,
             "halves": "geometric mean",
         }
@@ -311,7 +311,7 @@ class GpuExecutor:
         """Time side a against side b in two halves, the buffer sets swapped between them
         (a on A and b on B, then a on B and b on A), each half ABBA-ordered with half the
         samples: neither side keeps the faster buffers (placement was worth up to 4% at
-        small sizes on the H200, scripts/probe_bias.py). With `check`, a's outputs are
+        small sizes on the H200, docs/methodology.md). With `check`, a's outputs are
         poisoned after each half's warm-up and compared with the reference after it."""
         half = half_stopping(stop)
         parts, bad, made = [], 0, 0
@@ -435,7 +435,7 @@ class GpuExecutor:
                 bad = self._mismatches_all(outputs, b)
                 where = f"after {SOAK_CALLS} calls (timed loop + untimed soak)"
             state = self.bench.persisting_state()
-        except SweeperError as e:
+        except USER_ERRORS as e:
             return {**row, "status": "error", "status_detail": str(e)}
         row.update(summary)
         row["gbps"] = ws / summary["time_us"] / 1e3

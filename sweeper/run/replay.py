@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.analyze.store import isna, load_run
+from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import SweeperError
-from sweeper.plan.ladder import DTYPES
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class ModelExecutor:
         return t, t * (1 - self.noise / 2), t * (1 + self.noise / 2)
 
     def _row(self, mode, dtype, n, role, config, t, base_t) -> dict:
-        ws = 2 * n * DTYPES[dtype]
+        ws = 2 * n * ITEMSIZE[dtype]
         tm, lo, hi = t
         r = base_t[0] / tm
         return {
@@ -116,7 +116,7 @@ class ModelExecutor:
         }
 
     def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
-        ws = 2 * n * DTYPES[dtype]
+        ws = 2 * n * ITEMSIZE[dtype]
         key = f"{mode}|{dtype}|{n}"
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         copy_t = self._time(self.copy_curve, ws, key + "|copy")
@@ -129,7 +129,7 @@ class ModelExecutor:
         if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
             raise KeyboardInterrupt
         self.calls.append((mode, dtype, n, variant.config))
-        ws = 2 * n * DTYPES[dtype]
+        ws = 2 * n * ITEMSIZE[dtype]
         key = f"{mode}|{dtype}|{n}"
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         t = self._time(self.curves[variant.config], ws, key + "|" + variant.config)

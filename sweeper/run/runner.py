@@ -30,8 +30,8 @@ from sweeper.analyze.store import (
     write_manifest,
     write_results,
 )
+from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
-from sweeper.plan.ladder import DTYPES
 from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
@@ -75,6 +75,12 @@ class RunConfig:
     out_root: str = "results"
     run_id: str | None = None
     seed: int = 0
+    time_limit_s: float | None = None  # stop cleanly (resumable) after this many seconds
+
+
+class TimeLimitReached(Exception):
+    """The run stopped at its time limit: its folder is complete up to the last cell and can
+    be resumed."""
 
 
 def cell_key(mode: str, dtype: str, n: int, role: str, ident: str) -> str:
@@ -84,6 +90,22 @@ def cell_key(mode: str, dtype: str, n: int, role: str, ident: str) -> str:
 def row_key(row: dict) -> str:
     ident = row.get("variant_id") or row["config"]
     return cell_key(row["mode"], row["dtype"], int(row["n"]), row["role"], ident)
+
+
+def current_id(variant_id: str) -> str | None:
+    """See sweeper_kernels.Variant.current_id: the id in this checkout's terms, or None."""
+    from sweeper_kernels import Variant
+
+    return Variant.current_id(variant_id)
+
+
+def resume_key(trial: dict) -> str:
+    """A recorded trial's cell key in this checkout's ids (see current_id)."""
+    if trial.get("role") == "candidate" and trial.get("variant_id"):
+        return row_key(
+            {**trial, "variant_id": current_id(trial["variant_id"]) or trial["variant_id"]}
+        )
+    return trial.get("cell_key") or row_key(trial)
 
 
 def git_commit(cwd: str | Path = ".") -> str:
@@ -180,6 +202,7 @@ class Runner:
         self.skipped = 0
         self._done_count = 0
         self._total = 0
+        self._deadline: float | None = None
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, row: dict, phase: str) -> dict:
@@ -194,6 +217,8 @@ class Runner:
         self.writer.append(row)
         self.rows[key] = row
         self.measured_now += 1
+        if self._deadline is not None and time.perf_counter() > self._deadline:
+            raise TimeLimitReached(self.run_dir)
         if row.get("status") not in (None, "ok"):
             self.manifest["guards"].append(
                 {"cell": key, "status": row["status"], "detail": row.get("status_detail", "")}
@@ -242,6 +267,8 @@ class Runner:
         cfg, plan = self.cfg, self.cfg.plan
         timing = self.manifest.setdefault("timing", {})
         t0 = time.perf_counter()
+        if cfg.time_limit_s is not None:
+            self._deadline = t0 + cfg.time_limit_s
         all_variants = {d: self.ex.variants(cfg.grid, d) for d in cfg.dtypes}
         self.ex.prepare([v for vs in all_variants.values() for v in vs])
         timing["prepare_s"] = round(time.perf_counter() - t0, 2)
@@ -256,7 +283,7 @@ class Runner:
             for mode in cfg.modes:
                 for dtype in cfg.dtypes:
                     self._run_one(mode, dtype, all_variants[dtype])
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TimeLimitReached):
             self.manifest["status"] = "interrupted"
             self._finish(t0)
             raise
@@ -268,7 +295,7 @@ class Runner:
         cfg, plan = self.cfg, self.cfg.plan
         timing = self.manifest["timing"]
         entries = plan.sizes(dtype)
-        itemsize = DTYPES[dtype]
+        itemsize = ITEMSIZE[dtype]
         by_config = {v.config: v for v in variants}
         t = time.perf_counter()
         if cfg.full:
@@ -360,7 +387,7 @@ def start(
         dropped = repair_trials(run_dir)
         trials, _ = read_trials(run_dir)
         check_same_kernels(trials, executor, cfg)
-        done = {t.get("cell_key") or row_key(t): t for t in trials}
+        done = {resume_key(t): t for t in trials}
         manifest["status"] = "running"
         manifest.setdefault("resumed", []).append(
             {"at": _now(), "dropped_bytes": dropped, "search": asdict(cfg.search)}
@@ -393,7 +420,7 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
             t["variant_id"]
             for t in trials
             if t.get("role") == "candidate" and t.get("variant_id")
-            and t["variant_id"] not in current
+            and current_id(t["variant_id"]) not in current
         }
     )  # fmt: skip
     if stale:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 # Screening sizes, as fractions of L2 (working set): three deep inside L2, the band below and
 # above the boundary, and two DRAM-bound sizes. Small calls are a handful of waves, so one
 # small size can flatter a launch shape that happens to fill its last wave there: on the H200
-# (hot-7) 0.125 x L2 is 8 MiB, one exact wave of one-vector-per-thread fp32 blocks; at
+# 0.125 x L2 is 8 MiB, one exact wave of one-vector-per-thread fp32 blocks; at
 # 8.5-13 MiB, where that shape lost to torch, only the survivors of that screen were measured.
 # 0.03 and 0.18 x L2 sit at other wave fractions.
 SCREEN_FRACTIONS = (0.03, 0.125, 0.18, 0.5, 0.75, 1.0, 1.5, 8.0)

@@ -22,8 +22,8 @@ Between the slots of a pairing (outside the events, before the warm-up call or t
 (`applypriority.global.L2::evict_normal`, `Bench.normalizer`): an evict_last candidate's input
 lines otherwise outlive its turn, shrink the L2 the baseline gets, and inflate the candidate's
 ratio (on the H200 torch measured 3-8% slower at 30-44 MiB when paired with evict_last
-candidates than with others at the same size, in hot-4 and hot-6), and survive a cold flush.
-With it (hot-7, hot-8) the report's pairing check finds no such slowdown in that range.
+candidates than with others at the same size), and survive a cold flush. With it the
+report's pairing check finds no such slowdown in that range (docs/methodology.md).
 The blocked timer launches every piece of a cell once before it holds the stream: a kernel's
 first launch can load its module (CUDA lazy loading), which waits for the held stream.
 
@@ -407,31 +407,29 @@ class Bench:
         b_graphs: tuple[Graph, Graph] | None = None,
         prime: Callable[[], None] | None = None,
         between: Launch | None = None,
-        hold: bool = True,
     ) -> PairTiming:
         """Hot mode, ABBA over graph replays. b_graphs lets a baseline graph be reused.
         `prime()` runs after the warm-up calls (calibration) and before the first sample: the
         executor poisons the outputs there, so only calls made after warm-up can fill them.
 
         Each ABBA round is queued while the blocking kernel holds the stream, then released,
-        so the GPU runs the round back to back. Without the hold (`hold=False`, the timer
-        before session 4, kept for scripts/probe_layouts.py) the round's first slot, always
-        A, started on an idle GPU right after the host's sync: the host was still submitting
-        its timed graph when its start event was recorded, and that latency was timed as A's.
-        On the H200 that read 5-7% against side a (an int8 export/Numba pair timed both ways
-        round: the export 5.6% slower than its twin as a and 2% faster as b)."""
+        so the GPU runs the round back to back. Without the hold the round's first slot,
+        always A, would start on an idle GPU right after the host's sync, while the host is
+        still submitting its timed graph when its start event is recorded, and that latency
+        is timed as A's: on the H200 that read 5-7% against side a (an int8 export/Numba pair
+        timed both ways round: the export 5.6% slower than its twin as a, 2% faster as b)."""
         calls = calls or self.calibrate_calls(a, stop)
         ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
         own_b = b_graphs is None
         gb, wb = b_graphs or (Graph(b, calls, self.stream), Graph(b, 1, self.stream))
         if gb.calls != calls:
             raise ValueError("baseline graph was captured with a different number of calls")
-        if hold:  # a first launch may load a module (lazy loading): never under the hold
-            if between is not None:
-                between(self.stream)
-            wa.launch()
-            wb.launch()
-            self.sync()
+        # a first launch may load a module (lazy loading): never under the hold
+        if between is not None:
+            between(self.stream)
+        wa.launch()
+        wb.launch()
+        self.sync()
         if prime is not None:
             prime()
         sides = {"A": (wa, ga), "B": (wb, gb)}
@@ -442,7 +440,7 @@ class Bench:
         try:
             while True:
                 slots = "ABBA"
-                with self._held(2 * len(slots)) if hold else contextlib.nullcontext():
+                with self._held(2 * len(slots)):
                     for i, s in enumerate(slots):
                         warm, timed = sides[s]
                         if between is not None:

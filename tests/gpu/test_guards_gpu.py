@@ -96,9 +96,9 @@ def test_an_evict_last_candidate_no_longer_slows_the_baseline():
 
 
 def test_a_process_whose_first_cell_is_cold_does_not_deadlock_the_blocking_kernel():
-    """cold-3 on the H200 failed at its first cell: the L2 normalizer's first launch happened
-    while the blocking kernel held the stream, and loading its module (CUDA lazy loading)
-    waited for that stream. It needs a fresh process: once any test has launched the
+    """The L2 normalizer's first launch must not happen while the blocking kernel holds the
+    stream: loading its module (CUDA lazy loading) would wait for that stream, a deadlock at
+    the first cold cell. It needs a fresh process: once any test has launched the
     normalizer, its module is loaded for good."""
     import subprocess
     import sys

@@ -12,8 +12,7 @@ import re
 
 import numpy as np
 import pytest
-
-from sweeper.errors import SweeperError
+from sweeper_kernels.errors import KernelError
 
 try:
     from numba import cuda
@@ -122,7 +121,7 @@ def test_misaligned_view_rejected_or_correct(dtype):
         dy = cuda.to_device(_poison(n + 1, dtype))
         try:
             get_launcher(v)(dx[1:], dy[1:], n, 0)
-        except SweeperError as e:
+        except KernelError as e:
             assert "aligned" in str(e)
             assert (dy.copy_to_host().view(np.uint8) == POISON).all(), "written before rejecting"
             assert vec > itemsize(dtype)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda
+from sweeper_kernels.errors import KernelError
 from sweeper_kernels.launch import get_launcher
 from sweeper_kernels.reference import (
     itemsize,
@@ -20,8 +21,6 @@ from sweeper_kernels.reference import (
     storage_dtype,
 )
 from sweeper_kernels.variants import DTYPES, Variant
-
-from sweeper.errors import SweeperError
 
 pytestmark = pytest.mark.sim
 
@@ -104,7 +103,7 @@ def test_misaligned_view_is_rejected_not_written():
     v = Variant("fp32", 16, 1, "default", "default", 128, "onepass")
     dx = cuda.to_device(random_bits(65, "fp32"))
     dy = _poisoned(65, "fp32")
-    with pytest.raises(SweeperError, match="16-byte aligned"):
+    with pytest.raises(KernelError, match="16-byte aligned"):
         get_launcher(v)(dx[1:], dy[1:], 64, cuda.stream())
     assert (dy.copy_to_host().view(np.uint8) == 0xAB).all()
     # a 4-byte variant takes the same offset view
@@ -118,7 +117,7 @@ def test_wrong_arrays_are_rejected():
     v = Variant("bf16", 8, 1, "default", "default", 128, "onepass")
     launch = get_launcher(v)
     good = cuda.to_device(np.zeros(8, np.uint16))
-    with pytest.raises(SweeperError, match="dtype"):
+    with pytest.raises(KernelError, match="dtype"):
         launch(cuda.to_device(np.zeros(8, np.float16)), good, 8, cuda.stream())
-    with pytest.raises(SweeperError, match="fewer than n"):
+    with pytest.raises(KernelError, match="fewer than n"):
         launch(good, good, 9, cuda.stream())

@@ -41,18 +41,22 @@ def test_more_than_20_losses_are_counted_not_silently_cut(monkeypatch):
 
 
 def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
-    """sweep.sh on a cold-only run (cold-4) crashed in verify: it looked for hot sizes only."""
+    """A cold-only run is verified at its cold sizes (looking for hot sizes there would find
+    none), a hot run at its hot sizes: every planned size and the refinement's extra ones."""
     from pathlib import Path
 
     from sweeper.export.verify import run_sizes
+    from sweeper.plan.planfile import load_plan
 
-    root = Path(__file__).resolve().parents[2] / "results" / "h200"
-    mode, sizes = run_sizes(root / "cold-4", ("fp32", "fp16"), {})
+    root = Path(__file__).resolve().parents[2]
+    plan = load_plan(root / "sweeps" / "h200.json")
+    mode, sizes = run_sizes(root / "results/h200/cold-5", ("fp32", "fp16"), {})
     assert mode == "cold" and len(sizes["fp32"]) > 20 and len(sizes["fp16"]) > 20
-    mode, sizes = run_sizes(root / "hot-9", ("fp32", "int8"), {})
-    assert mode == "hot" and len(sizes["int8"]) == 115
-    with pytest.raises(SweeperError, match="no baseline measurement"):
-        run_sizes(root / "cold-4", ("int8",), {})
+    mode, sizes = run_sizes(root / "results/h200/hot-11", ("fp32", "int8"), {})
+    assert mode == "hot"
+    assert {e["n"] for e in plan.sizes("int8")} < set(sizes["int8"])
+    with pytest.raises(SweeperError, match="no baseline measurement for int8"):
+        run_sizes(root / "results/h200/cold-5", ("int8",), {})
 
 
 def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):

@@ -1,48 +1,86 @@
-"""The GPU spec table, lookup, and device detection (with a fake driver: no GPU here)."""
+"""The GPU spec table (cited per field), spec files, lookup, and device detection (with a fake
+driver: no GPU here)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import types
-from dataclasses import fields
+from dataclasses import replace
 
 import pytest
 
-from sweeper.errors import NoGPUError, SweeperError
+from sweeper import __version__
+from sweeper.errors import NoGPUError, SchemaError, SweeperError
 from sweeper.plan import gpus
+from sweeper.plan import planfile as P
+
+MiB = 1 << 20
 
 REQUIRED = {
     "3090", "4080", "4090", "5090", "rtx6000-ada", "l4", "l40s", "a10", "a100-40gb",
     "a100-80gb", "h100-sxm", "h100-pcie", "h200", "gh200", "b200",
 }  # fmt: skip
 
+# Where table values may come from: vendor documents and sweeper's own recorded device query.
+PRIMARY = ("NVIDIA", "device query recorded by sweeper")
+# Third-party sites the table must not lean on.
+NOT_PRIMARY = (
+    "techpowerup", "wiki", "forum", "guru3d", "hardwareluxx", "chipsandcheese", "fpsreview",
+    "hpctech", "spheron", "grokipedia", "glennklockwood", "pytorch", "http", "unverified",
+)  # fmt: skip
+
 
 def test_table_rows_present_and_well_formed():
     keys = [s.key for s in gpus.SPECS]
     assert set(keys) >= REQUIRED
     assert len(keys) == len(set(keys))
-    names = {f.name for f in fields(gpus.GpuSpec)}
     for s in gpus.SPECS:
         assert s.key == s.key.lower() and " " not in s.key
-        assert s.source.strip()
-        assert set(s.unverified) <= names, s.key
-        assert s.l2_bytes > 0 and s.sm_count > 0 and s.memory_bytes > s.l2_bytes
-        assert s.dram_peak_gbps > 0 and len(s.cc) == 2
-        if s.persisting_l2_max_bytes is None:
-            assert "persisting_l2_max_bytes" in s.unverified, s.key
-        else:
+        assert s.cc is None or (len(s.cc) == 2 and all(isinstance(x, int) for x in s.cc))
+        for n in ("sm_count", "l2_bytes", "persisting_l2_max_bytes", "memory_bytes"):
+            v = getattr(s, n)
+            assert v is None or (isinstance(v, int) and v > 0), (s.key, n)
+        assert s.dram_peak_gbps is None or s.dram_peak_gbps > 0
+        if s.l2_bytes and s.memory_bytes:
+            assert s.memory_bytes > s.l2_bytes
+        if s.l2_bytes and s.persisting_l2_max_bytes:
             assert s.persisting_l2_max_bytes < s.l2_bytes
 
 
+def test_every_known_value_is_cited_by_a_primary_source():
+    for s in gpus.SPECS:
+        assert s.uncited() == [], s.key
+        assert set(s.sources) <= set(gpus.SPEC_FIELDS), s.key
+        for n, text in s.sources.items():
+            assert getattr(s, n) is not None, f"{s.key}: a source for unknown {n}"
+            assert any(p in text for p in PRIMARY), (s.key, n, text)
+            assert not any(bad in text.lower() for bad in NOT_PRIMARY), (s.key, n, text)
+
+
+def test_persisting_max_only_from_a_device_query():
+    """No datasheet states persistingL2CacheMaxSize: only a recorded device query may."""
+    for s in gpus.SPECS:
+        if s.persisting_l2_max_bytes is not None:
+            assert "device query" in s.sources["persisting_l2_max_bytes"], s.key
+    assert gpus.lookup("a100-40gb").persisting_l2_max_bytes is None
+    assert not any(hasattr(s, "unverified") for s in gpus.SPECS)
+
+
 def test_known_values():
-    assert gpus.lookup("4090").l2_bytes == 75497472
+    r4090 = gpus.lookup("4090")
+    assert (r4090.l2_bytes, r4090.sm_count, r4090.cc) == (75497472, 128, (8, 9))
+    assert (r4090.memory_bytes, r4090.dram_peak_gbps) == (24 << 30, 1008.0)
+    assert r4090.persisting_l2_max_bytes is None
     h200 = gpus.lookup("h200")
     assert (h200.l2_bytes, h200.persisting_l2_max_bytes) == (62914560, 39321600)
     assert (h200.sm_count, h200.cc) == (132, (9, 0))
-    assert h200.unverified == ()
+    assert (h200.memory_bytes, h200.dram_peak_gbps) == (141 * 10**9, 4800.0)
+    assert "results/h200/hot-11/manifest.json" in h200.sources["l2_bytes"]
+    assert "H200" in h200.sources["memory_bytes"] and "141 GB" in h200.sources["memory_bytes"]
     a100 = gpus.lookup("a100-40gb")
-    assert (a100.l2_bytes, a100.persisting_l2_max_bytes) == (41943040, 31457280)
+    assert (a100.l2_bytes, a100.sm_count, a100.dram_peak_gbps) == (41943040, 108, 1555.0)
 
 
 @pytest.mark.parametrize(
@@ -70,6 +108,211 @@ def test_import_pulls_in_no_cuda():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- unknown fields -----------------------------------------------------------------------
+
+
+def test_rows_with_every_plan_field_make_a_plan():
+    plannable = [s for s in gpus.SPECS if not s.missing()]
+    assert {"4090", "h200", "3090", "a100-40gb", "h100-sxm"} <= {s.key for s in plannable}
+    for s in plannable:
+        p = P.make_plan(s, dtypes="fp32")
+        assert p.l2_bytes == s.l2_bytes and p.sm_count == s.sm_count
+
+
+def test_row_with_an_unknown_plan_field_refuses_in_one_line():
+    l4 = gpus.lookup("l4")
+    assert l4.missing() == ["l2_bytes", "sm_count"]
+    with pytest.raises(SweeperError) as ei:
+        P.make_plan(l4)
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith("GPU 'l4' (spec table): l2_bytes, sm_count are unknown")
+    assert "--gpu auto" in msg and "spec file" in msg
+
+
+@pytest.mark.parametrize("name", gpus.PLAN_FIELDS)
+def test_each_plan_field_is_required(name):
+    spec = replace(gpus.lookup("4090"), **{name: None})
+    with pytest.raises(SweeperError, match=rf"'4090' \(spec table\): {name} is unknown"):
+        P.make_plan(spec)
+
+
+def test_persisting_max_is_optional():
+    spec = replace(gpus.lookup("h200"), persisting_l2_max_bytes=None)
+    p = P.make_plan(spec, dtypes="fp32")
+    names = {a for e in p.entries for a in e["anchors"]}
+    assert "L2" in names and "persist-max" not in names
+    with_max = P.make_plan(gpus.lookup("h200"), dtypes="fp32")
+    assert "persist-max" in {a for e in with_max.entries for a in e["anchors"]}
+
+
+# ---- spec files ---------------------------------------------------------------------------
+
+GOOD = """\
+key = "my-gpu"
+name = "My GPU"
+cc = [8, 9]
+sm_count = 60
+l2_bytes = 50331648
+dram_type = "GDDR6"
+dram_peak_gbps = 300
+memory_bytes = 25769803776
+
+[sources]
+l2_bytes = "My GPU datasheet, table 2: L2 48 MB"
+"""
+
+
+def write(tmp_path, text: str, name: str = "my.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_spec_file_reads_values_and_defaults(tmp_path):
+    spec = gpus.load_spec_file(write(tmp_path, GOOD))
+    assert (spec.key, spec.name, spec.cc, spec.sm_count) == ("my-gpu", "My GPU", (8, 9), 60)
+    assert (spec.l2_bytes, spec.memory_bytes) == (48 * MiB, 24 << 30)
+    assert spec.dram_peak_gbps == 300.0 and isinstance(spec.dram_peak_gbps, float)
+    assert spec.persisting_l2_max_bytes is None  # left out -> not known
+    assert spec.sources["l2_bytes"] == "My GPU datasheet, table 2: L2 48 MB"
+    assert spec.sources["sm_count"] == "spec file my.toml"  # no citation -> the file itself
+    assert spec.uncited() == []
+    # key and name default to the file name
+    bare = gpus.load_spec_file(write(tmp_path, "l2_bytes = 4194304\n", "Lab_Card.toml"))
+    assert (bare.key, bare.name, bare.sm_count) == ("lab-card", "lab-card", None)
+
+
+@pytest.mark.parametrize("key", [s.key for s in gpus.SPECS])
+def test_every_table_row_round_trips_through_the_writer(tmp_path, key):
+    spec = gpus.lookup(key)
+    path = gpus.write_spec_file(spec, tmp_path / f"{key}.toml")
+    text = path.read_text()
+    tomllib.loads(text)  # plain TOML
+    back = gpus.load_spec_file(path)
+    assert back == spec  # every value and every citation
+    for n in gpus.SPEC_FIELDS:
+        assert (f"\n{n} = " in text) == (getattr(spec, n) is not None)
+
+
+def test_writer_escapes_strings_and_refuses_what_toml_cannot_hold(tmp_path):
+    odd = 'a "quoted" \\ back\tslash, new\nline, \u00e9, ctl \x01'
+    spec = gpus.GpuSpec(
+        key="odd",
+        name="Odd GPU",
+        aliases=("one", 'tw"o'),
+        l2_bytes=4 * MiB,
+        dram_peak_gbps=0.1,
+        sources={"l2_bytes": odd, "dram_peak_gbps": "x"},
+    )
+    doc = tomllib.loads(gpus.spec_to_toml(spec))
+    assert doc["sources"]["l2_bytes"] == odd
+    assert doc["aliases"] == ["one", 'tw"o'] and doc["dram_peak_gbps"] == 0.1
+    assert "cc" not in doc and "sm_count" not in doc
+    with pytest.raises(ValueError):
+        gpus.spec_to_toml(replace(spec, dram_peak_gbps=float("inf")))
+    with pytest.raises(TypeError):
+        gpus.spec_to_toml(replace(spec, sm_count=True))
+
+
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        ('l2_bytes = -4\n', "l2_bytes", "positive"),
+        ('l2_bytes = 0\n', "l2_bytes", "positive"),
+        ('l2_bytes = "48 MB"\n', "l2_bytes", "positive integer"),
+        ('l2_bytes = 4.5e6\n', "l2_bytes", "positive integer"),
+        ('sm_count = true\n', "sm_count", "boolean"),
+        ('memory_bytes = [1]\n', "memory_bytes", "array"),
+        ('cc = [8]\n', "cc", "two integers"),
+        ('cc = "8.9"\n', "cc", "two integers"),
+        ('cc = [8, 9.5]\n', "cc", "two integers"),
+        ('cc = [0, 9]\n', "cc", "major must be positive"),
+        ('dram_peak_gbps = "fast"\n', "dram_peak_gbps", "number"),
+        ('dram_peak_gbps = -1.0\n', "dram_peak_gbps", "positive"),
+        ('dram_peak_gbps = nan\n', "dram_peak_gbps", "positive"),
+        ('dram_type = ""\n', "dram_type", "non-empty"),
+        ('l2_bytes_mb = 48\n', "l2_bytes_mb", "unknown field"),
+        ('[extra]\nx = 1\n', "extra", "unknown field"),
+        ('key = "has space"\n', "key", "letters, digits"),
+        ('aliases = "one"\n', "aliases", "array of strings"),
+        ('l2_bytes = 8\npersisting_l2_max_bytes = 16\n', "persisting_l2_max_bytes", "larger"),
+        ('l2_bytes = 4096\nmemory_bytes = 4096\n', "memory_bytes", "not larger"),
+        ('[sources]\nl2_bytes = "x"\n', "sources.l2_bytes", "does not give"),
+        ('l2_bytes = 8\n[sources]\nl2 = "x"\n', "sources.l2", "unknown field"),
+        ('l2_bytes = 8\n[sources]\nl2_bytes = 5\n', "sources.l2_bytes", "non-empty string"),
+        ('sources = "datasheet"\n', "sources", "table"),
+    ],
+)  # fmt: skip
+def test_bad_spec_field_is_one_line_naming_file_and_field(tmp_path, text, field, words):
+    path = write(tmp_path, text)
+    with pytest.raises(SchemaError) as ei:
+        gpus.load_spec_file(path)
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: field '{field}': "), msg
+    assert words in msg, msg
+    assert ei.value.field == field
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [(b'l2_bytes = \n', "not valid TOML"), (b'l2_bytes = 1\nl2_bytes = 2\n', "not valid TOML"),
+     (b'key = "a\nb"\n', "not valid TOML"), (b"\xff\xfe = 1\n", "not UTF-8")],
+)  # fmt: skip
+def test_bad_toml_is_one_line(tmp_path, raw, words):
+    path = tmp_path / "bad.toml"
+    path.write_bytes(raw)
+    with pytest.raises(SchemaError) as ei:
+        gpus.load_spec_file(path)
+    msg = str(ei.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: ") and words in msg
+
+
+def test_missing_spec_file(tmp_path):
+    with pytest.raises(SchemaError, match="spec file not found"):
+        gpus.load_spec_file(tmp_path / "nope.toml")
+
+
+def test_spec_file_without_l2_refuses_to_plan_naming_the_file(tmp_path):
+    path = write(tmp_path, GOOD.replace("l2_bytes = 50331648\n", "").replace(
+        'l2_bytes = "My GPU datasheet, table 2: L2 48 MB"\n', ""))  # fmt: skip
+    spec = gpus.load_spec_file(path)
+    assert spec.l2_bytes is None
+    with pytest.raises(SweeperError) as ei:
+        P.make_plan(spec)
+    msg = str(ei.value)
+    assert msg.startswith(f"spec file {path}: l2_bytes is unknown (not given)") and "\n" not in msg
+
+
+def test_resolve_reads_spec_files_by_suffix_or_existence(tmp_path, monkeypatch):
+    path = write(tmp_path, GOOD, "card")  # no .toml suffix, but an existing file
+    assert gpus.resolve(str(path))[0].key == "my-gpu"
+    assert gpus.resolve("h200")[0] is gpus.lookup("h200")
+    with pytest.raises(SchemaError, match="spec file not found"):
+        gpus.resolve(str(tmp_path / "absent.toml"))
+
+
+def test_save_refuses_to_replace_a_different_spec(tmp_path):
+    spec = gpus.load_spec_file(write(tmp_path, GOOD))
+    out = tmp_path / "saved.toml"
+    gpus.write_spec_file(spec, out)
+    before = out.read_text()
+    # the same values with other citations: left as it is
+    assert gpus.spec_file_needs_write(replace(spec, sources={}), out) is False
+    gpus.write_spec_file(replace(spec, sources={}), out)
+    assert out.read_text() == before
+    with pytest.raises(SweeperError, match="holds a different GPU spec"):
+        gpus.write_spec_file(replace(spec, sm_count=61), out)
+    out2 = tmp_path / "junk.toml"
+    out2.write_text("not toml [")
+    with pytest.raises(SweeperError, match="different GPU spec"):
+        gpus.write_spec_file(spec, out2)
+    assert out.read_text() == before and out2.read_text() == "not toml ["
+    with pytest.raises(SweeperError, match=r"must end in \.toml"):
+        gpus.write_spec_file(spec, tmp_path / "saved.json")
 
 
 # ---- detection ----------------------------------------------------------------------------
@@ -143,9 +386,16 @@ def test_detect_driver_failure(monkeypatch):
 
 def test_spec_for_matching_device(monkeypatch):
     install(monkeypatch, fake_driver())
-    spec, diffs = gpus.spec_for_device(gpus.detect())
+    spec, diffs = gpus.spec_for_device(gpus.detect(), today="2030-01-02")
     assert spec.key == "h200"
     assert diffs == ["memory_bytes: table 141000000000, device 150000000000"]
+    queried = f"device query recorded by sweeper {__version__} on 2030-01-02"
+    for n in ("cc", "sm_count", "l2_bytes", "persisting_l2_max_bytes", "memory_bytes"):
+        assert spec.sources[n] == queried
+    # the table's DRAM figures keep their citation
+    assert spec.dram_peak_gbps == 4800.0
+    assert spec.sources["dram_peak_gbps"] == gpus.lookup("h200").sources["dram_peak_gbps"]
+    assert spec.uncited() == []
 
 
 def test_spec_for_device_that_differs(monkeypatch):
@@ -154,13 +404,41 @@ def test_spec_for_device_that_differs(monkeypatch):
     assert spec.key == "h100-sxm"
     assert spec.l2_bytes == 50 * 2**20 + 4096  # the device wins
     assert any(d.startswith("l2_bytes: table 52428800, device") for d in diffs)
-    assert any(d.startswith("persisting_l2_max_bytes") for d in diffs)
+    assert "persisting_l2_max_bytes: table unknown, device 39321600" in diffs
+
+
+def test_spec_for_device_fills_fields_the_table_lacks(monkeypatch):
+    install(monkeypatch, fake_driver(name=b"NVIDIA L4", l2=48 * MiB, persist=0, sms=58))
+    row = gpus.lookup("l4")
+    assert row.missing()
+    spec, diffs = gpus.spec_for_device(gpus.detect(), today="2030-01-02")
+    assert spec.key == "l4" and spec.missing() == []
+    assert (spec.l2_bytes, spec.sm_count, spec.persisting_l2_max_bytes) == (48 * MiB, 58, None)
+    assert "persisting_l2_max_bytes" not in spec.sources
+    assert "l2_bytes: table unknown, device 50331648" in diffs
+    P.make_plan(spec, dtypes="fp32")  # plannable now
 
 
 def test_spec_for_unknown_device(monkeypatch):
     install(monkeypatch, fake_driver(name=b"NVIDIA Mystery GPU", sms=77, cc=(8, 7)))
-    spec, notes = gpus.spec_for_device(gpus.detect())
+    spec, notes = gpus.spec_for_device(gpus.detect(), today="2030-01-02")
     assert spec.key == "mystery-gpu"
     assert spec.l2_bytes == 62914560
     assert spec.dram_peak_gbps == pytest.approx(4812.8)
+    assert spec.dram_type is None
+    assert spec.sources["dram_peak_gbps"].endswith("(memory bus width x memory clock x 2)")
+    assert spec.uncited() == []
     assert len(notes) == 1 and "not in the spec table" in notes[0]
+
+
+def test_device_without_a_dram_figure_refuses_in_one_line(monkeypatch):
+    drv = fake_driver(name=b"NVIDIA B200", l2=126 * MiB, sms=148, cc=(10, 0))
+    install(monkeypatch, drv)
+    info = replace(gpus.detect(), mem_bus_width_bits=0, mem_clock_khz=0)
+    spec, _ = gpus.spec_for_device(info)
+    assert spec.key == "b200" and spec.missing() == ["dram_peak_gbps"]
+    with pytest.raises(SweeperError) as ei:
+        P.make_plan(spec)
+    msg = str(ei.value)
+    assert msg.startswith("device 'NVIDIA B200': dram_peak_gbps is unknown (the device does not")
+    assert "\n" not in msg

@@ -11,9 +11,8 @@ from sweeper_kernels.adversarial import (
     helper_functions,
     persisting_window,
 )
+from sweeper_kernels.errors import KernelError
 from sweeper_kernels.variants import default_grid
-
-from sweeper.errors import SweeperError
 
 
 def test_ids_round_trip():
@@ -26,9 +25,9 @@ def test_ids_round_trip():
         adv = make(base)
         assert adv.id == f"adv-{kind}-{base.id}"
         assert AdversarialVariant.from_id(adv.id) == adv
-    with pytest.raises(SweeperError):
+    with pytest.raises(KernelError):
         AdversarialVariant.from_id(f"adv-cheat-{base.id}")
-    with pytest.raises(SweeperError):
+    with pytest.raises(KernelError):
         AdversarialVariant.from_id(base.id)
 
 

@@ -15,13 +15,12 @@ import re
 from itertools import product
 
 import pytest
+from sweeper_kernels import hints
 from sweeper_kernels.build import ptx, ptx_many
 from sweeper_kernels.ptxcheck import check_ptx, global_accesses, loops
 from sweeper_kernels.source import CompileKey
 from sweeper_kernels.variants import (
     DTYPES,
-    LOAD_HINTS,
-    STORE_HINTS,
     UNROLLS,
     VEC_BYTES,
     Variant,
@@ -36,7 +35,7 @@ _RNG = random.Random(20261129)
 # random dtype / vector width / unroll.
 EXTENDED_SAMPLE = [
     k
-    for ld, st in product(LOAD_HINTS, STORE_HINTS)
+    for ld, st in product(hints.names("load"), hints.names("store"))
     if (k := CompileKey(_RNG.choice(DTYPES), _RNG.choice(VEC_BYTES), _RNG.choice(UNROLLS), ld, st))
     not in DEFAULT_KEYS
 ]
@@ -58,8 +57,8 @@ def test_ptx_is_what_the_config_asks_for(all_ptx, key, cc):
 
 
 def test_sample_covers_every_axis_value():
-    assert {k.load_hint for k in ALL_KEYS} == set(LOAD_HINTS)
-    assert {k.store_hint for k in ALL_KEYS} == set(STORE_HINTS)
+    assert {k.load_hint for k in ALL_KEYS} == set(hints.names("load"))
+    assert {k.store_hint for k in ALL_KEYS} == set(hints.names("store"))
     assert {k.unroll for k in ALL_KEYS} == set(UNROLLS)
     assert {k.vec_bytes for k in ALL_KEYS} == set(VEC_BYTES)
 

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import product
 
 import pytest
+from sweeper_kernels import hints
 from sweeper_kernels.build import ptx
-from sweeper_kernels.intrinsics import LOAD_QUALIFIERS, STORE_QUALIFIERS
 from sweeper_kernels.ptxcheck import assemble
 from sweeper_kernels.variants import Variant, compile_keys, default_grid
 
@@ -38,7 +38,7 @@ def test_every_hint_pair_assembles_for_sm89_and_sm90():
     keys = [
         Variant(dtype, vec, 2, ld, st).compile_key
         for dtype, vec, ld, st in product(
-            ("fp16", "int8"), (4, 16), LOAD_QUALIFIERS, STORE_QUALIFIERS
+            ("fp16", "int8"), (4, 16), hints.names("load"), hints.names("store")
         )
     ]
     jobs = [(k, cc) for k in keys for cc in ((8, 9), (9, 0))]

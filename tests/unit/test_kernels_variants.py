@@ -9,13 +9,14 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sweeper_kernels import hints
 from sweeper_kernels import source as source_mod
+from sweeper_kernels.errors import KernelError
 from sweeper_kernels.launch import INDEX32_MAX, elems_per_vector, launch_shape
 from sweeper_kernels.variants import (
     BLOCKS,
     DTYPES,
     GRID_SHAPES,
-    LOAD_HINTS,
     UNROLLS,
     VEC_BYTES,
     Variant,
@@ -24,8 +25,6 @@ from sweeper_kernels.variants import (
     extended_grid,
     get_grid,
 )
-
-from sweeper.errors import SweeperError
 
 
 def test_config_and_id_format():
@@ -53,7 +52,7 @@ def test_id_hash_covers_kernel_source(monkeypatch):
 
     monkeypatch.setattr(variants_mod, "source_fingerprint", lambda: "edited kernel")
     assert v.id != old
-    with pytest.raises(SweeperError, match="different kernel source"):
+    with pytest.raises(KernelError, match="different kernel source"):
         Variant.from_id(old)
 
 
@@ -64,7 +63,7 @@ def test_id_hash_covers_kernel_source(monkeypatch):
      "fp32-v16-u2-ld.cs-st.cs-b100-onepass", "fp32-v16-u2-ld.cs-st.cs-b256-stride0"],
 )  # fmt: skip
 def test_bad_ids_are_one_clear_error(bad):
-    with pytest.raises(SweeperError):
+    with pytest.raises(KernelError):
         Variant.parse(bad)
 
 
@@ -105,14 +104,14 @@ def test_default_grid_contents():
 
 def test_extended_grid_has_every_axis_value():
     grid = extended_grid(["int8"])
-    tiled = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS) * 5
-    flat = len(VEC_BYTES) * len(UNROLLS) * len(LOAD_HINTS) * 4 * len(BLOCKS)
+    tiled = len(VEC_BYTES) * len(UNROLLS) * len(hints.names("load")) * 4 * len(BLOCKS) * 5
+    flat = len(VEC_BYTES) * len(UNROLLS) * len(hints.names("load")) * 4 * len(BLOCKS)
     assert len(grid) == tiled + 2 * flat  # flat and flat32
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
-    with pytest.raises(SweeperError):
+    with pytest.raises(KernelError):
         get_grid("nope")
-    with pytest.raises(SweeperError):
+    with pytest.raises(KernelError):
         default_grid(["fp64"])
 
 
@@ -140,7 +139,7 @@ def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
     if grid == "flat32":  # the flat shape, refused where its slot indices pass 2**31 - 1
         flat = launch_shape(replace(v, grid="flat"), n, sms, 2048)
         if flat.blocks * block * u > INDEX32_MAX:
-            with pytest.raises(SweeperError, match="32-bit index"):
+            with pytest.raises(KernelError, match="32-bit index"):
                 launch_shape(v, n, sms, 2048)
         else:
             assert launch_shape(v, n, sms, 2048) == flat
@@ -184,7 +183,7 @@ def test_flat32_is_the_flat_form_with_32_bit_indices_as_its_own_compile():
     # the largest fp32 launch that fits: 2**31 - 1 slots round down to whole 256-slot tiles
     n_max = (INDEX32_MAX // 256) * 256 * 4
     assert launch_shape(f, n_max, 132, 2048).blocks == INDEX32_MAX // 256
-    with pytest.raises(SweeperError, match="use the same config with grid 'flat'"):
+    with pytest.raises(KernelError, match="use the same config with grid 'flat'"):
         launch_shape(f, n_max + 256 * 4, 132, 2048)
 
 

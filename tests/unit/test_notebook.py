@@ -50,7 +50,7 @@ def test_committed_notebook_is_clean_and_uses_the_public_api():
     source = "\n".join("".join(c["source"]) for c in code)
     imported = re.findall(r"^\s*from\s+(sweeper[\w.]*)\s+import\s+(.+)$", source, flags=re.M)
     public = {
-        "sweeper": {"api"},
+        "sweeper": {"api", "units"},
         "sweeper.analyze": {"policy", "store"},
         "sweeper.report": {"plots", "tables"},
     }

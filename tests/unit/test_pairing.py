@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from sweeper.report.report import pairing_check
 from sweeper.report.pairing import evict_last_contamination
+from sweeper.report.report import pairing_check
 
 MiB = 1 << 20
 

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sweeper import schema
+from sweeper.dtypes import DTYPES, ITEMSIZE
 from sweeper.errors import SchemaError, SweeperError
-from sweeper.plan import gpus, ladder
+from sweeper.plan import gpus
 from sweeper.plan import planfile as P
 
 MiB = 1 << 20
@@ -42,7 +43,7 @@ def check_invariants(p: P.Plan) -> None:
         return dense_lo - 31 <= ws <= dense_hi + 31
 
     for d in p.dtypes:
-        item = ladder.DTYPES[d]
+        item = ITEMSIZE[d]
         es = p.sizes(d)
         ws = [e["working_set_bytes"] for e in es]
         assert ws == sorted(set(ws)), "sorted and unique"
@@ -82,7 +83,7 @@ def check_invariants(p: P.Plan) -> None:
                 assert name not in names, name
         assert set(names) <= set(nominal)
     for t in p.tails:
-        assert t["working_set_bytes"] == 2 * t["n"] * ladder.DTYPES[t["dtype"]]
+        assert t["working_set_bytes"] == 2 * t["n"] * ITEMSIZE[t["dtype"]]
     for d in p.dtypes:
         assert {t["n"] for t in p.tail_sizes(d)} == {1, 3, 15, 17, 4097, 1000003}
 
@@ -92,7 +93,7 @@ l2_sizes = st.one_of(
     st.integers(1 * MiB, 256 * MiB),  # odd values too
 )
 resolutions = st.integers(32, 256)
-dtype_sets = st.lists(st.sampled_from(sorted(ladder.DTYPES)), min_size=1, max_size=4, unique=True)
+dtype_sets = st.lists(st.sampled_from(sorted(DTYPES)), min_size=1, max_size=4, unique=True)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +119,7 @@ def test_memory_cap_limits_the_top(l2, mem_gib):
 
 def test_4090_band_is_dense():
     p = P.make_plan(gpus.lookup("4090"))
-    for d in ladder.DTYPES:
+    for d in DTYPES:
         ws = [e["working_set_bytes"] for e in p.sizes(d)]
         assert sum(32 * MiB < w <= 72 * MiB for w in ws) >= 16
         inside = [w for w in ws if 18 * MiB <= w <= 144 * MiB]
@@ -336,7 +337,7 @@ def test_write_refuses_different_plan_without_force(plan_file):
 def test_write_refuses_over_unreadable_file(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("not json")
-    p = P.make_plan(gpus.lookup("l4"), dtypes="int8")
+    p = P.make_plan(gpus.lookup("3090"), dtypes="int8")
     with pytest.raises(SweeperError, match="--force"):
         P.write_plan(p, path)
     P.write_plan(p, path, force=True)

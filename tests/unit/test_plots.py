@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
+from sweeper import units
 from sweeper.analyze import policy as policymod
 from sweeper.report import plots, tables
 from sweeper.report.plots import MiB, RunInfo
@@ -357,11 +358,11 @@ def test_write_plots_png_and_svg(df, info, tmp_path):
 
 
 def test_fmt_mib():
-    assert tables.fmt_mib(64 * MiB) == "64"
-    assert tables.fmt_mib(33.6e6, 3) == "32"
-    assert tables.fmt_mib(MiB // 2) == "0.5"
-    assert tables.fmt_mib(4096) == "4 KiB"
-    assert tables.fmt_mib(1234 * MiB, 3) == "1234"  # never 1.23e+03
+    assert units.fmt_mib(64 * MiB) == "64"
+    assert units.fmt_mib(33.6e6, 3) == "32"
+    assert units.fmt_mib(MiB // 2) == "0.5"
+    assert units.fmt_mib(4096) == "4 KiB"
+    assert units.fmt_mib(1234 * MiB, 3) == "1234"  # never 1.23e+03
 
 
 def test_bands_from_a_built_policy(tmp_path):

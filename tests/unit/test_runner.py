@@ -7,6 +7,7 @@ and a replay of a recorded run; nothing here mocks Numba.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -341,3 +342,43 @@ def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
     assert len(cross) == 1
     lo, hi = cross[0]["bracket_below"]
     assert lo < 6 * L2 <= hi and hi - lo <= L2 / 32
+
+
+def test_the_shipped_run_maps_onto_this_checkouts_kernels():
+    """hot-11 was measured under kernel code recorded as equivalent (same PTX): every one of its
+    candidate ids maps onto a variant of the current default grid, so it can be resumed and
+    compared, and its done cells keep their keys."""
+    import gzip
+    import json
+
+    from sweeper_kernels import default_grid
+
+    from sweeper.run.runner import current_id, resume_key, row_key
+
+    path = Path(__file__).parents[2] / "results/h200/hot-11/trials.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        trials = [json.loads(line) for line in f]
+    ids = {t["variant_id"] for t in trials if t.get("role") == "candidate"}
+    grid = {v.id for v in default_grid()}
+    assert len(ids) == 1416 and {current_id(i) for i in ids} <= grid
+    assert not ids & grid  # the recorded ids carry the earlier fingerprint ...
+    t = next(t for t in trials if t.get("role") == "candidate")
+    assert resume_key(t) == row_key({**t, "variant_id": current_id(t["variant_id"])})
+    assert current_id(t["variant_id"][:-8] + "00000000") is None  # ... an unknown one maps to none
+
+
+def test_a_time_limited_run_stops_resumably_and_resumes_to_the_full_run(plan, tmp_path, complete):
+    from dataclasses import replace
+
+    from sweeper.run.runner import TimeLimitReached
+
+    full_dir, _ = complete
+    with pytest.raises(TimeLimitReached):
+        start(replace(cfg(plan, tmp_path), time_limit_s=1e-9), model())
+    run_dir = tmp_path / "h200" / "r1"
+    assert load_manifest(run_dir)["status"] == "interrupted"
+    assert len(read_trials(run_dir)[0]) == 1  # stopped after the first cell it finished
+    start(cfg(plan, tmp_path), model(), resume=run_dir)
+    keys = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    assert keys == {t["cell_key"] for t in read_trials(full_dir)[0]}
+    assert load_manifest(run_dir)["status"] == "complete"

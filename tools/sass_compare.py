@@ -1,12 +1,11 @@
 """Compare the SASS of a Numba variant with the SASS of the same config in an exported header,
 both assembled by nvJitLink (the compiler Numba uses), without a GPU.
 
-    python scripts/sass_compare.py results/h200/hot-8/relu_policy.cuh fp32-v16-u2-ld.def-st.cs-b128-flat
+    python tools/sass_compare.py results/h200/hot-11/relu_policy.cuh fp32-v16-u2-ld.def-st.cs-b128-flat
 
 Needs nvcc (to turn the header into PTX) and nvdisasm (`pip install nvidia-cuda-nvdisasm`,
 or SWEEPER_NVDISASM). Prints each kernel's instruction count, then a diff of the two
 instruction streams with register numbers, immediates and labels normalised away.
-Written for the parity question in results/h200/README.md (sessions 3-4).
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ def main() -> int:
 
     from sweeper_kernels import Variant
 
-    from sweeper.sass import find_nvdisasm, header_kernel, header_sass, numba_sass
-    from sweeper.verify import find_nvcc
+    from sweeper.export.sass import find_nvdisasm, header_kernel, header_sass, numba_sass
+    from sweeper.export.verify import find_nvcc
 
     nvcc, nvdisasm = find_nvcc(), find_nvdisasm()
     if not nvcc or not nvdisasm:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Compile a kernel grid with every core and print the wall time.
 
-    python scripts/compile_bench.py                    # default grid, 4 dtypes, GPU machine
-    python scripts/compile_bench.py --ptx-only         # same, PTX for sm_90 only (no GPU)
-    python scripts/compile_bench.py --grid extended --dtype fp32 --workers 8
+    python tools/compile_bench.py                    # default grid, 4 dtypes, GPU machine
+    python tools/compile_bench.py --ptx-only         # same, PTX for sm_90 only (no GPU)
+    python tools/compile_bench.py --grid extended --dtype fp32 --workers 8
 
 On a GPU machine each distinct compile key is built by `cuda.jit(sig, cache=True)` in a process
 pool (spawned workers, one CUDA context each); Numba writes the cubin to its on-disk cache next

@@ -1,0 +1,111 @@
+"""The tracked tree as a user reads it: every relative link resolves, the kernels layer stands
+alone, and nothing narrates how the project was developed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+def tracked() -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return [ROOT / p for p in out.splitlines() if (ROOT / p).exists()]
+
+
+def text_files(suffixes=(".md", ".py", ".sh", ".toml", ".cuh", ".ipynb", ".tmpl", ".txt")):
+    return [p for p in tracked() if p.suffix in suffixes or p.name in ("run", ".gitignore")]
+
+
+_MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_in_markdown_resolves():
+    broken = []
+    for p in text_files((".md",)):
+        for target in _MD_LINK.findall(p.read_text()):
+            if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            if not (p.parent / target).exists():
+                broken.append(f"{p.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+_PATH = re.compile(
+    r"(?<![\w./-])((?:sweeper|kernels|scripts|tools|tests|docs|results|sweeps|notebooks)"
+    r"/[\w./-]*\w)"
+)
+
+
+def test_every_repository_path_named_in_docs_exists():
+    """Paths like `scripts/sweep.sh` or `results/h200/hot-11/REPORT.md` in README, docs and
+    CONTRIBUTING name files that exist (generated files of a run folder excepted)."""
+    generated = re.compile(r"(\.svg|results\.csv|<|\*)")
+    missing = []
+    docs = [p for p in text_files((".md",)) if not p.is_relative_to(ROOT / "results")]
+    for p in docs:
+        for name in _PATH.findall(p.read_text()):
+            if generated.search(name) or (ROOT / name).exists():
+                continue
+            missing.append(f"{p.relative_to(ROOT)}: {name}")
+    assert not missing, missing
+
+
+_NARRATIVE = re.compile(
+    r"\b(session|lease|lent|device call|call [1-9]\b|park\.sh|our h200)", re.IGNORECASE
+)
+
+
+def test_nothing_tracked_narrates_the_development():
+    hits = []
+    for p in [*text_files(), *tracked()]:
+        rel = str(p.relative_to(ROOT))
+        if _NARRATIVE.search(rel):
+            hits.append(rel)
+        if p.suffix in (".gz", ".png", ".pdf") or rel.startswith("results/") and p.suffix == ".csv":
+            continue
+        if p == Path(__file__):
+            continue
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if _NARRATIVE.search(line):
+                hits.append(f"{rel}:{i}: {line.strip()[:100]}")
+    assert not hits, hits
+
+
+def test_the_kernels_layer_never_imports_sweeper():
+    offenders = [
+        f"{p.name}:{i}"
+        for p in sorted((ROOT / "kernels").glob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.match(r"\s*(from|import)\s+sweeper(\.|\s|$)", line)
+    ]
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    "pattern, home",
+    [
+        (r"^\s*DTYPES\b.*=\s*[\(\[{]", "kernels/dtypes.py"),
+        (r"^\s*ITEMSIZE\b.*=\s*\{", "kernels/dtypes.py"),
+        (r"^\s*(KiB|MiB|GiB)\s*=", "sweeper/units.py"),
+        (r"^def (fmt_bytes|fmt_mib|_mib|_bytes|_fmt_bytes)\(", "sweeper/units.py"),
+        (r"^def ok_candidates\(", "sweeper/analyze/select.py"),
+        (r'^\s*Hint\("load", "cs"', "kernels/hints.py"),
+        (r"^(MANIFEST|TRIALS|POLICY|REPORT|SELECTION_CSV|VERIFY_CSV)\s*=", "sweeper/runfolder.py"),
+    ],
+)
+def test_each_fact_has_one_definition(pattern, home):
+    where = [
+        str(p.relative_to(ROOT))
+        for p in tracked()
+        if p.suffix == ".py" and not p.is_relative_to(ROOT / "tests")
+        and not p.is_relative_to(ROOT / "results")
+        and re.search(pattern, p.read_text(), flags=re.M)
+    ]  # fmt: skip
+    assert where == [home], where
