@@ -9,6 +9,7 @@ import typer
 
 from sweeper import __version__
 from sweeper.errors import USER_ERRORS
+from sweeper.units import fmt_bytes
 
 app = typer.Typer(
     name="sweeper",
@@ -49,10 +50,6 @@ def _console():
 
     console = Console()
     return console if console.is_terminal else Console(width=200)
-
-
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.2f}"
 
 
 @app.command("gpus")
@@ -183,7 +180,7 @@ def plan_cmd(
     for note in result.notes:
         console.print(f"note: {note}")
     table = Table(
-        title=f"plan for {p.gpu}: L2 {_mib(p.l2_bytes)} MiB, resolution {p.resolution}, "
+        title=f"plan for {p.gpu}: L2 {fmt_bytes(p.l2_bytes)} MiB, resolution {p.resolution}, "
         f"hash {p.plan_hash}"
     )
     for col in ("dtype", "sizes", "dense MiB", "in dense", "max gap dense", "max ratio outside"):
@@ -194,11 +191,11 @@ def plan_cmd(
         table.add_row(
             r["dtype"],
             str(r["sizes"]),
-            f"[{_mib(r['dense_lo_bytes'])}, {_mib(r['dense_hi_bytes'])}]",
+            f"[{fmt_bytes(r['dense_lo_bytes'])}, {fmt_bytes(r['dense_hi_bytes'])}]",
             str(r["dense_count"]),
             f"{r['max_gap_dense_bytes']:,} B",
             f"{r['max_ratio_outer']:.3f}",
-            f"{_mib(r['min_ws_bytes'])}..{_mib(r['max_ws_bytes'])}",
+            f"{fmt_bytes(r['min_ws_bytes'])}..{fmt_bytes(r['max_ws_bytes'])}",
             f"{r['est_seconds_per_config']:.1f}",
         )
     console.print(table)
@@ -344,7 +341,7 @@ def select_cmd(
         fail(str(e))
     for r in df.itertuples(index=False):
         typer.echo(
-            f"{r.mode:5} {r.dtype:5} {_mib(int(r.ws_bytes)):>12}  {r.config:40} "
+            f"{r.mode:5} {r.dtype:5} {fmt_bytes(int(r.ws_bytes)):>12}  {r.config:40} "
             f"{r.gbps:7.0f} GB/s  {r.pct_copy:5.1f}% copy  {r.ratio:.3f}x  {r.reason}"
         )
 

@@ -43,7 +43,6 @@ Band = tuple[int, "int | None", str]
 if TYPE_CHECKING:
     import pandas as pd
 
-POLICY = "policy.json"
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
 GRID_RE = re.compile(r"^(onepass|flat|flat32|stride[1-9][0-9]*)$")
 FALLBACK_RULE = [

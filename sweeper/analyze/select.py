@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.errors import SweeperError
+from sweeper.runfolder import SELECTION_CSV, SELECTION_MD
 from sweeper.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
 DEFAULT_TOLERANCE = 0.02
 VARIANT_FIELDS = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
 GROUP = ("mode", "pattern", "dtype")
-
-SELECTION_CSV = "selection.csv"
-SELECTION_MD = "selection.md"
 
 
 def _int(v: object, default: int = 0) -> int:

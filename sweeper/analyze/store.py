@@ -20,15 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
+from sweeper.runfolder import MANIFEST, RESULTS, TRIALS, TRIALS_GZ
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
 
 if TYPE_CHECKING:
     import pandas as pd
 
-MANIFEST = "manifest.json"
-TRIALS = "trials.jsonl"
-TRIALS_GZ = "trials.jsonl.gz"  # a shipped, archived run: read-only (gunzip it to resume)
-RESULTS = "results.csv"
 
 # Fields of a trial line beyond the table columns (raw data, kept for audits).
 TRIAL_EXTRA = ("samples_us", "base_samples_us", "sample_parts", "cell_key")

@@ -33,6 +33,7 @@ from sweeper_kernels.hints import createpolicy
 
 from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
+from sweeper.units import fmt_bytes
 
 EXPORT_VEC_BYTES = (4, 8, 16)
 
@@ -73,10 +74,6 @@ def _waves(grid: str) -> int:
 def _num(x: float) -> str:
     """A double literal that round-trips exactly."""
     return repr(float(x))
-
-
-def _mib(b: float | None) -> str:
-    return "inf" if b is None else f"{b / 2**20:.3f} MiB"
 
 
 # ---- CUDA ---------------------------------------------------------------------------------
@@ -167,12 +164,12 @@ def _variant_aliases(doc: dict) -> str:
 def _band_comment(b: dict, l2: int, runs: str) -> str:
     hi = "inf" if b["hi_rel"] is None else f"{b['hi_rel']:.6f}"
     text = (
-        f"  // [{b['lo_rel']:.6f}, {hi}) x L2 = [{_mib(b['lo_bytes'])}, {_mib(b['hi_bytes'])}) "
+        f"  // [{b['lo_rel']:.6f}, {hi}) x L2 = [{fmt_bytes(b['lo_bytes'])}, {fmt_bytes(b['hi_bytes'])}) "
         f"on the source GPU: {b['config']}"
     )
     if b.get("first_measured") is not None:
         text += (
-            f"; measured {_mib(b['first_measured'])}..{_mib(b['last_measured'])}, "
+            f"; measured {fmt_bytes(b['first_measured'])}..{fmt_bytes(b['last_measured'])}, "
             f"worst {b['worst_frac_of_best']:.3f} of the fastest"
         )
     if b.get("bracket_below"):

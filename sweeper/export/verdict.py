@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sweeper.runfolder import VERIFY_CSV
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -80,9 +82,6 @@ def pass_spread(groups) -> dict | None:
         return None
     q = np.quantile(np.asarray(devs), [0.5, 0.95])
     return {"median": float(q[0]), "p95": float(q[1]), "max": float(max(devs)), "n": len(devs)}
-
-
-VERIFY_CSV = "verify_timing.csv"
 
 
 def load_verify(run_dir: str | Path) -> pd.DataFrame | None:

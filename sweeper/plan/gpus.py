@@ -33,9 +33,7 @@ from typing import Any
 
 from sweeper import __version__
 from sweeper.errors import NoGPUError, SchemaError, SweeperError
-
-MiB = 1 << 20
-GiB = 1 << 30
+from sweeper.units import GiB, MiB
 
 # The fields that carry a value and a citation, in display order.
 SPEC_FIELDS: tuple[str, ...] = (

@@ -33,6 +33,7 @@ from sweeper.report.tables import (
     rank_configs,
     shown_configs,
 )
+from sweeper.runfolder import PLOTS
 from sweeper.units import MiB, fmt_mib
 
 if TYPE_CHECKING:
@@ -606,7 +607,6 @@ def write_plots(
 
 # ---- run-folder IO (what api.plot / api.report call) ---------------------------------------
 
-PLOTS = "plots"
 FORMATS = ("png", "svg", "pdf")
 _ORDER = ("bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
 

@@ -17,12 +17,12 @@ from sweeper.analyze.columns import MODES
 from sweeper.dtypes import DTYPES
 from sweeper.report.plots import PLOTS, _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
+from sweeper.runfolder import REPORT
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
     import pandas as pd
 
-REPORT = "REPORT.md"
 SECTIONS = (
     "Environment",
     "Plan coverage",
