@@ -252,7 +252,7 @@ def get_adversarial_launcher(adv: AdversarialVariant | str, **overrides) -> Adve
 
 
 def stream_window(stream) -> tuple[int, int, float]:
-    """(base_ptr, num_bytes, hitRatio) of a stream's access-policy window (for tests/guards)."""
+    """(base_ptr, num_bytes, hitRatio) of a stream's access-policy window (for tests and guards)."""
     from cuda.bindings import driver as cu
 
     (value,) = _check(

@@ -92,7 +92,7 @@ def plot(
 
 def report(run: str | None = None, root: str = "results"):
     """Write <run>/REPORT.md (default run: the newest under `root`), rendering the plots
-    first if they are missing or older than the results/policy; returns its Path."""
+    first if they are missing or older than the results or the policy; returns its Path."""
     from sweeper.report.report import write_report
     from sweeper.runfolder import resolve_run
 
@@ -151,12 +151,13 @@ def run(
     from pathlib import Path
 
     from sweeper.analyze.columns import MODES
-    from sweeper.analyze.store import load_manifest, newest_run
+    from sweeper.analyze.store import load_manifest
     from sweeper.errors import PlanMismatchError, SweeperError
     from sweeper.plan.planfile import load_plan
     from sweeper.run.runner import RunConfig, start
     from sweeper.run.search import SearchParams
     from sweeper.run.stats import Stopping
+    from sweeper.runfolder import newest_run
 
     if time_limit_s is not None and not time_limit_s > 0:
         raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
@@ -280,22 +281,15 @@ def run_summary(run_dir) -> dict:
 # ---- select / policy / export / verify -------------------------------------------------------
 
 
-def _run_dir(run: str | None, root: str):
-    from pathlib import Path
-
-    from sweeper.analyze.store import newest_run
-
-    return Path(run) if run else newest_run(root)
-
-
 def select(run: str | None = None, root: str = "results", tolerance: float | None = None):
     """Per mode x pattern x dtype x size: the chosen config, its GB/s, % of copy, ratio to the
     baseline with CI, runner-up and margin. Writes <run>/selection.csv and selection.md;
     returns the DataFrame."""
     from sweeper.analyze import select as sel
     from sweeper.analyze.store import load_run
+    from sweeper.runfolder import resolve_run
 
-    data = load_run(_run_dir(run, root))
+    data = load_run(resolve_run(run, root))
     tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
     df = sel.select(data.results, tol)
     l2 = (data.manifest.get("device") or {}).get("l2_bytes")
@@ -316,8 +310,9 @@ def policy_build(
     from sweeper.analyze import policy as pol
     from sweeper.analyze.select import DEFAULT_TOLERANCE
     from sweeper.analyze.store import load_run
+    from sweeper.runfolder import POLICY, resolve_run
 
-    data = load_run(_run_dir(run, root))
+    data = load_run(resolve_run(run, root))
     doc = pol.build_policy(
         data.results,
         data.manifest,
@@ -326,7 +321,7 @@ def policy_build(
         pattern=pattern,
         resolution=resolution,
     )
-    path = pol.write_policy(data.path / pol.POLICY, doc)
+    path = pol.write_policy(data.path / POLICY, doc)
     return path, pol.load_policy(path)
 
 

@@ -455,7 +455,7 @@ def describe(doc: dict) -> str:
 
 
 def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
-    """{dtype: [(lo, hi, config)]} from a policy document (see sweeper/policy.py)."""
+    """{dtype: [(lo, hi, config)]} from a policy document (see sweeper/analyze/policy.py)."""
     table = policy.get("dtypes", policy.get("bands", policy))
     out: dict[str, list[Band]] = {}
     for dtype, entry in table.items():
@@ -476,7 +476,7 @@ def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:
 
 def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:
     """The bands of `<run_dir>/policy.json`, or None when no policy has been built yet."""
-    from sweeper.analyze.policy import POLICY, load_policy
+    from sweeper.runfolder import POLICY
 
     path = Path(run_dir) / POLICY
     return bands_from_policy(load_policy(path)) if path.exists() else None

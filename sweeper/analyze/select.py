@@ -250,7 +250,7 @@ def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
     lines = [f"# Selection: {title}", ""]
     lines.append(
         "Chosen config per size (ties inside the noise go to the smaller size's choice, "
-        "then to the simpler config; see sweeper/select.py)."
+        "then to the simpler config; see sweeper/analyze/select.py)."
     )
     for (mode, pattern, dtype), grp in sel.groupby(list(GROUP), sort=True):
         lines += ["", f"## {dtype}, mode {mode}, pattern {pattern}", ""]

@@ -241,24 +241,6 @@ def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) ->
     return path
 
 
-def newest_run(root: str | os.PathLike = "results", gpu: str | None = None) -> Path:
-    """The most recently started run folder under root (optionally for one GPU)."""
-    root = Path(root)
-    pattern = f"{gpu}/*/{MANIFEST}" if gpu else f"*/*/{MANIFEST}"
-    runs = [p.parent for p in root.glob(pattern)]
-    if not runs:
-        where = f"{root}/{gpu}" if gpu else str(root)
-        raise SweeperError(f"no runs under {where}/; run `sweeper run` first or name a run folder")
-
-    def started(p: Path) -> str:
-        try:
-            return str(json.loads((p / MANIFEST).read_text()).get("started", ""))
-        except (OSError, ValueError):
-            return ""
-
-    return max(runs, key=lambda p: (started(p), p.name))
-
-
 def isna(v: Any) -> bool:
     try:
         import pandas as pd

@@ -96,20 +96,13 @@ def _load_struct(h: str, q: str, policy: bool) -> str:
         p1, p2, p4, pin = ", %2", ", %3", ", %5", ', "l"(pol)'
     else:
         pol, p1, p2, p4, pin = "", "", "", "", ""
-    return f"""struct {_hint_struct("load", h)} {{  // load hint '{h}': ld.global{q}
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {{
-{pol}    if constexpr (NW == 1) asm volatile("ld.global{q}.u32 %0, [%1]{p1};" : "=r"(w[0]) : "l"(a){pin});
-    else if constexpr (NW == 2) asm volatile("ld.global{q}.v2.u32 {{%0, %1}}, [%2]{p2};" : "=r"(w[0]), "=r"(w[1]) : "l"(a){pin});
-    else asm volatile("ld.global{q}.v4.u32 {{%0, %1, %2, %3}}, [%4]{p4};" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a){pin});
-  }}
-  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {{
-    uint32_t v;
-{pol}    if constexpr (BITS == 8) asm volatile("ld.global{q}.b8 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
-    else if constexpr (BITS == 16) asm volatile("ld.global{q}.b16 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
-    else asm volatile("ld.global{q}.b32 %0, [%1]{p1};" : "=r"(v) : "l"(a){pin});
-    return v;
-  }}
-}};"""
+    return (
+        _template("load_struct.cuh")
+        .substitute(
+            name=_hint_struct("load", h), hint=h, q=q, pol=pol, p1=p1, p2=p2, p4=p4, pin=pin
+        )
+        .rstrip("\n")
+    )
 
 
 def _hint_structs(doc: dict) -> str:
@@ -129,18 +122,9 @@ def _hint_structs(doc: dict) -> str:
     for h in stores:
         q = hints.get("store", h).qualifier
         out.append(
-            f"""struct {_hint_struct("store", h)} {{  // store hint '{h}': st.global{q}
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, const uint32_t (&w)[NW]) {{
-    if constexpr (NW == 1) asm volatile("st.global{q}.u32 [%0], %1;" :: "l"(a), "r"(w[0]) : "memory");
-    else if constexpr (NW == 2) asm volatile("st.global{q}.v2.u32 [%0], {{%1, %2}};" :: "l"(a), "r"(w[0]), "r"(w[1]) : "memory");
-    else asm volatile("st.global{q}.v4.u32 [%0], {{%1, %2, %3, %4}};" :: "l"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
-  }}
-  template <int BITS> static __device__ __forceinline__ void elem(uint64_t a, uint32_t v) {{
-    if constexpr (BITS == 8) asm volatile("st.global{q}.b8 [%0], %1;" :: "l"(a), "r"(v) : "memory");
-    else if constexpr (BITS == 16) asm volatile("st.global{q}.b16 [%0], %1;" :: "l"(a), "r"(v) : "memory");
-    else asm volatile("st.global{q}.b32 [%0], %1;" :: "l"(a), "r"(v) : "memory");
-  }}
-}};"""
+            _template("store_struct.cuh")
+            .substitute(name=_hint_struct("store", h), hint=h, q=q)
+            .rstrip("\n")
         )
     return "\n".join(out) + "\n"
 

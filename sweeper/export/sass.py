@@ -3,7 +3,7 @@
 Both are assembled by nvJitLink (what numba-cuda links with) for one arch and disassembled
 with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). The header's PTX
 comes from nvcc. Used by tests/unit/test_export_sass.py (the export mirrors the Numba kernels
-instruction for instruction where it matters) and scripts/sass_compare.py (a diff).
+instruction for instruction where it matters) and tools/sass_compare.py (a diff).
 """
 
 from __future__ import annotations

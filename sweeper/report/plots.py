@@ -1,9 +1,9 @@
 """DataFrame -> matplotlib Figure. Never measures, never needs a GPU or a display.
 
-Every figure takes the tidy results table (sweeper/columns.py) and plain inputs: a `RunInfo`
+Every figure takes the tidy results table (sweeper/analyze/columns.py) and plain inputs: a `RunInfo`
 (markers and titles, from the manifest) and optional policy `bands`
 ({dtype: [(lo_bytes, hi_bytes | None, config), ...]}, a band holding sizes in [lo, hi),
-as sweeper/policy.py writes them).
+as sweeper/analyze/policy.py writes them).
 Figures are built on `matplotlib.figure.Figure` directly (no pyplot state, Agg/SVG canvases
 on save), so nothing here opens a window or leaks figures.
 
@@ -647,14 +647,13 @@ def render_plots(
 
 
 def _plots_stale(run_dir: Path) -> bool:
-    from sweeper.analyze.policy import POLICY
-    from sweeper.analyze.store import RESULTS
+    from sweeper.runfolder import POLICY, RESULTS
 
     pngs = list((run_dir / PLOTS).glob("*.png"))
     if not pngs:
         return True
     oldest = min(p.stat().st_mtime for p in pngs)
-    from sweeper.export.verdict import VERIFY_CSV
+    from sweeper.runfolder import VERIFY_CSV
 
     inputs = [run_dir / RESULTS, run_dir / POLICY, run_dir / VERIFY_CSV]
     return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import MODES
 from sweeper.dtypes import DTYPES
-from sweeper.report.plots import PLOTS, _plots_stale, plot_order, render_plots
+from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
-from sweeper.runfolder import REPORT
+from sweeper.runfolder import PLOTS, REPORT
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
@@ -264,12 +264,10 @@ def plots_section(run_dir: Path, plot_files: Sequence[Path]) -> list[str]:
     pngs = [p for p in plot_files if p.suffix == ".png"]
     if not pngs:
         return ["**No plots** (`sweeper plot` writes them into plots/)."]
-    out = []
+    out = [f"Vector (SVG) versions: `sweeper plot {run_dir} --format svg`.", ""]
     for png in pngs:
         rel = Path(os.path.relpath(png, run_dir)).as_posix()
-        svg = png.with_suffix(".svg")
-        link = f" ([svg]({Path(os.path.relpath(svg, run_dir)).as_posix()}))" if svg.exists() else ""
-        out += [f"**{png.stem}**{link}", "", f"![{png.stem}]({rel})", ""]
+        out += [f"**{png.stem}**", "", f"![{png.stem}]({rel})", ""]
     return out
 
 
@@ -395,7 +393,7 @@ def targets_section(
     card = scorecard(results, dict(doc), l2, mode=mode)
     return [
         f"The policy's config at every measured size ({mode} mode), against the project's "
-        "targets (`sweeper/targets.py`). Ratios are to the baseline, measured side by side. "
+        "targets (`sweeper/report/checks.py`). Ratios are to the baseline, measured side by side. "
         "`worst` is the value the target is checked on (for the CI target, the lowest upper "
         "end of a ratio's CI); the lowest point ratio is shown beside it.",
         "",
@@ -512,9 +510,9 @@ def build_report(
 
 def write_report(run_dir: str | os.PathLike) -> Path:
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
-    from sweeper.analyze.policy import POLICY, load_policy
-    from sweeper.analyze.select import SELECTION_CSV
+    from sweeper.analyze.policy import load_policy
     from sweeper.analyze.store import load_run, read_table
+    from sweeper.runfolder import POLICY, SELECTION_CSV
     from sweeper.schema import atomic_write_text
 
     run_dir = Path(run_dir)

@@ -1,7 +1,7 @@
 """The ReLU variants on a real GPU: bit-exact, bounded, aligned, 128-bit, cheaters caught.
 
 Needs a CUDA GPU (marker `gpu`; skipped otherwise). The default grid's 172 compiles are built
-in a spawned process pool into Numba's disk cache first (scripts/compile_bench.py does the same),
+in a spawned process pool into Numba's disk cache first (tools/compile_bench.py does the same),
 so a warm run is mostly the checks themselves.
 """
 

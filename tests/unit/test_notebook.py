@@ -50,7 +50,7 @@ def test_committed_notebook_is_clean_and_uses_the_public_api():
     source = "\n".join("".join(c["source"]) for c in code)
     imported = re.findall(r"^\s*from\s+(sweeper[\w.]*)\s+import\s+(.+)$", source, flags=re.M)
     public = {
-        "sweeper": {"api", "units"},
+        "sweeper": {"api", "runfolder", "units"},
         "sweeper.analyze": {"policy", "store"},
         "sweeper.report": {"plots", "tables"},
     }
@@ -91,8 +91,8 @@ def test_notebook_on_one_mode_run_without_policy(tmp_path, monkeypatch):
 
 def test_notebook_on_the_newest_shipped_run(monkeypatch, tmp_path):
     """The real thing: the newest run under results/ (skipped until one is shipped)."""
-    from sweeper.analyze.store import newest_run
     from sweeper.errors import SweeperError
+    from sweeper.runfolder import newest_run
 
     try:
         run_dir = newest_run(REPO / "results")

@@ -172,7 +172,7 @@ def synthetic_manifest(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> dic
 
 def synthetic_bands() -> dict:
     # policy: default loads through L2, streaming above it; the boundary sits midway
-    # between the measured sizes that bracket it, as sweeper/policy.py places it
+    # between the measured sizes that bracket it, as sweeper/analyze/policy.py places it
     return {d: [(0, BOUNDARY, CONFIGS[1]), (BOUNDARY, None, STREAMING)] for d in ITEMSIZE}
 
 

@@ -107,8 +107,8 @@ def test_report_links_to_existing_plots(run_dir):
     for link in links:
         assert not Path(link).is_absolute()
         assert (run_dir / link).stat().st_size > 1000, link
-    svgs = re.findall(r"\[svg\]\(([^)]+)\)", text)
-    assert svgs and all((run_dir / s).exists() for s in svgs)
+    assert not re.findall(r"\]\([^)]+\.svg\)", text)  # SVGs are regenerated, never linked
+    assert f"sweeper plot {run_dir} --format svg" in text
 
 
 def test_report_coverage_shows_gaps_and_l2_bracket(run_dir):

@@ -44,11 +44,16 @@ _PATH = re.compile(
 
 
 def test_every_repository_path_named_in_docs_exists():
-    """Paths like `scripts/sweep.sh` or `results/h200/hot-11/REPORT.md` in README, docs and
-    CONTRIBUTING name files that exist (generated files of a run folder excepted)."""
+    """Paths like `scripts/sweep.sh` or `results/h200/hot-11/REPORT.md` in the docs, code,
+    comments and templates name files that exist (generated files of a run folder excepted)."""
     generated = re.compile(r"(\.svg|results\.csv|<|\*)")
     missing = []
-    docs = [p for p in text_files((".md",)) if not p.is_relative_to(ROOT / "results")]
+    docs = [
+        p
+        for p in text_files((".md", ".py", ".sh", ".cuh", ".tmpl"))
+        if not p.is_relative_to(ROOT / "results")
+        and not (p.is_relative_to(ROOT / "tests") and p.suffix == ".py")  # fixtures name temp paths
+    ]
     for p in docs:
         # a paragraph that cites a commit names paths in that commit's tree (git show C:PATH)
         for para in re.split(r"\n\s*\n", p.read_text()):

@@ -180,7 +180,7 @@ def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
     not be resumed after it (two versions of one config name in one run)."""
     import json
 
-    from sweeper.analyze.store import TRIALS
+    from sweeper.runfolder import TRIALS
 
     run_dir = start(cfg(plan, tmp_path), model())
     path = run_dir / TRIALS
