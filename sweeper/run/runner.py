@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
+import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -143,6 +145,15 @@ def new_run_id(gpu: str) -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
 
 
+def command_line() -> str:
+    """The command that started this process, as a shell would re-run it (`sweeper run ...`
+    when started through the `sweeper` entry point or `python -m sweeper`)."""
+    argv = list(sys.argv)
+    if argv and (Path(argv[0]).name in ("sweeper", "__main__.py")):
+        argv[0] = "sweeper"
+    return shlex.join(argv)
+
+
 def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
     plan = cfg.plan
     b = plan.bounds
@@ -172,6 +183,7 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "seed": cfg.seed,
         "sweeper_version": __version__,
         "git_commit": git_commit(),
+        "command": command_line(),
         "started": _now(),
         "finished": None,
         "status": "running",
@@ -390,7 +402,12 @@ def start(
         done = {resume_key(t): t for t in trials}
         manifest["status"] = "running"
         manifest.setdefault("resumed", []).append(
-            {"at": _now(), "dropped_bytes": dropped, "search": asdict(cfg.search)}
+            {
+                "at": _now(),
+                "dropped_bytes": dropped,
+                "search": asdict(cfg.search),
+                "command": command_line(),
+            }
         )
         manifest["search"] = asdict(cfg.search)
         manifest["guards"] = [

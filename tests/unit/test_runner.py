@@ -382,3 +382,10 @@ def test_a_time_limited_run_stops_resumably_and_resumes_to_the_full_run(plan, tm
     keys = {t["cell_key"] for t in read_trials(run_dir)[0]}
     assert keys == {t["cell_key"] for t in read_trials(full_dir)[0]}
     assert load_manifest(run_dir)["status"] == "complete"
+
+
+def test_the_manifest_records_the_command_that_made_the_run(plan, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["/venv/bin/sweeper", "run", "--modes", "hot", "my plan.json"])
+    start(cfg(plan, tmp_path), model())
+    m = load_manifest(tmp_path / "h200" / "r1")
+    assert m["command"] == "sweeper run --modes hot 'my plan.json'"
