@@ -172,7 +172,7 @@ _VERSION_RE = re.compile(r"^\.version\s+(\d+)\.(\d+)", re.M)
 _MAX_RE = re.compile(r"current version is '(\d+)\.(\d+)'")
 
 
-def assemble(ptx: str, arch: str = "sm_90", ptxas: str = "ptxas") -> str | None:
+def assemble(ptx: str, arch: str = "sm_90", ptxas: str | None = None) -> str | None:
     """Run ptxas on the PTX; None if it assembles, else ptxas's first error line.
 
     The text check above cannot tell a valid instruction from one ptxas rejects (an L2
@@ -184,6 +184,11 @@ def assemble(ptx: str, arch: str = "sm_90", ptxas: str = "ptxas") -> str | None:
     import tempfile
     from pathlib import Path
 
+    from sweeper_kernels.toolkit import find_tool, how_to_get
+
+    ptxas = ptxas or find_tool("ptxas")
+    if ptxas is None:
+        raise FileNotFoundError(how_to_get("ptxas"))
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         for _ in range(2):

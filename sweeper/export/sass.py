@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,15 +18,9 @@ _DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}  # sweeper_relu::Dt in the he
 
 
 def find_nvdisasm() -> str | None:
-    found = os.environ.get("SWEEPER_NVDISASM") or shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia.cu13  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    cand = Path(list(nvidia.cu13.__path__)[0]) / "bin" / "nvdisasm"
-    return str(cand) if cand.exists() else None
+    from sweeper_kernels.toolkit import find_tool
+
+    return find_tool("nvdisasm")
 
 
 def nvjitlink_cubin(ptx: str, arch: str) -> bytes:

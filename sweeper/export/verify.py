@@ -15,7 +15,6 @@ import ctypes
 import functools
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,9 @@ def cache_dir() -> Path:
 
 
 def find_nvcc() -> str | None:
-    return os.environ.get("SWEEPER_NVCC") or shutil.which("nvcc")
+    from sweeper_kernels.toolkit import find_tool
+
+    return find_tool("nvcc")
 
 
 def device_arch() -> str:
@@ -78,10 +79,9 @@ def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Pa
     """nvcc -shared the header's C API into a cached .so; returns its path."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise SweeperError(
-            "nvcc not found (PATH or SWEEPER_NVCC): it is needed to build the exported header; "
-            "install the CUDA toolkit or point SWEEPER_NVCC at nvcc"
-        )
+        from sweeper_kernels.toolkit import how_to_get
+
+        raise SweeperError(f"{how_to_get('nvcc')}; it builds the exported header")
     header = Path(header_path).resolve()
     arch = arch or device_arch()
     flags = [

@@ -587,7 +587,10 @@ def spec_to_toml(spec: GpuSpec, header: str = "") -> str:
     for n in SPEC_FIELDS:
         v = getattr(spec, n)
         if v is not None:
-            lines.append(f"{n} = {_toml_value(list(v) if n == 'cc' else v)}")
+            try:
+                lines.append(f"{n} = {_toml_value(list(v) if n == 'cc' else v)}")
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"{n}: {e}") from None
     cited = [
         (n, spec.sources[n])
         for n in SPEC_FIELDS

@@ -4,29 +4,12 @@ and its launch_relu dispatch picks what the Python export picks on this device."
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from sweeper.analyze.policy import write_policy
 from sweeper.errors import SweeperError
 
-pytestmark = pytest.mark.gpu
-
-
-def _gpu():
-    try:
-        from numba import cuda
-
-        return cuda.is_available()
-    except Exception:  # noqa: BLE001
-        return False
-
-
-if not _gpu():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-if shutil.which("nvcc") is None:
-    pytest.skip("nvcc not on PATH: the exported header cannot be built", allow_module_level=True)
+pytestmark = [pytest.mark.gpu, pytest.mark.needs_tool("nvcc")]
 
 CONFIGS = {
     "v16-u1-ld.default-st.default-b256-onepass": dict(vec_bytes=16, unroll=1, load_hint="default", store_hint="default", block=256, grid="onepass"),

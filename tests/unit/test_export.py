@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sweeper_kernels.toolkit import find_tool
 
 from sweeper.analyze.columns import COLUMNS
 from sweeper.analyze.policy import build_policy, config_at, merge_docs, write_policy
@@ -22,8 +22,8 @@ from sweeper.errors import SweeperError
 from sweeper.export import export, render
 
 MiB = 1 << 20
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot compile the header")
+NVCC = find_tool("nvcc")
+needs_nvcc = pytest.mark.needs_tool("nvcc")
 ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 
 # Every vector width, unroll, grid shape and cache operator the exporter knows, one config each.

@@ -35,11 +35,7 @@ from sweeper.export.verify import find_nvcc
 POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-11" / "policy.json"
 NVCC, NVDISASM = find_nvcc(), find_nvdisasm()
 
-pytestmark = pytest.mark.skipif(
-    NVCC is None or NVDISASM is None,
-    reason=f"needs nvcc ({NVCC or 'not found'}) and nvdisasm ({NVDISASM or 'not found'}; "
-    "pip install nvidia-cuda-nvdisasm)",
-)
+pytestmark = pytest.mark.needs_tool("nvcc", "nvdisasm")
 
 
 def _configs() -> list[Variant]:

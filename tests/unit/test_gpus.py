@@ -211,9 +211,9 @@ def test_writer_escapes_strings_and_refuses_what_toml_cannot_hold(tmp_path):
     assert doc["sources"]["l2_bytes"] == odd
     assert doc["aliases"] == ["one", 'tw"o'] and doc["dram_peak_gbps"] == 0.1
     assert "cc" not in doc and "sm_count" not in doc
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="dram_peak_gbps"):
         gpus.spec_to_toml(replace(spec, dram_peak_gbps=float("inf")))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="sm_count"):
         gpus.spec_to_toml(replace(spec, sm_count=True))
 
 

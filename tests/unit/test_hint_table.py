@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sweeper_kernels import Variant, extended_grid, hints, ptx
 from sweeper_kernels.ptxcheck import check_ptx, global_accesses
+from sweeper_kernels.toolkit import find_tool
 
 ROOT = Path(__file__).parents[2]
 CA = hints.Hint("load", "ca", "ca", ".ca")  # ld.global.ca: cache at all levels
@@ -39,19 +40,17 @@ def test_a_new_hint_reaches_the_ptx_and_its_check(ca_hint):
     assert check_ptx(plain, text)  # the check tells the two apart
 
 
+@pytest.mark.needs_tool("nvcc")
 def test_a_new_hint_reaches_a_compiling_export(ca_hint, tmp_path):
     from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.export.verify import find_nvcc
 
     doc = load_any(ROOT / "results/h200/hot-11/policy.json")
     name = next(iter(doc["configs"]))
     doc["configs"][name] = {**doc["configs"][name], "load_hint": "ca"}
     header = render(doc, "cuda")
     assert "ld.global.ca.v4.u32" in header
-    nvcc = find_nvcc()
-    if nvcc is None:
-        pytest.skip("no nvcc (SWEEPER_NVCC or PATH): the header's text was checked, not compiled")
+    nvcc = find_tool("nvcc")
     (tmp_path / "relu_policy.cuh").write_text(header)
     (tmp_path / "use.cu").write_text('#include "relu_policy.cuh"\n')
     subprocess.run(

@@ -25,9 +25,9 @@ def test_ids_round_trip():
         adv = make(base)
         assert adv.id == f"adv-{kind}-{base.id}"
         assert AdversarialVariant.from_id(adv.id) == adv
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="unknown adversarial kind 'cheat'"):
         AdversarialVariant.from_id(f"adv-cheat-{base.id}")
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="is not an adversarial id"):
         AdversarialVariant.from_id(base.id)
 
 

@@ -89,7 +89,7 @@ def test_special_values_cover_the_classes():
 
 
 def test_reference_rejects_wrong_storage():
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="fp32 data must be float32, got float64"):
         reference_relu(np.zeros(3, np.float64), "fp32")
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="unknown dtype 'fp64'"):
         reference_relu(np.zeros(3, np.float32), "fp64")

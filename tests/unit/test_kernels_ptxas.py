@@ -6,7 +6,6 @@ The PTX text checks cannot see an instruction form that ptxas rejects (this caug
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from itertools import product
 
@@ -14,10 +13,11 @@ import pytest
 from sweeper_kernels import hints
 from sweeper_kernels.build import ptx
 from sweeper_kernels.ptxcheck import assemble
+from sweeper_kernels.toolkit import find_tool
 from sweeper_kernels.variants import Variant, compile_keys, default_grid
 
-PTXAS = shutil.which("ptxas")
-pytestmark = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+PTXAS = find_tool("ptxas")
+pytestmark = pytest.mark.needs_tool("ptxas")
 
 
 def _failures(jobs):

@@ -57,13 +57,17 @@ def test_id_hash_covers_kernel_source(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "bad",
-    ["", "fp32", "fp64-v16-u2-ld.cs-st.cs-b256-onepass", "fp32-v32-u2-ld.cs-st.cs-b256-onepass",
-     "fp32-v16-u3-ld.cs-st.cs-b256-onepass", "fp32-v16-u2-ld.zz-st.cs-b256-onepass",
-     "fp32-v16-u2-ld.cs-st.cs-b100-onepass", "fp32-v16-u2-ld.cs-st.cs-b256-stride0"],
+    "bad, why",
+    [("", "is not a variant id"), ("fp32", "is not a variant id"),
+     ("fp64-v16-u2-ld.cs-st.cs-b256-onepass", "dtype='fp64' is not one of"),
+     ("fp32-v32-u2-ld.cs-st.cs-b256-onepass", "vec_bytes=32 is not one of"),
+     ("fp32-v16-u3-ld.cs-st.cs-b256-onepass", "unroll=3 is not one of"),
+     ("fp32-v16-u2-ld.zz-st.cs-b256-onepass", "unknown hint token"),
+     ("fp32-v16-u2-ld.cs-st.cs-b100-onepass", "block=100 is not one of"),
+     ("fp32-v16-u2-ld.cs-st.cs-b256-stride0", "grid='stride0': use")],
 )  # fmt: skip
-def test_bad_ids_are_one_clear_error(bad):
-    with pytest.raises(KernelError):
+def test_bad_ids_are_one_clear_error(bad, why):
+    with pytest.raises(KernelError, match=why):
         Variant.parse(bad)
 
 
@@ -109,9 +113,9 @@ def test_extended_grid_has_every_axis_value():
     assert len(grid) == tiled + 2 * flat  # flat and flat32
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="unknown grid 'nope'"):
         get_grid("nope")
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match=r"unknown dtype\(s\) \['fp64'\]"):
         default_grid(["fp64"])
 
 

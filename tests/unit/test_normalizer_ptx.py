@@ -2,7 +2,6 @@
 demotes one 128-byte line per iteration with applypriority, and ptxas accepts it."""
 
 import re
-import shutil
 
 import pytest
 
@@ -30,7 +29,7 @@ def test_one_applypriority_per_line_in_a_grid_stride_loop_per_buffer(ptx_text):
     assert not re.search(r"\b(ld|st)\.global", ptx_text)  # it moves no data
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+@pytest.mark.needs_tool("ptxas")
 def test_ptxas_assembles_it_for_sm90(ptx_text):
     from sweeper_kernels.ptxcheck import assemble
 

@@ -37,7 +37,7 @@ def check_invariants(p: P.Plan) -> None:
     l2 = p.l2_bytes
     cap = p.memory_bytes // 8
     dense_lo, dense_hi = min(l2 // 4, cap), min(2 * l2, cap)
-    step = max(32, round(l2 / 256 / 32) * 32)
+    step = max(32, (2 * l2 + 256 * 32) // (256 * 64) * 32)  # L2/256 to the nearest 32 B, halves up
 
     def in_dense(ws: int) -> bool:
         return dense_lo - 31 <= ws <= dense_hi + 31
@@ -166,7 +166,7 @@ def test_bad_dtypes(dtypes):
 
 def test_sizes_of_absent_dtype():
     p = P.make_plan(gpus.lookup("4090"), dtypes="fp16")
-    with pytest.raises(SweeperError):
+    with pytest.raises(SweeperError, match=r"dtype 'fp32' is not in this plan \(fp16\)"):
         p.sizes("fp32")
 
 
@@ -342,3 +342,24 @@ def test_write_refuses_over_unreadable_file(tmp_path):
         P.write_plan(p, path)
     P.write_plan(p, path, force=True)
     assert P.load_plan(path) == p
+
+
+@pytest.mark.parametrize("l2", [1052672, 1069056, 2461696, 62914560])
+def test_the_anchor_step_rounds_halves_up(l2):
+    """At the first three L2 sizes, L2 / 256 lies exactly halfway between two multiples of
+    32 bytes: the step is rounded up there, as the planner documents (the H200's is exact)."""
+    p = P.make_plan(spec_with(l2), resolution=32)
+    check_invariants(p)
+    step = p.bounds.small_step
+    assert step % 32 == 0 and abs(step - l2 / 256) <= 16
+    if (l2 / 256) % 32 == 16:
+        assert step == l2 / 256 + 16
+
+
+@pytest.mark.parametrize("l2", [62914560, 62914560 + 4 * 8, 62914560 + 4 * 24, 75497472 + 100])
+def test_the_dense_band_is_rounded_outward_to_the_32_byte_grain(l2):
+    """The dense band covers at least [L2 / 4, 2 x L2]: its start is rounded down and its end
+    up to the 32-byte grain, never inward."""
+    b = P.make_plan(spec_with(l2), resolution=32).bounds
+    assert b.dense_lo % 32 == 0 and l2 / 4 - 32 < b.dense_lo <= l2 / 4
+    assert b.dense_hi % 32 == 0 and 2 * l2 <= b.dense_hi < 2 * l2 + 32

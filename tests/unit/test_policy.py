@@ -351,3 +351,39 @@ def test_cli_select_policy_export(tmp_path):
     write_run(old, manifest(run_id="old"), cliff_results({"fp16": old_sizes("fp16")}))
     r = cli.invoke(app, ["policy", "build", str(old)])
     assert r.exit_code == 1 and "fp16" in r.output and "--resume" in r.output
+
+
+# ---- the bracket rule, at, just inside and just outside the plan resolution ---------------
+
+
+def _switch_results(gap: int) -> pd.DataFrame:
+    """fp32 sizes every `step` bytes up to 20 MiB, then one `gap` bytes further, and on; the
+    best config switches from "plain" to "stream" across that one gap."""
+    step = L2 // 32
+    below = [4 * MiB + k * step for k in range(8)]
+    above = [below[-1] + gap + k * step for k in range(8)]
+    rows = []
+    for ws in below + above:
+        fast = "plain" if ws in below else "stream"
+        for c in ("plain", "stream"):
+            rows.append(row("fp32", ws, c, 1000.0 if c == fast else 500.0))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+@pytest.mark.parametrize(
+    "extra, refused", [(-32, False), (0, False), (32, True)], ids=["inside", "at", "outside"]
+)
+def test_a_boundary_is_placed_only_in_a_bracket_no_wider_than_the_resolution(extra, refused):
+    gap = L2 // 32 + extra  # resolution 32: the plan's dense step is L2 / 32
+    results = _switch_results(gap)
+    if refused:
+        with pytest.raises(SweeperError, match="a bracket wider than the plan resolution"):
+            build_policy(results, manifest(resolution=32))
+        return
+    doc = build_policy(results, manifest(resolution=32))
+    bands = doc["dtypes"]["fp32"]["bands"]
+    assert [b["config"] for b in bands] == ["plain", "stream"]
+    lo, hi = bands[1]["bracket_below"]
+    assert hi - lo == gap
+    # the edge is the bracket's midpoint, not either measured size
+    assert bands[1]["lo_bytes"] == (lo + hi) // 2 and bands[0]["hi_bytes"] == (lo + hi) // 2

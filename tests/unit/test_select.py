@@ -113,7 +113,7 @@ def test_simplicity_order():
 
 
 def test_negative_tolerance_refused():
-    with pytest.raises(SweeperError):
+    with pytest.raises(SweeperError, match="tolerance must be >= 0, got -1"):
         select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=-1)
 
 
@@ -152,3 +152,36 @@ def test_a_tie_never_goes_to_a_config_below_the_baseline_when_a_tied_one_is_not(
     assert sel.config == "plain" and sel.reason == "tie: simpler" and sel.n_tied == 3
     ((_, acc),) = acceptable_sets(frame(rows))[("hot", "preallocated", "fp32")]
     assert set(acc) == {"stream", "plain", "u4"}
+
+
+# ---- the decision thresholds, at, just inside and just outside ---------------------------
+
+
+@pytest.mark.parametrize(
+    "slower_by, tied",
+    [(0.0199, True), ("at", True), (0.0201, False)],
+    ids=["just-inside", "at-the-tolerance", "just-outside"],
+)
+def test_the_tie_tolerance_is_2_percent_inclusive(slower_by, tied):
+    """A simpler config within 2% of the fastest (CIs apart) is tied with it and is chosen;
+    one more than 2% slower is not."""
+    from sweeper.analyze.select import DEFAULT_TOLERANCE
+
+    fast = 1000.0
+    slow = fast * (1.0 - DEFAULT_TOLERANCE) if slower_by == "at" else fast * (1.0 - slower_by)
+    assert DEFAULT_TOLERANCE == 0.02
+    rows = [
+        row("fp32", 8 << 20, "stream", fast, ci=0.0),
+        row("fp32", 8 << 20, "plain", slow, ci=0.0),
+    ]
+    chosen = select(frame(rows)).iloc[0].config
+    assert chosen == ("plain" if tied else "stream")
+
+
+@pytest.mark.parametrize(
+    "ratio_hi, below", [(0.9999, True), (1.0, False), (1.0001, False), (math.nan, False)]
+)
+def test_below_the_baseline_means_the_whole_ci_is_under_1(ratio_hi, below):
+    from sweeper.analyze.select import below_baseline
+
+    assert below_baseline({"ratio": 0.99, "ratio_lo": 0.98, "ratio_hi": ratio_hi}) is below

@@ -57,3 +57,33 @@ def test_a_single_part_summary_is_the_plain_paired_estimate():
     s = t.summary()
     assert s["ratio"] == pytest.approx(np.median(t.b_us) / np.median(t.a_us))
     assert s["time_us"] == pytest.approx(np.median(t.a_us))
+
+
+def test_the_ratio_ci_is_paired_so_drift_shared_by_both_sides_cancels():
+    """Both sides slow down together over the samples (clock drift, a neighbour's load) by up
+    to 30%; the true ratio is exactly 1.2 in every pair. A paired bootstrap sees a ratio of 1.2
+    in every resample; resampling the sides apart would mix fast and slow samples and give an
+    interval about as wide as the drift."""
+    rng = np.random.default_rng(3)
+    drift = 1 + 0.3 * rng.random(40)
+    a = 10.0 * drift * (1 + 0.001 * rng.standard_normal(40))
+    b = 12.0 * drift * (1 + 0.001 * rng.standard_normal(40))
+    r, lo, hi = ratio_ci(b, a)
+    assert lo <= 1.2 <= hi and hi - lo < 0.005
+    unpaired_lo, unpaired_hi = np.quantile(
+        [np.median(rng.choice(b, 40)) / np.median(rng.choice(a, 40)) for _ in range(400)],
+        [0.025, 0.975],
+    )
+    assert unpaired_hi - unpaired_lo > 10 * (hi - lo)  # what pairing buys on this input
+
+
+def test_the_ci_level_is_95_percent():
+    """On normal noise a bootstrap interval's width scales with the normal quantile: a 95%
+    interval is about 1.96 / 1.645 = 1.19 times a 90% one."""
+    rng = np.random.default_rng(4)
+    a, b = _noisy(rng, 10.0, 200, 0.02), _noisy(rng, 12.0, 200, 0.02)
+    _, lo, hi = ratio_ci(b, a)
+    _, lo90, hi90 = ratio_ci(b, a, level=0.90)
+    _, lo95, hi95 = ratio_ci(b, a, level=0.95)
+    assert (lo, hi) == (lo95, hi95)
+    assert 1.1 < (hi - lo) / (hi90 - lo90) < 1.3
