@@ -180,12 +180,12 @@ def plan_cmd(
     for note in result.notes:
         console.print(f"note: {note}")
     table = Table(
-        title=f"plan for {p.gpu}: L2 {fmt_bytes(p.l2_bytes)} MiB, resolution {p.resolution}, "
+        title=f"plan for {p.gpu}: L2 {fmt_bytes(p.l2_bytes)}, resolution {p.resolution}, "
         f"hash {p.plan_hash}"
     )
-    for col in ("dtype", "sizes", "dense MiB", "in dense", "max gap dense", "max ratio outside"):
+    for col in ("dtype", "sizes", "dense band", "in dense", "max gap dense", "max ratio outside"):
         table.add_column(col, no_wrap=True)
-    table.add_column("range MiB", no_wrap=True)
+    table.add_column("range", no_wrap=True)
     table.add_column("est. s/config", no_wrap=True)
     for r in result.summary:
         table.add_row(

@@ -53,7 +53,8 @@ def _int(v: object, default: int = 0) -> int:
 
 
 def _hint_is_default(h: object) -> bool:
-    return str(h) in ("", "default", "none", "nan", "<NA>")
+    """No hint: absent, empty, "default", or a missing value as pandas writes it."""
+    return h is None or str(h).strip().lower() in ("", "default", "none", "nan", "<na>")
 
 
 def simplicity_key(variant: dict) -> tuple:

@@ -148,7 +148,7 @@ def _variant_aliases(doc: dict) -> str:
 def _band_comment(b: dict, l2: int, runs: str) -> str:
     hi = "inf" if b["hi_rel"] is None else f"{b['hi_rel']:.6f}"
     text = (
-        f"  // [{b['lo_rel']:.6f}, {hi}) x L2 = [{fmt_bytes(b['lo_bytes'])}, {fmt_bytes(b['hi_bytes'])}) "
+        f"  // [{b['lo_rel']:.6f}, {hi}) x L2 = [{fmt_bytes(b['lo_bytes'])}, {fmt_bytes(b['hi_bytes'], none='inf')}) "
         f"on the source GPU: {b['config']}"
     )
     if b.get("first_measured") is not None:

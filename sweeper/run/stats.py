@@ -13,6 +13,13 @@ import numpy as np
 _BOOT = 400
 
 
+def ci_tails(level: float) -> tuple[float, float]:
+    """The quantiles a two-sided percentile interval at `level` takes: (1 - level) / 2 in
+    each tail."""
+    tail = (1 - level) / 2
+    return tail, 1 - tail
+
+
 def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Bootstrap CI of the median (deterministic for a given seed)."""
     s = np.asarray(samples, dtype=float)
@@ -23,8 +30,8 @@ def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tup
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, s.size, size=(_BOOT, s.size))
     meds = np.median(s[idx], axis=1)
-    a = (1 - level) / 2
-    return (float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)))
+    lo, hi = ci_tails(level)
+    return (float(np.quantile(meds, lo)), float(np.quantile(meds, hi)))
 
 
 def _geomean_ci(parts: list[tuple[np.ndarray, ...]], stat, seed: int, level: float):
@@ -40,8 +47,8 @@ def _geomean_ci(parts: list[tuple[np.ndarray, ...]], stat, seed: int, level: flo
         idx = rng.integers(0, p[0].size, size=(_BOOT, p[0].size))
         logs += np.log(stat(*(x[idx] for x in p), axis=1))
     m = np.exp(logs / len(parts))
-    a = (1 - level) / 2
-    return (point, float(np.quantile(m, a)), float(np.quantile(m, 1 - a)))
+    lo, hi = ci_tails(level)
+    return (point, float(np.quantile(m, lo)), float(np.quantile(m, hi)))
 
 
 def _median(x, axis=None):

@@ -363,3 +363,36 @@ def test_the_dense_band_is_rounded_outward_to_the_32_byte_grain(l2):
     b = P.make_plan(spec_with(l2), resolution=32).bounds
     assert b.dense_lo % 32 == 0 and l2 / 4 - 32 < b.dense_lo <= l2 / 4
     assert b.dense_hi % 32 == 0 and 2 * l2 <= b.dense_hi < 2 * l2 + 32
+
+
+def test_geometric_steps_are_grain_multiples_at_most_125_percent_apart_and_always_advance():
+    from sweeper.plan.ladder import _geometric
+
+    out = _geometric(64 * 1024, 10 << 20)
+    assert out[0] == 64 * 1024 and out[-1] == 10 << 20
+    assert all(b > a and b % 32 == 0 and b <= 1.25 * a for a, b in zip(out, out[1:], strict=False))
+    # below 128 bytes x 1.25 rounds down to the value itself: the ladder still advances a grain
+    assert _geometric(32, 160) == [32, 64, 96, 128, 160]
+
+
+def test_dtype_lists_skip_empty_items_and_name_the_known_dtypes():
+    p = P.make_plan(gpus.lookup("4090"), dtypes="FP32,, fp16 ,fp32")
+    assert p.dtypes == ("fp32", "fp16")
+    with pytest.raises(SweeperError, match="unknown dtype 'fp64'; known: fp32, fp16, bf16, int8"):
+        P.make_plan(gpus.lookup("4090"), dtypes="fp64")
+    with pytest.raises(SweeperError, match="no dtypes given; known: fp32, fp16, bf16, int8"):
+        P.make_plan(gpus.lookup("4090"), dtypes=" , ")
+
+
+def test_the_finest_resolution_is_one_grain_per_step():
+    P.make_plan(spec_with(32 * 1056), resolution=1056)  # steps of exactly 32 bytes: allowed
+    with pytest.raises(SweeperError, match=r"gives steps below 32 bytes .* use at most 1056$"):
+        P.make_plan(spec_with(32 * 1056), resolution=1057)
+
+
+def test_an_anchor_at_the_memory_cap_is_kept():
+    l2 = 62914560
+    p = P.make_plan(spec_with(l2, memory=8 * 2 * l2), resolution=32)  # cap = 2 x L2
+    assert p.bounds.cap == 2 * l2
+    assert all("2xL2" in e["anchors"] for e in p.sizes("fp32") if e["working_set_bytes"] == 2 * l2)
+    assert any("2xL2" in e["anchors"] for e in p.sizes("fp32"))

@@ -387,3 +387,36 @@ def test_a_boundary_is_placed_only_in_a_bracket_no_wider_than_the_resolution(ext
     assert hi - lo == gap
     # the edge is the bracket's midpoint, not either measured size
     assert bands[1]["lo_bytes"] == (lo + hi) // 2 and bands[0]["hi_bytes"] == (lo + hi) // 2
+
+
+# ---- segmentation edge cases ---------------------------------------------------------------
+
+
+def test_segmenting_nothing_gives_no_bands_and_no_wide_bracket():
+    assert segment([], [], 1.0) == ([], 0)
+    assert greedy_band_count([]) == 0
+    assert greedy_band_count([{"a"}]) == 1
+
+
+def test_equal_configs_are_broken_by_the_simpler_key_else_by_name():
+    acc = [{"b": 1.0, "a": 1.0}, {"b": 1.0, "a": 1.0}]
+    assert segment([1, 2], acc, 10.0) == ([(0, 1, "a")], 0)
+    assert segment([1, 2], acc, 10.0, simpler=lambda c: -ord(c)) == ([(0, 1, "b")], 0)
+
+
+def test_a_config_closer_to_the_best_wins_a_band_of_the_same_count():
+    """Both A and B serve every size; A is the faster overall: one band of A."""
+    acc = [{"A": 1.0, "B": 0.99}, {"A": 0.99, "B": 1.0}, {"A": 1.0, "B": 0.98}]
+    assert segment([1, 2, 3], acc, 10.0) == ([(0, 2, "A")], 0)
+
+
+def test_on_a_full_tie_the_earlier_band_extends_as_far_as_it_can():
+    acc = [{"A": 1.0}, {"A": 1.0, "B": 1.0}, {"B": 1.0}]
+    assert segment([1, 2, 3], acc, 10.0) == ([(0, 1, "A"), (2, 2, "B")], 0)
+
+
+def test_wide_brackets_are_counted_only_between_sizes():
+    acc = [{"A": 1.0}, {"B": 1.0}]
+    assert segment([0, 100], acc, 100.0)[1] == 0  # at the limit: fine
+    assert segment([0, 101], acc, 100.0)[1] == 1
+    assert segment([500], [{"A": 1.0}], 1.0) == ([(0, 0, "A")], 0)  # no bracket below the first

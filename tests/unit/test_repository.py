@@ -119,3 +119,18 @@ def test_each_fact_has_one_definition(pattern, home):
         and re.search(pattern, p.read_text(), flags=re.M)
     ]  # fmt: skip
     assert where == [home], where
+
+
+def test_every_run_named_outside_history_is_a_run_folder_here():
+    """A run name (hot-N, cold-N) in docs, code or a shipped artifact names a folder under
+    results/, unless its paragraph cites the commit that holds it."""
+    runs = {p.name for p in (ROOT / "results").glob("*/*") if p.is_dir()}
+    stray = []
+    for p in text_files((".md", ".py", ".sh", ".cuh", ".tmpl", ".ipynb")):
+        for para in re.split(r"\n\s*\n", p.read_text(errors="replace")):
+            if re.search(r"commit\s+[0-9a-f]{7}", para):
+                continue
+            for name in re.findall(r"\b((?:hot|cold|after-write)-\d+)\b", para):
+                if name not in runs:
+                    stray.append(f"{p.relative_to(ROOT)}: {name}")
+    assert not stray, stray

@@ -185,3 +185,190 @@ def test_below_the_baseline_means_the_whole_ci_is_under_1(ratio_hi, below):
     from sweeper.analyze.select import below_baseline
 
     assert below_baseline({"ratio": 0.99, "ratio_lo": 0.98, "ratio_hi": ratio_hi}) is below
+
+
+# ---- the shipped run, rebuilt: selection.csv and selection.md as committed ------------------
+
+
+def test_the_shipped_cold_run_reselects_to_its_committed_selection(tmp_path):
+    """select() on cold-5's trials gives its committed selection.csv value for value and
+    renders its selection.md byte for byte (both were written by `sweeper select` and are the
+    files its report and policy rest on)."""
+    from pathlib import Path
+
+    from sweeper.analyze.select import to_markdown
+    from sweeper.analyze.store import load_run
+
+    run = Path(__file__).parents[2] / "results/h200/cold-5"
+    data = load_run(run)
+    sel = select(data.results)
+    want = pd.read_csv(run / "selection.csv")
+    got = pd.read_csv(__import__("io").StringIO(sel.to_csv(index=False)))
+    pd.testing.assert_frame_equal(got, want)
+    md = to_markdown(sel, data.manifest["device"]["l2_bytes"], data.manifest["run_id"])
+    assert md == (run / "selection.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "other_lo, best_hi, tied",
+    [(1.0, 2.0, True), (2.0, 2.0, True), (2.1, 2.0, False), (None, 2.0, False),
+     (1.0, None, False), (math.nan, 2.0, False), (1.0, math.nan, False)],
+)  # fmt: skip
+def test_a_slower_config_ties_only_when_both_time_cis_are_known_and_overlap(
+    other_lo, best_hi, tied
+):
+    from sweeper.analyze.select import tied_with
+
+    best = {"gbps": 1000.0, "time_hi_us": best_hi}
+    other = {"gbps": 800.0, "time_lo_us": other_lo}  # 20% slower: outside the tolerance
+    assert tied_with(best, other, 0.02) is tied
+
+
+# ---- simplicity, criterion by criterion (module docstring, 2a-2e) ---------------------------
+
+BASE = dict(vec_bytes=16, unroll=2, load_hint="default", store_hint="default", block=256, grid="onepass")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "simpler, other",
+    [
+        ({}, {"load_hint": "cs"}),  # a: fewer non-default hints
+        ({}, {"store_hint": "cs"}),
+        ({"load_hint": "cs"}, {"load_hint": "cs", "store_hint": "cs"}),
+        ({"unroll": 1, "load_hint": "cs"}, {"unroll": 1, "load_hint": "cs", "store_hint": "wt"}),
+        ({"unroll": 8}, {"unroll": 1, "store_hint": "cs"}),  # a outranks b
+        ({"unroll": 1}, {"unroll": 2}),  # b: smaller unroll
+        ({"unroll": 2, "grid": "stride4"}, {"unroll": 4}),  # b outranks c
+        ({"grid": "onepass"}, {"grid": "stride4"}),  # c: onepass before grid-stride
+        ({"grid": "onepass"}, {"grid": "flat"}),
+        ({"grid": "stride4", "vec_bytes": 16}, {"grid": "flat", "vec_bytes": 16, "block": 128}),
+        ({"grid": "onepass", "vec_bytes": 16}, {"grid": "stride1", "vec_bytes": 4}),  # c before d
+        ({"vec_bytes": 4}, {"vec_bytes": 8}),  # d: smaller vectors
+        ({"vec_bytes": 8, "block": 1024}, {"vec_bytes": 16, "block": 256}),  # d before e
+        ({"block": 256}, {"block": 512}),  # e: block closest to 256
+        ({"block": 256}, {"block": 128}),
+        ({"block": 128}, {"block": 512}),  # equally far from 256 in log2: the smaller
+        ({"block": 512}, {"block": 1024}),
+    ],
+)
+def test_simplicity_decides_criterion_by_criterion(simpler, other):
+    a = {**BASE, **simpler, "config": "a"}
+    b = {**BASE, **other, "config": "a"}
+    assert simplicity_key(a) < simplicity_key(b)
+
+
+def test_simplicity_reads_missing_fields_as_their_defaults():
+    """No hints, unroll 1, block 256 when a field is absent; an absent grid is not onepass."""
+    full = {**BASE, "unroll": 1, "config": "x"}
+    bare = {"vec_bytes": 16, "grid": "onepass", "config": "x"}
+    assert simplicity_key(bare) == simplicity_key(full)
+    for hint in ("", "default", "none", "nan", "<NA>"):
+        assert simplicity_key({**full, "load_hint": hint}) == simplicity_key(full)
+    assert simplicity_key({**full, "grid": "onepass"}) < simplicity_key(
+        {k: v for k, v in full.items() if k != "grid"}
+    )
+    assert simplicity_key({**full, "config": "a"}) < simplicity_key({**full, "config": "b"})
+    assert simplicity_key({**full, "block": "junk"}) == simplicity_key(full)
+
+
+# ---- select(): order, copy, schema, reasons ----------------------------------------------
+
+
+def test_select_does_not_depend_on_the_row_order():
+    rows = [
+        row(dt, ws, c, g)
+        for dt in ("fp32", "fp16")
+        for ws, c, g in [(1 << 20, "stream", 1000.0), (1 << 20, "plain", 990.0), (2 << 20, "stream", 1000.0), (2 << 20, "plain", 995.0), (3 << 20, "u4", 1200.0), (3 << 20, "plain", 1000.0)]
+    ]  # fmt: skip
+    a = select(frame(rows))
+    b = select(frame(rows[::-1]))
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a["dtype"]) == ["fp16"] * 3 + ["fp32"] * 3  # groups, then sizes, sorted
+    assert list(a["ws_bytes"]) == [1 << 20, 2 << 20, 3 << 20] * 2
+
+
+def test_select_columns():
+    sel = select(frame([row("fp32", 1 << 20, "plain", 1000.0)]))
+    assert list(sel.columns) == [
+        "mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "pct_copy", "copy_gbps",
+        "ratio", "ratio_lo", "ratio_hi", "fastest", "fastest_gbps", "runner_up",
+        "runner_up_gbps", "margin", "tied", "n_tied", "n_configs", "reason",
+        "vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid",
+    ]  # fmt: skip
+    r = sel.iloc[0]
+    assert r.n == (1 << 20) // 8 and r.fastest_gbps == 1000.0 and r.runner_up == ""
+    assert math.isnan(r.runner_up_gbps) and math.isnan(r.margin) and math.isnan(r.pct_copy)
+
+
+def test_copy_throughput_comes_from_the_same_pattern_else_any_pattern_else_the_row():
+    ws = 1 << 20
+    same = row("fp32", ws, "copy", 2000.0, role="copy")
+    other = {**row("fp32", ws, "copy", 4000.0, role="copy"), "pattern": "allocating"}
+    cand = row("fp32", ws, "plain", 1000.0)
+    assert select(frame([cand, other, same])).iloc[0].copy_gbps == 2000.0
+    assert select(frame([cand, other])).iloc[0].pct_copy == pytest.approx(25.0)
+    own = {**cand, "copy_gbps": 1250.0}
+    other_row = {**row("fp32", ws, "stream", 900.0), "copy_gbps": 999.0}
+    got = select(frame([own, other_row])).iloc[0]
+    assert got.config == "plain" and got.copy_gbps == 1250.0 and got.pct_copy == pytest.approx(80)
+    bad_copy = {**row("fp32", ws, "copy", 3000.0, role="copy"), "status": "error"}
+    assert math.isnan(select(frame([cand, bad_copy])).iloc[0].copy_gbps)
+
+
+def test_a_config_measured_twice_at_one_size_counts_once_with_its_faster_row():
+    ws = 1 << 20
+    rows = [row("fp32", ws, "plain", 900.0), row("fp32", ws, "plain", 1000.0),
+            row("fp32", ws, "stream", 950.0, ci=0.0)]  # fmt: skip
+    r = select(frame(rows), tolerance=0.0).iloc[0]
+    assert r.config == "plain" and r.gbps == 1000.0 and r.n_configs == 2
+    assert r.runner_up == "stream" and r.margin == pytest.approx(1000 / 950 - 1)
+
+
+def test_the_reasons():
+    ws1, ws2 = 1 << 20, 2 << 20
+    rows = [row("fp32", ws1, "stream", 1000.0, ci=0.0), row("fp32", ws1, "plain", 995.0, ci=0.0),
+            row("fp32", ws2, "stream", 995.0, ci=0.0), row("fp32", ws2, "plain", 1000.0, ci=0.0)]  # fmt: skip
+    sel = select(frame(rows))
+    assert list(sel.reason) == ["tie: simpler", "fastest"]
+    rows[3] = row("fp32", ws2, "plain", 990.0, ci=0.0)
+    rows[2] = row("fp32", ws2, "stream", 1000.0, ci=0.0)
+    sel = select(frame(rows))
+    assert list(sel.reason) == ["tie: simpler", "tie: neighbour"]
+    rows = [row("fp32", ws1, "stream", 1000.0, ci=0.0), row("fp32", ws1, "plain", 995.0, ci=0.0)]
+    rows[0]["ratio_hi"] = 0.99  # the fastest loses to the baseline; the tied plain does not
+    rows[1]["ratio_hi"] = 1.02
+    assert select(frame(rows)).iloc[0].reason == "tie: simpler (fastest below baseline)"
+
+
+def test_only_ok_candidates_with_a_positive_throughput_are_selectable():
+    from sweeper.analyze.select import ok_candidates
+
+    ws = 1 << 20
+    rows = [row("fp32", ws, "plain", 0.5), row("fp32", ws, "stream", 900.0),
+            row("fp32", ws, "u4", 900.0, status="guard"), row("fp32", ws, "copy", 9.0, role="copy")]  # fmt: skip
+    rows += [{**row("fp32", ws, "stcs", 900.0), "gbps": g} for g in (0.0, -1.0, math.nan)]
+    got = ok_candidates(frame(rows))
+    assert sorted(got["config"]) == ["plain", "stream"]
+
+
+def test_variants_reads_each_configs_fields_once_and_only_those_asked_for():
+    from sweeper.analyze.select import variants
+
+    rows = [row("fp32", 1 << 20, c, 1000.0) for c in ("plain", "stream", "u4")]
+    rows.append({**row("fp32", 2 << 20, "plain", 1000.0), "block": 256.0, "unroll": 1.0})
+    rows.append({**row("fp32", 2 << 20, "stcs", 1000.0), "load_hint": "", "vec_bytes": None})
+    got = variants(frame(rows))
+    assert got["plain"] == {**VARIANTS["plain"]} and set(got) == {"plain", "stream", "u4", "stcs"}
+    assert got["stcs"]["load_hint"] == "default" and got["stcs"]["vec_bytes"] == 0
+    assert set(variants(frame(rows), ["stream", "u4"])) == {"stream", "u4"}
+    clash = {**row("fp32", 3 << 20, "u4", 1000.0), "unroll": 2}
+    with pytest.raises(SweeperError, match="config 'u4' has two different variant definitions"):
+        variants(frame([*rows, clash]))
+
+
+def test_simplicity_reads_float_fields_as_the_integers_they_are():
+    a = {**BASE, "block": 512, "unroll": 4, "config": "x"}
+    b = {**BASE, "block": 512.0, "unroll": 4.0, "config": "x"}
+    nan = {**BASE, "block": math.nan, "unroll": math.nan, "config": "x"}
+    assert simplicity_key(a) == simplicity_key(b)
+    assert simplicity_key(nan) == simplicity_key({**BASE, "block": 256, "unroll": 1, "config": "x"})

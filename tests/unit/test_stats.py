@@ -87,3 +87,72 @@ def test_the_ci_level_is_95_percent():
     _, lo95, hi95 = ratio_ci(b, a, level=0.95)
     assert (lo, hi) == (lo95, hi95)
     assert 1.1 < (hi - lo) / (hi90 - lo90) < 1.3
+
+
+def test_median_ci_edge_cases_and_determinism():
+    from sweeper.run.stats import median_ci
+
+    assert all(np.isnan(median_ci(np.array([]))))
+    assert median_ci(np.array([3.5])) == (3.5, 3.5)
+    x = np.arange(1.0, 42.0)  # median 21
+    lo, hi = median_ci(x)
+    assert lo < 21 < hi and (lo, hi) == median_ci(x, seed=0) and (lo, hi) != median_ci(x, seed=9)
+    lo50, hi50 = median_ci(x, level=0.5)
+    assert lo <= lo50 <= 21 <= hi50 <= hi and hi50 - lo50 < hi - lo
+    # the bootstrap draws medians of resamples, never values outside the data
+    assert x.min() <= lo and hi <= x.max()
+
+
+def test_rel_halfwidth_is_half_the_ci_over_the_median():
+    from sweeper.run.stats import median_ci, rel_halfwidth
+
+    x = 100.0 + np.arange(-20.0, 21.0)
+    lo, hi = median_ci(x)
+    assert rel_halfwidth(x) == pytest.approx((hi - lo) / 2 / 100.0)
+    assert rel_halfwidth(np.zeros(5)) == float("inf")
+
+
+def test_the_bootstrap_is_seeded_deterministic_and_seed_sensitive():
+    rng = np.random.default_rng(5)
+    a, b = _noisy(rng, 10.0, 30), _noisy(rng, 12.0, 30)
+    assert ratio_ci(b, a) == ratio_ci(b, a, seed=0) == ratio_ci(b, a)
+    assert ratio_ci(b, a, seed=5) != ratio_ci(b, a, seed=0)
+    assert parts_ratio_ci([b], [a]) == parts_ratio_ci([b], [a], seed=0)
+    assert parts_ratio_ci([b], [a], seed=5) == ratio_ci(b, a, seed=5)
+    assert parts_median_ci([a]) == parts_median_ci([a], seed=0) == parts_median_ci([a])
+    assert parts_median_ci([a], seed=5) != parts_median_ci([a], seed=0)
+
+
+def test_the_ci_tails_split_the_level_evenly():
+    from sweeper.run.stats import ci_tails
+
+    assert ci_tails(0.95) == pytest.approx((0.025, 0.975))
+    assert ci_tails(0.5) == pytest.approx((0.25, 0.75))
+
+
+def test_pairs_are_the_first_k_of_each_side_and_the_parts_must_match():
+    a, b = np.array([10.0, 10.0, 10.0]), np.array([20.0, 20.0, 20.0, 1.0, 1.0])
+    r, lo, hi = ratio_ci(b, a)
+    assert (r, lo, hi) == (2.0, 2.0, 2.0)  # b's unpaired last two samples are not used
+    with pytest.raises(ValueError):
+        parts_ratio_ci([b, b], [a])
+    assert parts_median_ci([np.array([1, 2, 3])]) == parts_median_ci([np.array([1.0, 2.0, 3.0])])
+
+
+def test_pair_timing_summary_splits_its_parts_only_when_they_add_up():
+    a = np.array([10.0] * 4 + [20.0] * 4 + [40.0] * 4)
+    b = 1.5 * a
+    three = PairTiming(a, b, calls=8, mode="hot", parts=(4, 4, 4)).summary()
+    assert three["time_us"] == pytest.approx(20.0)  # geometric mean of 10, 20, 40
+    assert three["ratio"] == pytest.approx(1.5) and three["n_samples"] == 12
+    assert set(three) == {
+        "time_us", "time_lo_us", "time_hi_us", "base_time_us", "base_time_lo_us",
+        "base_time_hi_us", "ratio", "ratio_lo", "ratio_hi", "n_samples",
+    }  # fmt: skip
+    assert three["base_time_us"] == pytest.approx(30.0)
+    assert three["time_lo_us"] == pytest.approx(20.0) == three["time_hi_us"]  # no spread
+    assert three["base_time_lo_us"] == pytest.approx(30.0) == three["base_time_hi_us"]
+    one = PairTiming(a, b, calls=8, mode="hot", parts=(12,)).summary()
+    assert one["time_us"] == pytest.approx(20.0)  # one part: the plain median
+    odd = PairTiming(a, b, calls=8, mode="hot", parts=(4, 4)).summary()  # parts do not add up
+    assert odd == one

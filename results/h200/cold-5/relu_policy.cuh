@@ -52,9 +52,8 @@ template <Dt D> __host__ __device__ __forceinline__ uint32_t relu_word(uint32_t 
 template <Dt D> struct Bits { static constexpr int value = (D == Dt::F32) ? 32 : (D == Dt::I8) ? 8 : 16; };
 
 // Numba types threadIdx.x, blockIdx.x, blockDim.x and gridDim.x as signed 32-bit integers and
-// widens them by sign extension; sx() does the same, so the index arithmetic (and so the SASS)
-// matches the Numba kernel's. (With unsigned widening, hot-9's verify found the 2-vector flat
-// export 2-8% slower than its Numba twin; their SASS differed only in that arithmetic.)
+// widens them to 64 bits by sign extension. sx() widens the same way, so the index arithmetic,
+// and with it the SASS, matches the Numba kernel's; unsigned widening would change both.
 __device__ __forceinline__ int64_t sx(unsigned v) { return int64_t(int(v)); }
 
 __device__ __forceinline__ uint64_t to_global(const void* p) {
@@ -351,12 +350,12 @@ using V_v16_u4_ld_L2el_st_cs_b256_flat = Variant<16, 4, Ld_L2__evict_last, St_cs
 // entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) cold-5, plan c3e620e4ee88, mode cold, tolerance 0.02, file results/h200/cold-5/policy.json
 inline cudaError_t dispatch_e0_fp16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.235266) x L2 = [0.000 MiB, 14.116 MiB) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat32; measured 0.062 MiB..13.232 MiB, worst 0.936 of the fastest
+  // [0.000000, 0.235266) x L2 = [0 B, 14.12 MiB) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat32; measured 64 KiB..13.23 MiB, worst 0.936 of the fastest
   if (rel < 0.23526636759440103) return V_v16_u1_ld_L2el_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
-  // [0.235266, 0.549870) x L2 = [14.116 MiB, 32.992 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b128-flat32; measured 15.000 MiB..32.234 MiB, worst 0.963 of the fastest
+  // [0.235266, 0.549870) x L2 = [14.12 MiB, 32.99 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b128-flat32; measured 15 MiB..32.23 MiB, worst 0.963 of the fastest
   //   lower edge: between measured 13874720 and 15728640 bytes (run cold-5)
   if (rel < 0.5498697916666667) return V_v16_u4_ld_L2el_st_cs_b128_flat32::launch<Dt::F16>(in, out, n, d, s);
-  // [0.549870, inf) x L2 = [32.992 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat32; measured 33.750 MiB..1920.000 MiB, worst 0.959 of the fastest
+  // [0.549870, inf) x L2 = [32.99 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat32; measured 33.75 MiB..1.875 GiB, worst 0.959 of the fastest
   //   lower edge: between measured 33800192 and 35389440 bytes (run cold-5)
   return V_v16_u1_ld_L2el_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
 }
@@ -368,12 +367,12 @@ inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
 }
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  // [0.000000, 0.235266) x L2 = [0.000 MiB, 14.116 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat32; measured 0.062 MiB..13.232 MiB, worst 0.912 of the fastest
+  // [0.000000, 0.235266) x L2 = [0 B, 14.12 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat32; measured 64 KiB..13.23 MiB, worst 0.912 of the fastest
   if (rel < 0.23526636759440103) return V_v16_u2_ld_def_st_cs_b128_flat32::launch<Dt::F32>(in, out, n, d, s);
-  // [0.235266, 1.171875) x L2 = [14.116 MiB, 70.312 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b256-flat; measured 15.000 MiB..69.375 MiB, worst 0.950 of the fastest
+  // [0.235266, 1.171875) x L2 = [14.12 MiB, 70.31 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b256-flat; measured 15 MiB..69.38 MiB, worst 0.950 of the fastest
   //   lower edge: between measured 13874720 and 15728640 bytes (run cold-5)
   if (rel < 1.171875) return V_v16_u4_ld_L2el_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [1.171875, inf) x L2 = [70.312 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 71.250 MiB..1920.000 MiB, worst 0.954 of the fastest
+  // [1.171875, inf) x L2 = [70.31 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 71.25 MiB..1.875 GiB, worst 0.954 of the fastest
   //   lower edge: between measured 72744960 and 74711040 bytes (run cold-5)
   return V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
 }

@@ -52,9 +52,8 @@ template <Dt D> __host__ __device__ __forceinline__ uint32_t relu_word(uint32_t 
 template <Dt D> struct Bits { static constexpr int value = (D == Dt::F32) ? 32 : (D == Dt::I8) ? 8 : 16; };
 
 // Numba types threadIdx.x, blockIdx.x, blockDim.x and gridDim.x as signed 32-bit integers and
-// widens them by sign extension; sx() does the same, so the index arithmetic (and so the SASS)
-// matches the Numba kernel's. (With unsigned widening, hot-9's verify found the 2-vector flat
-// export 2-8% slower than its Numba twin; their SASS differed only in that arithmetic.)
+// widens them to 64 bits by sign extension. sx() widens the same way, so the index arithmetic,
+// and with it the SASS, matches the Numba kernel's; unsigned widening would change both.
 __device__ __forceinline__ int64_t sx(unsigned v) { return int64_t(int(v)); }
 
 __device__ __forceinline__ uint64_t to_global(const void* p) {
@@ -447,21 +446,21 @@ using V_v16_u8_ld_L2el50_st_cs_b256_stride4 = Variant<16, 8, Ld_L2__evict_last_0
 // entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-11, plan c3e620e4ee88, mode hot, tolerance 0.02, file results/h200/hot-11/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.142244) x L2 = [0.000 MiB, 8.535 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 0.062 MiB..8.468 MiB, worst 0.981 of the fastest
+  // [0.000000, 0.142244) x L2 = [0 B, 8.535 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 64 KiB..8.468 MiB, worst 0.981 of the fastest
   if (rel < 0.14224370320638022) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.142244, 0.213641) x L2 = [8.535 MiB, 12.818 MiB) on the source GPU: v16-u2-ld.def-st.cs-b256-flat; measured 8.601 MiB..12.736 MiB, worst 1.000 of the fastest
+  // [0.142244, 0.213641) x L2 = [8.535 MiB, 12.82 MiB) on the source GPU: v16-u2-ld.def-st.cs-b256-flat; measured 8.601 MiB..12.74 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 8879840 and 9018560 bytes (run hot-11)
   if (rel < 0.2136408487955729) return V_v16_u2_ld_def_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.213641, 0.734375) x L2 = [12.818 MiB, 44.062 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 12.901 MiB..43.125 MiB, worst 0.997 of the fastest
+  // [0.213641, 0.734375) x L2 = [12.82 MiB, 44.06 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 12.9 MiB..43.12 MiB, worst 0.997 of the fastest
   //   lower edge: between measured 13354400 and 13527840 bytes (run hot-11)
   if (rel < 0.734375) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.734375, 0.867188) x L2 = [44.062 MiB, 52.031 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b256-flat32; measured 45.000 MiB..51.562 MiB, worst 0.999 of the fastest
+  // [0.734375, 0.867188) x L2 = [44.06 MiB, 52.03 MiB) on the source GPU: v16-u4-ld.L2el-st.cs-b256-flat32; measured 45 MiB..51.56 MiB, worst 0.999 of the fastest
   //   lower edge: between measured 45219840 and 47185920 bytes (run hot-11)
   if (rel < 0.8671875) return V_v16_u4_ld_L2el_st_cs_b256_flat32::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.867188, 1.335938) x L2 = [52.031 MiB, 80.156 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-stride4; measured 52.500 MiB..79.688 MiB, worst 0.999 of the fastest
+  // [0.867188, 1.335938) x L2 = [52.03 MiB, 80.16 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-stride4; measured 52.5 MiB..79.69 MiB, worst 0.999 of the fastest
   //   lower edge: between measured 54067200 and 55050240 bytes (run hot-11)
   if (rel < 1.3359375) return V_v16_u8_ld_L2el50_st_cs_b256_stride4::launch<Dt::BF16>(in, out, n, d, s);
-  // [1.335938, inf) x L2 = [80.156 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.625 MiB..1920.000 MiB, worst 0.995 of the fastest
+  // [1.335938, inf) x L2 = [80.16 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.62 MiB..1.875 GiB, worst 0.995 of the fastest
   //   lower edge: between measured 83558400 and 84541440 bytes (run hot-11)
   return V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
 }
@@ -476,24 +475,24 @@ inline const char* choice_e0_bf16(size_t n, const DeviceInfo& d) {
 }
 inline cudaError_t dispatch_e0_fp16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.047695) x L2 = [0.000 MiB, 2.862 MiB) on the source GPU: v16-u1-ld.def-st.cs-b128-flat; measured 0.062 MiB..2.775 MiB, worst 0.981 of the fastest
+  // [0.000000, 0.047695) x L2 = [0 B, 2.862 MiB) on the source GPU: v16-u1-ld.def-st.cs-b128-flat; measured 64 KiB..2.775 MiB, worst 0.981 of the fastest
   if (rel < 0.047695159912109375) return V_v16_u1_ld_def_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
   // [0.047695, 0.139377) x L2 = [2.862 MiB, 8.363 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 2.948 MiB..8.257 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 2909792 and 3091648 bytes (run hot-11)
   if (rel < 0.1393768310546875) return V_v16_u1_ld_def_st_def_b256_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.139377, 0.175323) x L2 = [8.363 MiB, 10.519 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 8.468 MiB..10.453 MiB, worst 1.000 of the fastest
+  // [0.139377, 0.175323) x L2 = [8.363 MiB, 10.52 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 8.468 MiB..10.45 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 8657824 and 8879840 bytes (run hot-11)
   if (rel < 0.175323486328125) return V_v16_u2_ld_def_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.175323, 0.177804) x L2 = [10.519 MiB, 10.668 MiB) on the source GPU: v16-u2-ld.def-st.def-b256-flat; measured 10.586 MiB..10.586 MiB, worst 1.000 of the fastest
+  // [0.175323, 0.177804) x L2 = [10.52 MiB, 10.67 MiB) on the source GPU: v16-u2-ld.def-st.def-b256-flat; measured 10.59 MiB..10.59 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 10961024 and 11099776 bytes (run hot-11)
   if (rel < 0.17780431111653647) return V_v16_u2_ld_def_st_def_b256_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.177804, 0.822266) x L2 = [10.668 MiB, 49.336 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 10.751 MiB..49.219 MiB, worst 0.989 of the fastest
+  // [0.177804, 0.822266) x L2 = [10.67 MiB, 49.34 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 10.75 MiB..49.22 MiB, worst 0.989 of the fastest
   //   lower edge: between measured 11099776 and 11273184 bytes (run hot-11)
   if (rel < 0.822265625) return V_v16_u2_ld_def_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.822266, 1.332031) x L2 = [49.336 MiB, 79.922 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-stride4; measured 49.453 MiB..79.688 MiB, worst 0.984 of the fastest
+  // [0.822266, 1.332031) x L2 = [49.34 MiB, 79.92 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-stride4; measured 49.45 MiB..79.69 MiB, worst 0.984 of the fastest
   //   lower edge: between measured 51609600 and 51855360 bytes (run hot-11)
   if (rel < 1.33203125) return V_v16_u8_ld_L2el50_st_cs_b256_stride4::launch<Dt::F16>(in, out, n, d, s);
-  // [1.332031, inf) x L2 = [79.922 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.156 MiB..1920.000 MiB, worst 0.998 of the fastest
+  // [1.332031, inf) x L2 = [79.92 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.16 MiB..1.875 GiB, worst 0.998 of the fastest
   //   lower edge: between measured 83558400 and 84049920 bytes (run hot-11)
   return V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
 }
@@ -509,30 +508,30 @@ inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
 }
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  // [0.000000, 0.017050) x L2 = [0.000 MiB, 1.023 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 0.062 MiB..0.909 MiB, worst 0.998 of the fastest
+  // [0.000000, 0.017050) x L2 = [0 B, 1.023 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 64 KiB..931.2 KiB, worst 0.998 of the fastest
   if (rel < 0.01704991658528646) return V_v16_u1_ld_def_st_def_b256_flat::launch<Dt::F32>(in, out, n, d, s);
   // [0.017050, 0.139189) x L2 = [1.023 MiB, 8.351 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 1.137 MiB..8.234 MiB, worst 0.989 of the fastest
   //   lower edge: between measured 953504 and 1191872 bytes (run hot-11)
   if (rel < 0.13918914794921874) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.139189, 0.213641) x L2 = [8.351 MiB, 12.818 MiB) on the source GPU: v16-u2-ld.def-st.def-b128-flat; measured 8.468 MiB..12.736 MiB, worst 0.989 of the fastest
+  // [0.139189, 0.213641) x L2 = [8.351 MiB, 12.82 MiB) on the source GPU: v16-u2-ld.def-st.def-b128-flat; measured 8.468 MiB..12.74 MiB, worst 0.989 of the fastest
   //   lower edge: between measured 8634208 and 8879840 bytes (run hot-11)
   if (rel < 0.2136408487955729) return V_v16_u2_ld_def_st_def_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.213641, 0.219154) x L2 = [12.818 MiB, 13.149 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 12.901 MiB..13.067 MiB, worst 1.000 of the fastest
+  // [0.213641, 0.219154) x L2 = [12.82 MiB, 13.15 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 12.9 MiB..13.07 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 13354400 and 13527840 bytes (run hot-11)
   if (rel < 0.21915435791015625) return V_v16_u2_ld_def_st_cs_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.219154, 0.235266) x L2 = [13.149 MiB, 14.116 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 13.232 MiB..13.232 MiB, worst 1.000 of the fastest
+  // [0.219154, 0.235266) x L2 = [13.15 MiB, 14.12 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 13.23 MiB..13.23 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 13701280 and 13874720 bytes (run hot-11)
   if (rel < 0.23526636759440103) return V_v16_u1_ld_def_st_def_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.235266, 0.726562) x L2 = [14.116 MiB, 43.594 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 15.000 MiB..43.125 MiB, worst 0.991 of the fastest
+  // [0.235266, 0.726562) x L2 = [14.12 MiB, 43.59 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 15 MiB..43.12 MiB, worst 0.991 of the fastest
   //   lower edge: between measured 13874720 and 15728640 bytes (run hot-11)
   if (rel < 0.7265625) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.726562, 0.898438) x L2 = [43.594 MiB, 53.906 MiB) on the source GPU: v16-u4-ld.L2el75-st.cs-b256-onepass; measured 44.062 MiB..53.438 MiB, worst 0.999 of the fastest
+  // [0.726562, 0.898438) x L2 = [43.59 MiB, 53.91 MiB) on the source GPU: v16-u4-ld.L2el75-st.cs-b256-onepass; measured 44.06 MiB..53.44 MiB, worst 0.999 of the fastest
   //   lower edge: between measured 45219840 and 46202880 bytes (run hot-11)
   if (rel < 0.8984375) return V_v16_u4_ld_L2el75_st_cs_b256_onepass::launch<Dt::F32>(in, out, n, d, s);
-  // [0.898438, 1.367188) x L2 = [53.906 MiB, 82.031 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b128-stride4; measured 54.375 MiB..81.562 MiB, worst 0.986 of the fastest
+  // [0.898438, 1.367188) x L2 = [53.91 MiB, 82.03 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b128-stride4; measured 54.38 MiB..81.56 MiB, worst 0.986 of the fastest
   //   lower edge: between measured 56033280 and 57016320 bytes (run hot-11)
   if (rel < 1.3671875) return V_v16_u8_ld_L2el50_st_cs_b128_stride4::launch<Dt::F32>(in, out, n, d, s);
-  // [1.367188, inf) x L2 = [82.031 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 82.500 MiB..1920.000 MiB, worst 0.992 of the fastest
+  // [1.367188, inf) x L2 = [82.03 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 82.5 MiB..1.875 GiB, worst 0.992 of the fastest
   //   lower edge: between measured 85524480 and 86507520 bytes (run hot-11)
   return V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
 }
@@ -550,27 +549,27 @@ inline const char* choice_e0_fp32(size_t n, const DeviceInfo& d) {
 }
 inline cudaError_t dispatch_e0_int8(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 1, d.l2);
-  // [0.000000, 0.002861) x L2 = [0.000 MiB, 0.172 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 0.062 MiB..0.153 MiB, worst 0.981 of the fastest
+  // [0.000000, 0.002861) x L2 = [0 B, 175.8 KiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 64 KiB..156.2 KiB, worst 0.981 of the fastest
   if (rel < 0.00286102294921875) return V_v16_u1_ld_def_st_def_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.002861, 0.139377) x L2 = [0.172 MiB, 8.363 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 0.191 MiB..8.257 MiB, worst 0.989 of the fastest
+  // [0.002861, 0.139377) x L2 = [175.8 KiB, 8.363 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 195.3 KiB..8.257 MiB, worst 0.989 of the fastest
   //   lower edge: between measured 160000 and 200000 bytes (run hot-11)
   if (rel < 0.1393768310546875) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.139377, 0.263672) x L2 = [8.363 MiB, 15.820 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 8.468 MiB..15.703 MiB, worst 0.971 of the fastest
+  // [0.139377, 0.263672) x L2 = [8.363 MiB, 15.82 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 8.468 MiB..15.7 MiB, worst 0.971 of the fastest
   //   lower edge: between measured 8657824 and 8879840 bytes (run hot-11)
   if (rel < 0.263671875) return V_v16_u2_ld_def_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.263672, 0.453125) x L2 = [15.820 MiB, 27.188 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 15.938 MiB..26.250 MiB, worst 0.991 of the fastest
+  // [0.263672, 0.453125) x L2 = [15.82 MiB, 27.19 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 15.94 MiB..26.25 MiB, worst 0.991 of the fastest
   //   lower edge: between measured 16465920 and 16711680 bytes (run hot-11)
   if (rel < 0.453125) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.453125, 0.640625) x L2 = [27.188 MiB, 38.438 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 28.125 MiB..37.500 MiB, worst 0.995 of the fastest
+  // [0.453125, 0.640625) x L2 = [27.19 MiB, 38.44 MiB) on the source GPU: v16-u2-ld.def-st.cs-b128-flat; measured 28.12 MiB..37.5 MiB, worst 0.995 of the fastest
   //   lower edge: between measured 27525120 and 29491200 bytes (run hot-11)
   if (rel < 0.640625) return V_v16_u2_ld_def_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.640625, 0.851562) x L2 = [38.438 MiB, 51.094 MiB) on the source GPU: v16-u4-ld.def-st.cs-b256-flat; measured 39.375 MiB..50.625 MiB, worst 0.990 of the fastest
+  // [0.640625, 0.851562) x L2 = [38.44 MiB, 51.09 MiB) on the source GPU: v16-u4-ld.def-st.cs-b256-flat; measured 39.38 MiB..50.62 MiB, worst 0.990 of the fastest
   //   lower edge: between measured 39321600 and 41287680 bytes (run hot-11)
   if (rel < 0.8515625) return V_v16_u4_ld_def_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.851562, 1.333984) x L2 = [51.094 MiB, 80.039 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-onepass; measured 51.562 MiB..79.922 MiB, worst 1.000 of the fastest
+  // [0.851562, 1.333984) x L2 = [51.09 MiB, 80.04 MiB) on the source GPU: v16-u8-ld.L2el50-st.cs-b256-onepass; measured 51.56 MiB..79.92 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 53084160 and 54067200 bytes (run hot-11)
   if (rel < 1.333984375) return V_v16_u8_ld_L2el50_st_cs_b256_onepass::launch<Dt::I8>(in, out, n, d, s);
-  // [1.333984, inf) x L2 = [80.039 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.156 MiB..1920.000 MiB, worst 0.993 of the fastest
+  // [1.333984, inf) x L2 = [80.04 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cs-b256-flat; measured 80.16 MiB..1.875 GiB, worst 0.993 of the fastest
   //   lower edge: between measured 83804160 and 84049920 bytes (run hot-11)
   return V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
 }
