@@ -44,11 +44,10 @@ GROUP = ("mode", "pattern", "dtype")
 
 
 def _int(v: object, default: int = 0) -> int:
+    """int(v), or `default` for a missing value (None, NaN) or text that is no number."""
     try:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return default
         return int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # None, NaN, junk
         return default
 
 
@@ -60,14 +59,13 @@ def _hint_is_default(h: object) -> bool:
 def simplicity_key(variant: dict) -> tuple:
     """Sort key: smaller is simpler (see the module docstring for the order and why)."""
     hints = sum(not _hint_is_default(variant.get(h)) for h in ("load_hint", "store_hint"))
-    grid = str(variant.get("grid", ""))
     block = _int(variant.get("block"), 256)
     return (
         hints,
         _int(variant.get("unroll"), 1),
-        0 if grid == "onepass" else 1,
+        variant.get("grid") != "onepass",
         _int(variant.get("vec_bytes"), 0),
-        abs(math.log2(block / 256)) if block > 0 else 99.0,
+        abs(math.log2(block / 256)) if block > 0 else math.inf,
         block,
         str(variant.get("config", variant.get("name", ""))),
     )
@@ -78,7 +76,7 @@ def tied_with(best: dict, other: dict, tolerance: float) -> bool:
     if other["gbps"] >= best["gbps"] * (1.0 - tolerance):
         return True
     lo, hi = other.get("time_lo_us"), best.get("time_hi_us")
-    if lo is None or hi is None or _nan(lo) or _nan(hi):
+    if _nan(lo) or _nan(hi):  # not known (None or NaN): no overlap to speak of
         return False
     # time CIs overlap <=> the slower one's low end is not above the faster one's high end
     return float(lo) <= float(hi)
@@ -260,7 +258,7 @@ def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
             "| runner-up | margin | tied | why |"
         )
         lines.append("|---:|---:|---|---:|---:|---|---|---:|---:|---|")
-        for r in grp.itertuples(index=False):
+        for r in grp.sort_values("ws_bytes").itertuples(index=False):
             rel = f"{r.ws_bytes / l2_bytes:.3f}" if l2_bytes else ""
             lines.append(
                 f"| {fmt_bytes(r.ws_bytes)} | {rel} | `{r.config}` | {r.gbps:.0f} "

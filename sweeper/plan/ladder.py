@@ -149,9 +149,8 @@ def ladder(b: Bounds, itemsize: int) -> list[int]:
     lo, hi = b.lo(itemsize), b.hi(itemsize)
     d_lo, d_hi = b.dense_lo, b.dense_hi
     sizes: set[int] = set()
-    if d_lo < d_hi:
-        sizes.update(range(d_lo, d_hi, b.dense_step))
-        sizes.add(d_hi)
+    sizes.update(range(d_lo, d_hi, b.dense_step))  # d_lo <= d_hi: both clip at the cap
+    sizes.add(d_hi)
     sizes.update(_geometric(lo, d_lo))
     sizes.update(_geometric(d_hi, hi))
     sizes.update(b.anchors(itemsize).values())

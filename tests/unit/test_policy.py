@@ -420,3 +420,10 @@ def test_wide_brackets_are_counted_only_between_sizes():
     assert segment([0, 100], acc, 100.0)[1] == 0  # at the limit: fine
     assert segment([0, 101], acc, 100.0)[1] == 1
     assert segment([500], [{"A": 1.0}], 1.0) == ([(0, 0, "A")], 0)  # no bracket below the first
+
+
+def test_of_two_segmentations_with_as_many_bands_the_one_closer_to_the_best_wins():
+    """[A][B B] serves every size at its best (sum 3.0); [A A][B] serves the middle size at
+    0.99 of its best (2.99): the first."""
+    acc = [{"A": 1.0}, {"A": 0.99, "B": 1.0}, {"B": 1.0}]
+    assert segment([1, 2, 3], acc, 10.0) == ([(0, 0, "A"), (1, 2, "B")], 0)

@@ -357,8 +357,16 @@ def test_variants_reads_each_configs_fields_once_and_only_those_asked_for():
     rows = [row("fp32", 1 << 20, c, 1000.0) for c in ("plain", "stream", "u4")]
     rows.append({**row("fp32", 2 << 20, "plain", 1000.0), "block": 256.0, "unroll": 1.0})
     rows.append({**row("fp32", 2 << 20, "stcs", 1000.0), "load_hint": "", "vec_bytes": None})
+    rows.append({**row("fp32", 2 << 20, "plain", 1000.0), "config": "u2", "store_hint": ""})
     got = variants(frame(rows))
-    assert got["plain"] == {**VARIANTS["plain"]} and set(got) == {"plain", "stream", "u4", "stcs"}
+    assert got["plain"] == {**VARIANTS["plain"]} and set(got) == {
+        "plain",
+        "stream",
+        "u4",
+        "stcs",
+        "u2",
+    }
+    assert got["stream"] == VARIANTS["stream"] and got["u2"]["store_hint"] == "default"
     assert got["stcs"]["load_hint"] == "default" and got["stcs"]["vec_bytes"] == 0
     assert set(variants(frame(rows), ["stream", "u4"])) == {"stream", "u4"}
     clash = {**row("fp32", 3 << 20, "u4", 1000.0), "unroll": 2}
@@ -372,3 +380,52 @@ def test_simplicity_reads_float_fields_as_the_integers_they_are():
     nan = {**BASE, "block": math.nan, "unroll": math.nan, "config": "x"}
     assert simplicity_key(a) == simplicity_key(b)
     assert simplicity_key(nan) == simplicity_key({**BASE, "block": 256, "unroll": 1, "config": "x"})
+
+
+def test_simplicity_edge_values():
+    key = lambda **kw: simplicity_key({**BASE, "config": "x", **kw})  # noqa: E731
+    assert key(block=1) < key(block=0) and key(block=1024) < key(block=-256)  # no block: last
+    no_vec = {k: v for k, v in BASE.items() if k != "vec_bytes"}
+    assert simplicity_key({**no_vec, "config": "x"}) < key(vec_bytes=4)
+    named = {k: v for k, v in BASE.items()}
+    assert simplicity_key({**named, "name": "a"}) < simplicity_key({**named, "name": "b"})
+
+
+def test_acceptable_sets_are_in_size_order_and_count_a_config_once_at_its_best():
+    from sweeper.analyze.select import acceptable_sets
+
+    rows = [row("fp32", ws, "plain", g, ci=0.0) for ws, g in ((2 << 20, 1000.0), (1 << 20, 500.0))]
+    rows += [
+        row("fp32", 2 << 20, "stream", 990.0, ci=0.0),
+        row("fp32", 2 << 20, "stream", 985.0, ci=0.0),
+    ]
+    sets = acceptable_sets(frame(rows))
+    seq = sets[("hot", "preallocated", "fp32")]
+    assert [ws for ws, _ in seq] == [1 << 20, 2 << 20]
+    assert seq[1][1] == {"plain": 1.0, "stream": pytest.approx(0.99)}
+
+
+def test_pct_of_copy_is_not_a_number_without_a_copy_throughput():
+    ws = 1 << 20
+    zero = {**row("fp32", ws, "copy", 1.0, role="copy"), "gbps": 0.0}
+    got = select(frame([row("fp32", ws, "plain", 1000.0), zero])).iloc[0]
+    assert got.copy_gbps == 0.0 and math.isnan(got.pct_copy)
+
+
+def test_the_markdown_does_not_depend_on_the_row_order():
+    from sweeper.analyze.select import to_markdown
+
+    rows = [row(dt, ws, "plain", 1000.0) for dt in ("fp32", "fp16") for ws in (1 << 20, 2 << 20)]
+    sel = select(frame(rows))
+    assert to_markdown(sel.iloc[::-1], 4 << 20, "t") == to_markdown(sel, 4 << 20, "t")
+    assert "| 0.250 |" in to_markdown(sel, 4 << 20, "t")
+    assert "| 0.250 |" not in to_markdown(sel, None, "t") and "|  |" in to_markdown(sel, None, "t")
+
+
+def test_write_selection_writes_the_table_without_an_index_and_titles_the_markdown(tmp_path):
+    from sweeper.analyze.select import write_selection
+
+    sel = select(frame([row("fp32", 1 << 20, "plain", 1000.0)]))
+    csv, md = write_selection(tmp_path, sel, 4 << 20, "run-x")
+    assert csv.read_text().splitlines()[0].startswith("mode,pattern,dtype,")
+    assert md.read_text().startswith("# Selection: run-x\n")

@@ -156,3 +156,11 @@ def test_pair_timing_summary_splits_its_parts_only_when_they_add_up():
     assert one["time_us"] == pytest.approx(20.0)  # one part: the plain median
     odd = PairTiming(a, b, calls=8, mode="hot", parts=(4, 4)).summary()  # parts do not add up
     assert odd == one
+
+
+def test_median_ci_of_two_samples_spans_both():
+    from sweeper.run.stats import median_ci, rel_halfwidth
+
+    assert median_ci(np.array([0.0, 10.0])) == (0.0, 10.0)  # resampled medians: 0, 5, 10
+    assert median_ci([1, 3]) == (1.0, 3.0)
+    assert rel_halfwidth(np.array([0.4, 0.6])) == pytest.approx(0.2)  # a median below 1 is fine
