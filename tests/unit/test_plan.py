@@ -396,3 +396,11 @@ def test_an_anchor_at_the_memory_cap_is_kept():
     assert p.bounds.cap == 2 * l2
     assert all("2xL2" in e["anchors"] for e in p.sizes("fp32") if e["working_set_bytes"] == 2 * l2)
     assert any("2xL2" in e["anchors"] for e in p.sizes("fp32"))
+
+
+def test_an_anchor_of_one_grain_is_kept():
+    p = P.make_plan(spec_with(62914560, persisting=32), resolution=32)
+    assert p.bounds.anchors(4)["persist-max"] == 32
+    assert any(
+        "persist-max" in e["anchors"] and e["working_set_bytes"] == 32 for e in p.sizes("fp32")
+    )

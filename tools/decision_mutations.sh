@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The eight decision mutations of docs/mutation-testing.md, each applied to a copy of the
+# tree; the mutated module's own test file must fail on each. Exit status 1 if one survives.
+#   tools/decision_mutations.sh
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+status=0
+
+mutate() {  # NAME FILE OLD NEW TESTFILE
+  local name=$1 file=$2 old=$3 new=$4 test=$5 copy="$WORK/tree"
+  rm -rf "$copy" && mkdir -p "$copy"
+  cp -r "$ROOT"/sweeper "$ROOT"/tests "$ROOT"/sweeps "$ROOT"/results "$ROOT"/pyproject.toml "$copy"/
+  ln -s "$ROOT/kernels" "$copy/sweeper_kernels"
+  "$PY" - "$copy/$file" "$old" "$new" <<'PYCODE'
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read()
+assert text.count(old) == 1, f"{path}: the line to mutate is not there once: {old!r}"
+open(path, "w").write(text.replace(old, new))
+PYCODE
+  if (cd "$copy" && PYTHONPATH="$copy" timeout 600 "$PY" -m pytest -q -x -p no:cacheprovider \
+      "$test" > "$WORK/log" 2>&1); then
+    echo "SURVIVED  $name ($test)"
+    status=1
+  else
+    echo "caught    $name: $(grep -m1 -E '^(FAILED|ERROR)' "$WORK/log")"
+  fi
+}
+
+mutate "the dense band's start rounded inward" sweeper/plan/ladder.py \
+  "return min(_floor(self.l2 // 4), self.cap)" "return min(_ceil(self.l2 // 4), self.cap)" \
+  tests/unit/test_plan.py
+mutate "tie tolerance 2% -> 3%" sweeper/analyze/select.py \
+  "DEFAULT_TOLERANCE = 0.02" "DEFAULT_TOLERANCE = 0.03" tests/unit/test_select.py
+mutate "below_baseline: < 1 -> <= 1" sweeper/analyze/select.py \
+  "float(hi) < 1.0" "float(hi) <= 1.0" tests/unit/test_select.py
+mutate "brackets up to 2x the plan resolution accepted" sweeper/analyze/policy.py \
+  "step = l2 / int(res)" "step = 2 * l2 / int(res)" tests/unit/test_policy.py
+mutate "the ratio bootstrap resamples the two sides independently" sweeper/run/stats.py \
+  "logs += np.log(stat(*(x[idx] for x in p), axis=1))" \
+  "logs += np.log(stat(*(x[rng.integers(0, x.size, size=idx.shape)] for x in p), axis=1))" \
+  tests/unit/test_stats.py
+mutate "CI level 95% -> 90%" sweeper/run/stats.py \
+  "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95" \
+  "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.90" tests/unit/test_stats.py
+mutate "a bracket exactly at the resolution refused" sweeper/analyze/bands.py \
+  "sizes[i] - sizes[i - 1] > max_bracket * (1 + 1e-12)" "sizes[i] - sizes[i - 1] >= max_bracket" \
+  tests/unit/test_policy.py
+mutate "the band edge at the first measured size, not the bracket's midpoint" \
+  sweeper/analyze/policy.py "lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2" \
+  "lo = 0 if k == 0 else sizes[i]" tests/unit/test_policy.py
+exit $status
