@@ -143,11 +143,15 @@ def run(
     progress=None,
     executor=None,
     time_limit_s: float | None = None,
+    configs: list[str] | None = None,
+    sizes: str | None = None,
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
     run folder. `resume` is True (newest run for this GPU) or a run folder. With
     `time_limit_s` the run stops cleanly after that many seconds (the cell in flight
-    finishes) and raises TimeLimitReached; its folder resumes where it stopped."""
+    finishes) and raises TimeLimitReached; its folder resumes where it stopped. `configs`
+    (fnmatch patterns of config names) and `sizes` ("LO:HI" MiB of working set) slice the run:
+    every selected config at every selected planned size, no screening or refinement."""
     from pathlib import Path
 
     from sweeper.analyze.columns import MODES
@@ -183,7 +187,11 @@ def run(
         full = m.get("full", False)
         stopping = Stopping(**m["stopping"])
         search = SearchParams(**m["search"])
+        recorded = m.get("slice") or {}
+        configs = recorded.get("configs") or None
+        ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
     else:
+        ws_range = parse_ws_range(sizes) if sizes else None
         stopping = (
             Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
             if quick
@@ -203,6 +211,8 @@ def run(
         )
     cfg = RunConfig(
         time_limit_s=time_limit_s,
+        configs=tuple(configs or ()),
+        ws_range=ws_range,
         plan=plan_obj,
         plan_path=str(plan_path),
         grid=grid,
@@ -226,6 +236,26 @@ def run(
             workers=workers,
         )
     return start(cfg, executor, resume=resume_dir, progress=progress)
+
+
+def parse_ws_range(text: str) -> tuple[int, int]:
+    """'36:52' (MiB of working set, either end may be empty) -> (lo, hi) bytes."""
+    from sweeper.errors import SweeperError
+    from sweeper.units import MiB
+
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        lo_b = int(float(lo) * MiB) if lo.strip() else 0
+        hi_b = int(float(hi) * MiB) if hi.strip() else 2**63 - 1
+    except ValueError:
+        raise SweeperError(
+            f"--sizes {text!r}: use LO:HI in MiB of working set, e.g. 36:52"
+        ) from None
+    if not 0 <= lo_b <= hi_b:
+        raise SweeperError(f"--sizes {text!r}: LO must be at least 0 and at most HI")
+    return lo_b, hi_b
 
 
 def run_summary(run_dir) -> dict:
@@ -354,13 +384,21 @@ def export(policy: str, fmt: str = "cuda", out: str | None = None):
     return do_export(policy, fmt, out)
 
 
-def verify(policy: str, out_dir: str | None = None, timing: bool = True, passes: int = 2) -> dict:
+def verify(
+    policy: str,
+    out_dir: str | None = None,
+    timing: bool = True,
+    passes: int = 2,
+    sizes: str | None = None,
+) -> dict:
     """GPU: build the exported header, check it bit-exact on every dtype, and (timing) time it
     over the run's sizes against its Numba variant and the baseline, in `passes` passes; a
-    size fails only if it fails in every pass (see verify.py)."""
+    size fails only if it fails in every pass (see verify.py). `sizes` ("LO:HI" MiB of working
+    set) times only that slice."""
     from sweeper.export.verify import verify as do_verify
 
-    return do_verify(policy, out_dir, timing=timing, passes=passes)
+    ws_range = parse_ws_range(sizes) if sizes else None
+    return do_verify(policy, out_dir, timing=timing, passes=passes, ws_range=ws_range)
 
 
 # ---- kernels ---------------------------------------------------------------------------------

@@ -220,6 +220,10 @@ def run_cmd(
     time_limit: float = typer.Option(
         None, help="Stop cleanly after this many seconds; --resume continues the run."
     ),
+    configs: str = typer.Option(
+        None, help="Only these configs (comma-separated, wildcards: 'v16-u2-*-stride1')."
+    ),
+    sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable."""
@@ -264,6 +268,8 @@ def run_cmd(
                 progress=progress,
                 executor=executor,
                 time_limit_s=time_limit,
+                configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
+                sizes=sizes,
             )
         except USER_ERRORS as e:
             error = str(e)
@@ -450,6 +456,9 @@ def verify_cmd(
         help="Timing passes over all sizes, each after the whole pass before, with fresh "
         "buffers; a size fails parity or loses only if it does in every pass.",
     ),
+    sizes: str = typer.Option(
+        None, help="Time only working sets in LO:HI MiB (into verify_timing_slice.csv)."
+    ),
 ) -> None:
     """GPU: build the exported header with nvcc and check launch_relu bit-exact on every
     dtype (special values, tails, misaligned pointers) and its dispatch; then time it over the
@@ -457,7 +466,7 @@ def verify_cmd(
     from sweeper import api
 
     try:
-        rep = api.verify(policy, timing=timing, passes=passes)
+        rep = api.verify(policy, timing=timing, passes=passes, sizes=sizes)
     except USER_ERRORS as e:
         fail(str(e))
     bad = rep["failed"]

@@ -373,10 +373,13 @@ def verify(
     out_dir: str | os.PathLike | None = None,
     timing: bool = True,
     passes: int = 2,
+    ws_range: tuple[int, int] | None = None,
 ) -> dict:
     """Export the policy's header, build it, check bit-exactness on every dtype it covers and
     that the header's dispatch picks what the Python export picks on this device; with
-    `timing`, time it at every size of the policy's run in `passes` passes (timing_verdict)."""
+    `timing`, time it at every size of the policy's run in `passes` passes (timing_verdict).
+    `ws_range` (bytes of working set) times only the sizes in it, into verify_timing_slice.csv
+    (the run's verify_timing.csv stays as it is)."""
     import importlib.util
 
     from sweeper.analyze.policy import load_any
@@ -422,8 +425,17 @@ def verify(
     }
     if timing:
         mode, sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
+        name = "verify_timing.csv"
+        if ws_range is not None:
+            lo, hi = ws_range
+            sizes = {
+                dt: [n for n in ns if lo <= 2 * n * ITEMSIZE[dt] <= hi] for dt, ns in sizes.items()
+            }
+            if not any(sizes.values()):
+                raise SweeperError("--sizes: the run measured no size in that range")
+            name = "verify_timing_slice.csv"
         result["timing_mode"] = mode
-        csv_path = out_dir / "verify_timing.csv"
+        csv_path = out_dir / name
         total = passes * sum(len(v) for v in sizes.values())
 
         def progress(rows: list[dict]) -> None:

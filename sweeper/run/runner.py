@@ -9,6 +9,7 @@ interrupted one stopped without repeating or losing a finished cell.
 from __future__ import annotations
 
 import datetime as _dt
+import fnmatch
 import random
 import shlex
 import subprocess
@@ -43,6 +44,7 @@ from sweeper.run.search import (
     survivors,
 )
 from sweeper.run.stats import Stopping
+from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
 
@@ -78,6 +80,23 @@ class RunConfig:
     run_id: str | None = None
     seed: int = 0
     time_limit_s: float | None = None  # stop cleanly (resumable) after this many seconds
+    # a slice: only configs matching these fnmatch patterns, only working sets in [lo, hi]
+    # bytes; a sliced run times every selected config at every selected size, no search
+    configs: tuple[str, ...] = ()
+    ws_range: tuple[int, int] | None = None
+
+    @property
+    def sliced(self) -> bool:
+        return bool(self.configs) or self.ws_range is not None
+
+    def in_slice(self, config: str) -> bool:
+        return not self.configs or any(fnmatch.fnmatchcase(config, p) for p in self.configs)
+
+    def sizes(self, entries: list[dict]) -> list[dict]:
+        if self.ws_range is None:
+            return entries
+        lo, hi = self.ws_range
+        return [e for e in entries if lo <= e["working_set_bytes"] <= hi]
 
 
 class TimeLimitReached(Exception):
@@ -154,6 +173,16 @@ def command_line() -> str:
     return shlex.join(argv)
 
 
+def slice_doc(cfg: RunConfig) -> dict | None:
+    """The run's slice as the manifest records it (None for a whole run)."""
+    if not cfg.sliced:
+        return None
+    return {
+        "configs": list(cfg.configs),
+        "ws_range": list(cfg.ws_range) if cfg.ws_range is not None else None,
+    }
+
+
 def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
     plan = cfg.plan
     b = plan.bounds
@@ -178,6 +207,7 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "grid": cfg.grid,
         "dtypes": list(cfg.dtypes),
         "full": cfg.full,
+        "slice": slice_doc(cfg),
         "stopping": asdict(cfg.stopping),
         "search": asdict(cfg.search),
         "seed": cfg.seed,
@@ -281,15 +311,23 @@ class Runner:
         t0 = time.perf_counter()
         if cfg.time_limit_s is not None:
             self._deadline = t0 + cfg.time_limit_s
-        all_variants = {d: self.ex.variants(cfg.grid, d) for d in cfg.dtypes}
+        all_variants = {
+            d: [v for v in self.ex.variants(cfg.grid, d) if cfg.in_slice(v.config)]
+            for d in cfg.dtypes
+        }
         self.ex.prepare([v for vs in all_variants.values() for v in vs])
         timing["prepare_s"] = round(time.perf_counter() - t0, 2)
         if getattr(self.ex, "compile_stats", None):
             self.manifest["compile"] = self.ex.compile_stats
-        self._total = sum(
-            len(screen_sizes(plan.sizes(d), plan.l2_bytes)) * len(all_variants[d])
-            for d in cfg.dtypes
-        ) * len(cfg.modes)
+        self._total = (
+            0
+            if cfg.sliced
+            else sum(
+                len(screen_sizes(plan.sizes(d), plan.l2_bytes)) * len(all_variants[d])
+                for d in cfg.dtypes
+            )
+            * len(cfg.modes)
+        )
         self.writer = TrialWriter(self.run_dir)
         try:
             for mode in cfg.modes:
@@ -306,7 +344,14 @@ class Runner:
     def _run_one(self, mode: str, dtype: str, variants: list[Any]) -> None:
         cfg, plan = self.cfg, self.cfg.plan
         timing = self.manifest["timing"]
-        entries = plan.sizes(dtype)
+        entries = cfg.sizes(plan.sizes(dtype))
+        if cfg.sliced:  # a slice re-times what it names: every config at every size, no search
+            t = time.perf_counter()
+            self._total += len(entries) * len(variants)
+            for e in entries:
+                self._measure_size(mode, dtype, e["n"], variants, "sweep")
+            timing[f"{mode}/{dtype}/sweep_s"] = round(time.perf_counter() - t, 2)
+            return
         itemsize = ITEMSIZE[dtype]
         by_config = {v.config: v for v in variants}
         t = time.perf_counter()
@@ -387,6 +432,7 @@ def start(
     """Start a new run (or resume one) and execute it; returns the run folder."""
     for d in cfg.dtypes:
         cfg.plan.sizes(d)  # raises for a dtype the plan lacks
+    check_slice(cfg, executor)
     device = executor.describe()
     if resume is not None:
         run_dir = Path(resume)
@@ -427,6 +473,23 @@ def start(
     return Runner(cfg, executor, run_dir, manifest, done, progress).run()
 
 
+def check_slice(cfg: RunConfig, executor: Executor) -> None:
+    """A slice must select something: a config of the grid and a planned size."""
+    if cfg.configs and not any(
+        cfg.in_slice(v.config) for d in cfg.dtypes for v in executor.variants(cfg.grid, d)
+    ):
+        raise SweeperError(
+            f"--configs {','.join(cfg.configs)}: no config of the {cfg.grid!r} grid matches "
+            "(`sweeper kernels list` prints them)"
+        )
+    if cfg.ws_range is not None and not any(cfg.sizes(cfg.plan.sizes(d)) for d in cfg.dtypes):
+        lo, hi = cfg.ws_range
+        raise SweeperError(
+            f"--sizes: no planned working set of {', '.join(cfg.dtypes)} lies in "
+            f"[{fmt_bytes(lo)}, {fmt_bytes(hi)}]"
+        )
+
+
 def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -> None:
     """A resume must measure the same kernel code: a variant id hashes its config and the
     kernel source, so a done candidate cell whose id the current grid does not have was made by
@@ -455,6 +518,8 @@ def check_resumable(manifest: dict, cfg: RunConfig, device: dict) -> None:
         problems.append(
             f"plan hash {manifest['plan']['plan_hash']} != {cfg.plan.plan_hash} ({cfg.plan_path})"
         )
+    if manifest.get("slice") != slice_doc(cfg):
+        problems.append(f"slice {manifest.get('slice')} != {slice_doc(cfg)}")
     for f, want in (("grid", cfg.grid), ("modes", list(cfg.modes)), ("dtypes", list(cfg.dtypes))):
         if manifest.get(f) != want:
             problems.append(f"{f} {manifest.get(f)} != {want}")

@@ -1,6 +1,6 @@
 """The ReLU variants on a real GPU: bit-exact, bounded, aligned, 128-bit, cheaters caught.
 
-Needs a CUDA GPU (marker `gpu`; skipped otherwise). The default grid's 172 compiles are built
+Needs a CUDA GPU (marker `gpu`; skipped otherwise). The default grid's compiles are built
 in a spawned process pool into Numba's disk cache first (tools/compile_bench.py does the same),
 so a warm run is mostly the checks themselves.
 """

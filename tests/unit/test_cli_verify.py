@@ -32,7 +32,7 @@ def test_more_than_20_losses_are_counted_not_silently_cut(monkeypatch):
             "ok": False,
         },  # fmt: skip
     }
-    monkeypatch.setattr(api, "verify", lambda policy, timing=True, passes=2: rep)
+    monkeypatch.setattr(api, "verify", lambda policy, timing=True, passes=2, sizes=None: rep)
     res = CliRunner().invoke(app, ["verify", "p.json"])
     assert res.exit_code == 1
     assert "66 losses; the first 20 are listed (x/verify_timing.csv)" in res.output
@@ -115,13 +115,13 @@ def test_cli_prints_every_pass_of_a_repeated_loss_and_the_pass_spread(monkeypatc
            "timing_csv": "x/verify_timing.csv", "timing": timing_verdict(rows)}  # fmt: skip
     seen = {}
 
-    def fake(policy, timing=True, passes=2):
-        seen["passes"] = passes
+    def fake(policy, timing=True, passes=2, sizes=None):
+        seen["passes"], seen["sizes"] = passes, sizes
         return rep
 
     monkeypatch.setattr(api, "verify", fake)
-    res = CliRunner().invoke(app, ["verify", "p.json", "--passes", "3"])
-    assert res.exit_code == 1 and seen["passes"] == 3
+    res = CliRunner().invoke(app, ["verify", "p.json", "--passes", "3", "--sizes", "36:52"])
+    assert res.exit_code == 1 and seen["passes"] == 3 and seen["sizes"] == "36:52"
     assert "2 sizes x 2 passes" in res.output
     assert (
         "LOSES fp32 13874720 B: 0.983x [0.973, 0.989]; 0.988x [0.978, 0.993] vs torch" in res.output
@@ -134,3 +134,18 @@ def test_zero_passes_is_a_one_line_error_before_any_gpu_work(tmp_path):
     bad = CliRunner().invoke(app, ["verify", str(tmp_path / "p.json"), "--passes", "0"])
     assert bad.exit_code == 1
     assert bad.output.strip().splitlines() == ["error: --passes must be at least 1, got 0"]
+
+
+def test_verify_refuses_bad_sizes_in_one_line_before_writing_anything(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "results/h200/cold-5", run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    res = CliRunner().invoke(app, ["verify", str(run / "policy.json"), "--sizes", "52:36"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "error: --sizes '52:36': LO must be at least 0 and at most HI"
+    ]
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before

@@ -74,8 +74,11 @@ def test_bad_ids_are_one_clear_error(bad, why):
 def test_default_grid_contents():
     grid = default_grid()
     keys = compile_keys(grid)
-    assert len(keys) == 68 * 4  # compiles stay modest: block and grid are launch parameters
-    assert len(grid) == 354 * 4
+    # default_grid's docstring: tiled keys = core 36 + L2 band 4 + DRAM 3 + upper band 7,
+    # each at 3 blocks x 2 grids; 9 flat keys, each at 3 blocks, once as flat, once as flat32
+    tiled, flat = 36 + 4 + 3 + 7, 9
+    assert len(keys) == 4 * (tiled + 2 * flat)  # block and grid are launch parameters
+    assert len(grid) == 4 * (tiled * 3 * 2 + flat * 3 * 2)
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.analyze.store import load_manifest, load_run, read_trials
-from sweeper.errors import PlanMismatchError
+from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.plan.gpus import lookup
 from sweeper.plan.planfile import make_plan
 from sweeper.run.replay import ModelExecutor, ReplayExecutor
@@ -360,7 +360,7 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels():
         trials = [json.loads(line) for line in f]
     ids = {t["variant_id"] for t in trials if t.get("role") == "candidate"}
     grid = {v.id for v in default_grid()}
-    assert len(ids) == 1416 and {current_id(i) for i in ids} <= grid
+    assert len(ids) == len(grid) and {current_id(i) for i in ids} == grid
     assert not ids & grid  # the recorded ids carry the earlier fingerprint ...
     t = next(t for t in trials if t.get("role") == "candidate")
     assert resume_key(t) == row_key({**t, "variant_id": current_id(t["variant_id"])})
@@ -389,3 +389,60 @@ def test_the_manifest_records_the_command_that_made_the_run(plan, tmp_path, monk
     start(cfg(plan, tmp_path), model())
     m = load_manifest(tmp_path / "h200" / "r1")
     assert m["command"] == "sweeper run --modes hot 'my plan.json'"
+
+
+# ---- a slice: the named configs at the named sizes, nothing else ---------------------------
+
+
+def test_a_slice_times_every_named_config_at_every_planned_size_in_its_range(plan, tmp_path):
+    from dataclasses import replace
+
+    lo, hi = 36 << 20, 52 << 20
+    sliced = replace(cfg(plan, tmp_path), configs=("stream*",), ws_range=(lo, hi))
+    run_dir = start(sliced, model())
+    trials = read_trials(run_dir)[0]
+    cands = [t for t in trials if t["role"] == "candidate"]
+    want = {e["n"] for e in plan.sizes("fp32") if lo <= e["working_set_bytes"] <= hi}
+    assert {t["config"] for t in cands} == {"stream", "stream2"}
+    assert {t["n"] for t in trials} == want and len(want) >= 4
+    assert len(cands) == 2 * len(want) and {t["phase"] for t in trials} == {"sweep"}
+    assert load_manifest(run_dir)["slice"] == {"configs": ["stream*"], "ws_range": [lo, hi]}
+    with pytest.raises(PlanMismatchError, match="slice"):
+        start(replace(sliced, configs=("keep",)), model(), resume=run_dir)
+
+
+def test_a_whole_run_records_no_slice(plan, tmp_path):
+    assert load_manifest(start(cfg(plan, tmp_path), model()))["slice"] is None
+
+
+@pytest.mark.parametrize(
+    "kw, why",
+    [({"configs": ("nope*",)}, "--configs nope\\*: no config of the 'default' grid matches"),
+     ({"ws_range": (1, 2)}, "--sizes: no planned working set of fp32 lies in")],
+)  # fmt: skip
+def test_a_slice_that_selects_nothing_is_refused_before_anything_is_written(
+    plan, tmp_path, kw, why
+):
+    from dataclasses import replace
+
+    with pytest.raises(SweeperError, match=why):
+        start(replace(cfg(plan, tmp_path), **kw), model())
+    assert not (tmp_path / "h200").exists()
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [("36:52", (36 << 20, 52 << 20)), (":1", (0, 1 << 20)), ("0.5:", (1 << 19, 2**63 - 1))],
+)
+def test_sizes_are_parsed_in_mib_of_working_set(text, want):
+    from sweeper.api import parse_ws_range
+
+    assert parse_ws_range(text) == want
+
+
+@pytest.mark.parametrize("text", ["36", "a:b", "52:36", "-1:4"])
+def test_bad_sizes_are_one_clear_error(text):
+    from sweeper.api import parse_ws_range
+
+    with pytest.raises(SweeperError, match=f"--sizes '{text}'"):
+        parse_ws_range(text)
