@@ -145,6 +145,7 @@ def run(
     time_limit_s: float | None = None,
     configs: list[str] | None = None,
     sizes: str | None = None,
+    producer: str = "sm",
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
     run folder. `resume` is True (newest run for this GPU) or a run folder. With
@@ -163,6 +164,8 @@ def run(
     from sweeper.run.stats import Stopping
     from sweeper.runfolder import newest_run
 
+    if producer not in ("sm", "memcpy"):
+        raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
     if time_limit_s is not None and not time_limit_s > 0:
         raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
     for m in modes or ["hot"]:
@@ -187,6 +190,7 @@ def run(
         full = m.get("full", False)
         stopping = Stopping(**m["stopping"])
         search = SearchParams(**m["search"])
+        producer = m.get("harness", {}).get("after_write_producer", "memcpy")
         recorded = m.get("slice") or {}
         configs = recorded.get("configs") or None
         ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
@@ -234,6 +238,7 @@ def run(
             stopping=stopping,
             dram_peak_gbps=plan_obj.dram_peak_gbps,
             workers=workers,
+            producer=producer,
         )
     return start(cfg, executor, resume=resume_dir, progress=progress)
 

@@ -224,6 +224,9 @@ def run_cmd(
         None, help="Only these configs (comma-separated, wildcards: 'v16-u2-*-stride1')."
     ),
     sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
+    producer: str = typer.Option(
+        "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
+    ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable."""
@@ -270,6 +273,7 @@ def run_cmd(
                 time_limit_s=time_limit,
                 configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
                 sizes=sizes,
+                producer=producer,
             )
         except USER_ERRORS as e:
             error = str(e)

@@ -102,7 +102,11 @@ class GpuExecutor:
         dram_peak_gbps: float | None = None,
         seed: int = 0,
         workers: int | None = None,
+        producer: str = "sm",
     ):
+        if producer not in PRODUCERS:
+            raise SweeperError(f"unknown producer {producer!r}; use one of {', '.join(PRODUCERS)}")
+        self.producer = producer
         self.bench = Bench()
         self.cuda = self.bench.cuda
         self.stopping = stopping or Stopping()
@@ -151,6 +155,7 @@ class GpuExecutor:
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
+            "after_write_producer": self.producer,
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
             # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,
@@ -258,7 +263,30 @@ class GpuExecutor:
         return launch
 
     def _producer(self, b: _Buffers, x):
-        return self.bench.copy(x, b.src, b.nbytes)
+        """After-write's producer, run just before each timed call: it rewrites the input from
+        the pristine copy. "sm" (the default) is an SM kernel writing the input front to back
+        in 16-byte vectors, as a preceding layer's epilogue does; "memcpy" is the driver's
+        device-to-device copy, which can run on a copy engine and leave L2 in another state
+        (docs/methodology.md)."""
+        if self.producer == "memcpy":
+            return self.bench.copy(x, b.src, b.nbytes)
+        kernel = _copy_kernel()
+        src, dst = _ptr(b.src), _ptr(x)
+        nvec, tail = divmod(b.nbytes, 16)
+        blocks = max(1, min((nvec + 255) // 256, 2**31 - 1))
+        cu = _cu()
+
+        def launch(s):
+            if nvec:
+                kernel[blocks, 256, s](src, dst, nvec)
+            if tail:  # planned sizes are whole vectors; odd test sizes copy their last bytes
+                check(
+                    cu.cuMemcpyDtoDAsync(
+                        dst + 16 * nvec, src + 16 * nvec, tail, cu.CUstream(int(s.handle))
+                    )
+                )
+
+        return launch
 
     # -- checks ---------------------------------------------------------------------------
     def _poison(self, y) -> None:
@@ -463,6 +491,7 @@ class GpuExecutor:
 # Every candidate is called at least this many times after warm-up before its output's last
 # check, so a kernel that changes behaviour after N < SOAK_CALLS calls is caught in every mode.
 SOAK_CALLS = 64
+PRODUCERS = ("sm", "memcpy")  # after-write's producer (GpuExecutor._producer)
 
 
 @dataclass

@@ -96,3 +96,19 @@ def test_interrupted_run_resumes_on_the_gpu(plan, tmp_path):
     assert first <= set(keys)
     assert load_manifest(run_dir)["status"] == "complete"
     assert resumed.count == len([k for k in keys if "|candidate|" in k]) - 10
+
+
+@pytest.mark.parametrize("producer", ["sm", "memcpy"])
+def test_after_write_with_either_producer_is_exact_and_recorded(plan, tmp_path, producer):
+    """After-write rewrites the input before every call (an SM kernel by default, the driver's
+    copy as a diagnostic): every cell checks out bit-exact, and the manifest says which."""
+    cfg = dataclasses.replace(
+        _cfg(plan, tmp_path, f"aw-{producer}", ("after-write",)),
+        ws_range=(8 << 20, 128 << 20),
+    )
+    run_dir = start(cfg, SmallGrid(stopping=STOP, producer=producer))
+    data = load_run(run_dir)
+    c = data.results[data.results.role == "candidate"]
+    assert len(c) and (c.status == "ok").all(), c[c.status != "ok"][["config", "status_detail"]]
+    assert set(c["mode"]) == {"after-write"}
+    assert data.manifest["harness"]["after_write_producer"] == producer
