@@ -171,6 +171,14 @@ class GpuExecutor:
             "kernel_source": source_fingerprint(),
         }
 
+    def ceiling_set(self, dtype: str) -> list[Any]:
+        """The configs of the L2-resident ceiling's reference set (sweeper.run.runner), beside
+        the copy kernel: resident-band shapes of the extended grid, grid-stride over one wave
+        included."""
+        from sweeper_kernels import Variant
+
+        return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
+
     def variants(self, grid: str, dtype: str) -> list[Any]:
         from sweeper_kernels import GRIDS
 
@@ -491,6 +499,14 @@ class GpuExecutor:
 # Every candidate is called at least this many times after warm-up before its output's last
 # check, so a kernel that changes behaviour after N < SOAK_CALLS calls is caught in every mode.
 SOAK_CALLS = 64
+CEILING_CONFIGS = (
+    "v16-u2-ld.def-st.cs-b128-stride1",
+    "v16-u2-ld.def-st.cs-b256-stride1",
+    "v16-u2-ld.def-st.cs-b128-stride2",
+    "v16-u1-ld.def-st.cs-b256-flat",
+    "v16-u2-ld.def-st.cs-b128-flat",
+    "v16-u4-ld.L2el-st.cs-b256-stride4",
+)
 PRODUCERS = ("sm", "memcpy")  # after-write's producer (GpuExecutor._producer)
 
 

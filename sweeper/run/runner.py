@@ -64,6 +64,25 @@ class Executor(Protocol):
 
     def release(self, dtype: str, n: int) -> None: ...
 
+    # optional: `ceiling_set(dtype) -> list of variants` (the L2-resident ceiling's reference
+    # configs; the runner measures the ceiling only with executors that have it)
+
+
+# The L2-resident ceiling: the best throughput of a reference set (the copy kernel and
+# ceiling_set's configs), hot, at these working sets x L2: resident, yet large enough that
+# per-call costs are small. The ceiling is the median over the three sizes of the best there.
+CEILING_FRACTIONS = (0.5, 0.625, 0.75)
+CEILING_DTYPE = "fp32"
+
+
+def ceiling_sizes(l2_bytes: int, itemsize: int) -> list[int]:
+    """The element counts of the ceiling's working sets (whole 16-byte vectors)."""
+    per_vec = 16 // itemsize
+    return [
+        max(per_vec, round(f * l2_bytes / (2 * itemsize) / per_vec) * per_vec)
+        for f in CEILING_FRACTIONS
+    ]
+
 
 @dataclass
 class RunConfig:
@@ -330,6 +349,8 @@ class Runner:
         )
         self.writer = TrialWriter(self.run_dir)
         try:
+            if "hot" in cfg.modes and "ceiling" not in self.manifest:
+                self._measure_ceiling()
             for mode in cfg.modes:
                 for dtype in cfg.dtypes:
                     self._run_one(mode, dtype, all_variants[dtype])
@@ -340,6 +361,42 @@ class Runner:
         self.manifest["status"] = "complete"
         self._finish(t0)
         return self.run_dir
+
+    def _measure_ceiling(self) -> None:
+        """Record the L2-resident ceiling in the manifest (not in the trials: its sizes and
+        configs are no part of the search)."""
+        ceiling_set = getattr(self.ex, "ceiling_set", None)
+        if ceiling_set is None:
+            return
+        t = time.perf_counter()
+        dtype = CEILING_DTYPE
+        variants = ceiling_set(dtype)
+        self.ex.prepare(variants)
+        points = []
+        for n in ceiling_sizes(self.cfg.plan.l2_bytes, ITEMSIZE[dtype]):
+            rows = [r for r in self.ex.reference("hot", dtype, n) if r["role"] == "copy"]
+            rows += [self.ex.measure("hot", dtype, n, v) for v in variants]
+            ok = [r for r in rows if r["status"] == "ok" and r.get("gbps")]
+            self.ex.release(dtype, n)
+            if ok:
+                best = max(ok, key=lambda r: r["gbps"])
+                points.append(
+                    {
+                        "ws_bytes": 2 * n * ITEMSIZE[dtype],
+                        "gbps": best["gbps"],
+                        "by": best["config"],
+                    }
+                )
+        gbps = sorted(p["gbps"] for p in points)
+        self.manifest["ceiling"] = {
+            "mode": "hot",
+            "dtype": dtype,
+            "gbps": gbps[len(gbps) // 2] if gbps else None,
+            "points": points,
+            "reference": ["copy", *(v.config for v in variants)],
+        }
+        self.manifest.setdefault("timing", {})["ceiling_s"] = round(time.perf_counter() - t, 2)
+        write_manifest(self.run_dir, self.manifest)
 
     def _run_one(self, mode: str, dtype: str, variants: list[Any]) -> None:
         cfg, plan = self.cfg, self.cfg.plan

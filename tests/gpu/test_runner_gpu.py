@@ -80,6 +80,11 @@ def test_small_sweep_end_to_end(plan, tmp_path):
     cold = c[c["mode"] == "cold"]
     assert (cold.gbps <= plan.dram_peak_gbps * 1.0).all()
     assert data.manifest["status"] == "complete"
+    # the L2-resident ceiling: measured once, hot, at three resident sizes; resident data
+    # moves faster than DRAM's peak
+    ceiling = data.manifest["ceiling"]
+    assert len(ceiling["points"]) == 3 and ceiling["gbps"] > plan.dram_peak_gbps, ceiling
+    print(f"L2-resident ceiling: {ceiling}")
 
 
 def test_interrupted_run_resumes_on_the_gpu(plan, tmp_path):

@@ -446,3 +446,52 @@ def test_bad_sizes_are_one_clear_error(text):
 
     with pytest.raises(SweeperError, match=f"--sizes '{text}'"):
         parse_ws_range(text)
+
+
+# ---- the L2-resident ceiling ---------------------------------------------------------------
+
+
+def test_a_hot_run_records_the_l2_resident_ceiling_once(plan, tmp_path):
+    """The best of the copy kernel and the reference set at 0.5, 0.625 and 0.75 x L2 (all below
+    the model's crossover, where "keep" runs at 9000 GB/s), median over the three sizes."""
+    from sweeper.run.replay import SimpleVariant
+    from sweeper.run.runner import CEILING_FRACTIONS, ceiling_sizes
+
+    class WithCeiling(ModelExecutor):
+        def ceiling_set(self, dtype):
+            return [SimpleVariant(dtype, "keep"), SimpleVariant(dtype, "stream")]
+
+    ex = WithCeiling(CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"})
+    run_dir = start(cfg(plan, tmp_path), ex)
+    c = load_manifest(run_dir)["ceiling"]
+    assert c["gbps"] == sorted(p["gbps"] for p in c["points"])[1]  # the median of three
+    assert c["gbps"] == pytest.approx(9000.0, rel=0.02)  # the model's noise is +-1%
+    assert c["dtype"] == "fp32" and c["mode"] == "hot"
+    assert [p["ws_bytes"] for p in c["points"]] == [8 * n for n in ceiling_sizes(L2, 4)]
+    assert all(
+        abs(p["ws_bytes"] / L2 - f) < 1e-3
+        for p, f in zip(c["points"], CEILING_FRACTIONS, strict=True)
+    )
+    assert {p["by"] for p in c["points"]} == {"keep"} and c["reference"] == [
+        "copy",
+        "keep",
+        "stream",
+    ]
+    plain_dir = start(cfg(plan, tmp_path / "m"), model())  # the same run without a set
+    assert "ceiling" not in load_manifest(plain_dir)
+    keys = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    assert keys == {t["cell_key"] for t in read_trials(plain_dir)[0]}  # no part of the search
+
+
+def test_a_run_without_hot_mode_measures_no_ceiling(plan, tmp_path):
+    from dataclasses import replace
+
+    from sweeper.run.replay import SimpleVariant
+
+    class WithCeiling(ModelExecutor):
+        def ceiling_set(self, dtype):
+            return [SimpleVariant(dtype, "keep")]
+
+    ex = WithCeiling(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
+    run_dir = start(replace(cfg(plan, tmp_path), modes=("cold",)), ex)
+    assert "ceiling" not in load_manifest(run_dir)
