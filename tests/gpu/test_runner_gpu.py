@@ -33,6 +33,8 @@ class SmallGrid(GpuExecutor):
 
 
 class Interrupting(SmallGrid):
+    ceiling_set = None  # counts only the search's cells (the ceiling is tested above)
+
     def __init__(self, after, **kw):
         super().__init__(**kw)
         self.after, self.count = after, 0
