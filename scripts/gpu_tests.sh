@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU test suite, on a machine with a CUDA GPU: ./scripts/gpu_tests.sh [pytest args]
 # Runs tests/gpu, or only the test paths named. With a wheelhouse folder (SWEEPER_WHEELHOUSE,
-# default .whl/) it uses the machine's python3 (scripts/wheelhouse.sh), else the .venv that
-# scripts/test.sh makes. The log is written to $OUT/gpu_tests.log when OUT is set.
+# default .whl/) it uses the machine's python3 (scripts/wheelhouse.sh), else a .venv with the
+# test extra and torch. The log is written to $OUT/gpu_tests.log when OUT is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
@@ -10,7 +10,8 @@ if [ -d "${SWEEPER_WHEELHOUSE:-.whl}" ]; then
   source scripts/wheelhouse.sh || exit 1
   PY=python3
 else
-  [ -x .venv/bin/python ] || ./scripts/test.sh --co -q >/dev/null
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install -q -e ".[test,torch]"
   PY=.venv/bin/python
 fi
 WHAT=(tests/gpu)

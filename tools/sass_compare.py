@@ -26,11 +26,11 @@ def main() -> int:
     a = ap.parse_args()
 
     from sweeper_kernels import Variant
+    from sweeper_kernels.toolkit import find_tool
 
-    from sweeper.export.sass import find_nvdisasm, header_kernel, header_sass, numba_sass
-    from sweeper.export.verify import find_nvcc
+    from sweeper.export.sass import header_kernel, header_sass, numba_sass
 
-    nvcc, nvdisasm = find_nvcc(), find_nvdisasm()
+    nvcc, nvdisasm = find_tool("nvcc"), find_tool("nvdisasm")
     if not nvcc or not nvdisasm:
         print("error: needs nvcc and nvdisasm (pip install nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 2

@@ -17,12 +17,6 @@ from pathlib import Path
 _DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}  # sweeper_relu::Dt in the header
 
 
-def find_nvdisasm() -> str | None:
-    from sweeper_kernels.toolkit import find_tool
-
-    return find_tool("nvdisasm")
-
-
 def nvjitlink_cubin(ptx: str, arch: str) -> bytes:
     from cuda.bindings import nvjitlink as nj
 

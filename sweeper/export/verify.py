@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from sweeper_kernels.toolkit import find_tool
 
 from sweeper.dtypes import DTYPES, ITEMSIZE, bits_view
 from sweeper.errors import NoGPUError, SweeperError
@@ -43,12 +44,6 @@ def cache_dir() -> Path:
     return Path(root) / "export"
 
 
-def find_nvcc() -> str | None:
-    from sweeper_kernels.toolkit import find_tool
-
-    return find_tool("nvcc")
-
-
 def device_arch() -> str:
     """'90' for the current device (numba), else '90'."""
     try:
@@ -68,7 +63,7 @@ def _nvcc_version_text(nvcc: str) -> str:
 
 def nvcc_version(nvcc: str | None = None) -> str:
     """nvcc's "release X.Y, VX.Y.Z" line ("" when there is no nvcc)."""
-    nvcc = nvcc or find_nvcc()
+    nvcc = nvcc or find_tool("nvcc")
     if not nvcc:
         return ""
     out = _nvcc_version_text(nvcc)
@@ -77,7 +72,7 @@ def nvcc_version(nvcc: str | None = None) -> str:
 
 def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Path:
     """nvcc -shared the header's C API into a cached .so; returns its path."""
-    nvcc = find_nvcc()
+    nvcc = find_tool("nvcc")
     if nvcc is None:
         from sweeper_kernels.toolkit import how_to_get
 

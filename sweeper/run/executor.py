@@ -177,6 +177,8 @@ class GpuExecutor:
         included."""
         from sweeper_kernels import Variant
 
+        from sweeper.run.runner import CEILING_CONFIGS
+
         return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
@@ -259,16 +261,8 @@ class GpuExecutor:
     def _copy_launch(self, b: _Buffers, side: str = "A"):
         """The copy roofline: an SM kernel moving 16-byte vectors (a driver memcpy can run on
         the copy engines, which on the H200 measured ~2.7 TB/s at large sizes: not a ceiling)."""
-        kernel = _copy_kernel()
         x, y, _ = b.side(side)
-        xa, ya = _ptr(x), _ptr(y)
-        nvec = b.nbytes // 16
-        blocks = max(1, min((nvec + 255) // 256, 2**31 - 1))
-
-        def launch(s):
-            kernel[blocks, 256, s](xa, ya, nvec)
-
-        return launch
+        return _sm_copy(_ptr(x), _ptr(y), b.nbytes // 16)
 
     def _producer(self, b: _Buffers, x):
         """After-write's producer, run just before each timed call: it rewrites the input from
@@ -278,15 +272,14 @@ class GpuExecutor:
         (docs/methodology.md)."""
         if self.producer == "memcpy":
             return self.bench.copy(x, b.src, b.nbytes)
-        kernel = _copy_kernel()
         src, dst = _ptr(b.src), _ptr(x)
         nvec, tail = divmod(b.nbytes, 16)
-        blocks = max(1, min((nvec + 255) // 256, 2**31 - 1))
+        vectors = _sm_copy(src, dst, nvec)
         cu = _cu()
 
         def launch(s):
             if nvec:
-                kernel[blocks, 256, s](src, dst, nvec)
+                vectors(s)
             if tail:  # planned sizes are whole vectors; odd test sizes copy their last bytes
                 check(
                     cu.cuMemcpyDtoDAsync(
@@ -499,14 +492,6 @@ class GpuExecutor:
 # Every candidate is called at least this many times after warm-up before its output's last
 # check, so a kernel that changes behaviour after N < SOAK_CALLS calls is caught in every mode.
 SOAK_CALLS = 64
-CEILING_CONFIGS = (
-    "v16-u2-ld.def-st.cs-b128-stride1",
-    "v16-u2-ld.def-st.cs-b256-stride1",
-    "v16-u2-ld.def-st.cs-b128-stride2",
-    "v16-u1-ld.def-st.cs-b256-flat",
-    "v16-u2-ld.def-st.cs-b128-flat",
-    "v16-u4-ld.L2el-st.cs-b256-stride4",
-)
 PRODUCERS = ("sm", "memcpy")  # after-write's producer (GpuExecutor._producer)
 
 
@@ -553,6 +538,17 @@ def _as_torch(torch, arr, dtype: str):
     if dtype == "bf16":
         t = t.view(torch.bfloat16)
     return t
+
+
+def _sm_copy(src: int, dst: int, nvec: int):
+    """A launch of the SM copy kernel over `nvec` 16-byte vectors, src -> dst (addresses)."""
+    kernel = _copy_kernel()
+    blocks = max(1, min((nvec + 255) // 256, 2**31 - 1))
+
+    def launch(s):
+        kernel[blocks, 256, s](src, dst, nvec)
+
+    return launch
 
 
 @functools.cache

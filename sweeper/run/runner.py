@@ -73,6 +73,16 @@ class Executor(Protocol):
 # per-call costs are small. The ceiling is the median over the three sizes of the best there.
 CEILING_FRACTIONS = (0.5, 0.625, 0.75)
 CEILING_DTYPE = "fp32"
+# the reference set beside the copy kernel (GpuExecutor.ceiling_set builds these variants):
+# resident-band shapes of the extended grid, grid-stride over one and two waves included
+CEILING_CONFIGS = (
+    "v16-u2-ld.def-st.cs-b128-stride1",
+    "v16-u2-ld.def-st.cs-b256-stride1",
+    "v16-u2-ld.def-st.cs-b128-stride2",
+    "v16-u1-ld.def-st.cs-b256-flat",
+    "v16-u2-ld.def-st.cs-b128-flat",
+    "v16-u4-ld.L2el-st.cs-b256-stride4",
+)
 
 
 def ceiling_sizes(l2_bytes: int, itemsize: int) -> list[int]:
@@ -132,19 +142,13 @@ def row_key(row: dict) -> str:
     return cell_key(row["mode"], row["dtype"], int(row["n"]), row["role"], ident)
 
 
-def current_id(variant_id: str) -> str | None:
-    """See sweeper_kernels.Variant.current_id: the id in this checkout's terms, or None."""
+def resume_key(trial: dict) -> str:
+    """A recorded trial's cell key in this checkout's ids (sweeper_kernels.Variant.current_id)."""
     from sweeper_kernels import Variant
 
-    return Variant.current_id(variant_id)
-
-
-def resume_key(trial: dict) -> str:
-    """A recorded trial's cell key in this checkout's ids (see current_id)."""
     if trial.get("role") == "candidate" and trial.get("variant_id"):
-        return row_key(
-            {**trial, "variant_id": current_id(trial["variant_id"]) or trial["variant_id"]}
-        )
+        vid = trial["variant_id"]
+        return row_key({**trial, "variant_id": Variant.current_id(vid) or vid})
     return trial.get("cell_key") or row_key(trial)
 
 
@@ -551,13 +555,15 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
     """A resume must measure the same kernel code: a variant id hashes its config and the
     kernel source, so a done candidate cell whose id the current grid does not have was made by
     other code. Resuming would put two versions of one config name into one run."""
+    from sweeper_kernels import Variant
+
     current = {v.id for d in cfg.dtypes for v in executor.variants(cfg.grid, d)}
     stale = sorted(
         {
             t["variant_id"]
             for t in trials
             if t.get("role") == "candidate" and t.get("variant_id")
-            and current_id(t["variant_id"]) not in current
+            and Variant.current_id(t["variant_id"]) not in current
         }
     )  # fmt: skip
     if stale:

@@ -19,21 +19,20 @@ from pathlib import Path
 
 import pytest
 from sweeper_kernels import Variant
+from sweeper_kernels.toolkit import find_tool
 
 from sweeper.analyze.policy import load_any
 from sweeper.export import render
 from sweeper.export.sass import (
-    find_nvdisasm,
     header_kernel,
     header_sass,
     memory_ops,
     numba_sass,
     prologue,
 )
-from sweeper.export.verify import find_nvcc
 
 POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-11" / "policy.json"
-NVCC, NVDISASM = find_nvcc(), find_nvdisasm()
+NVCC, NVDISASM = find_tool("nvcc"), find_tool("nvdisasm")
 
 pytestmark = pytest.mark.needs_tool("nvcc", "nvdisasm")
 

@@ -351,9 +351,11 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels():
     import gzip
     import json
 
-    from sweeper_kernels import default_grid
+    from sweeper_kernels import Variant, default_grid
 
-    from sweeper.run.runner import current_id, resume_key, row_key
+    from sweeper.run.runner import resume_key, row_key
+
+    current_id = Variant.current_id
 
     path = Path(__file__).parents[2] / "results/h200/hot-11/trials.jsonl.gz"
     with gzip.open(path, "rt") as f:
