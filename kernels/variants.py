@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 from sweeper_kernels import hints
@@ -172,6 +172,25 @@ class Variant:
     def from_id(cls, variant_id: str) -> Variant:
         return cls.parse(variant_id)
 
+    def neighbours(self) -> list[Variant]:
+        """Every variant of the extended grid that differs from this one in exactly one axis
+        (vector width, unroll, load hint, store hint, block size or grid shape), in axis
+        order: the moves of the search's climb."""
+        axes = (
+            ("vec_bytes", VEC_BYTES),
+            ("unroll", UNROLLS),
+            ("load_hint", hints.names("load")),
+            ("store_hint", hints.names("store")),
+            ("block", BLOCKS),
+            ("grid", GRID_SHAPES),
+        )
+        return [
+            replace(self, **{name: value})
+            for name, values in axes
+            for value in values
+            if value != getattr(self, name)
+        ]
+
 
 # ---- grids ------------------------------------------------------------------------------------
 
@@ -189,12 +208,10 @@ def _check_dtypes(dtypes) -> tuple[str, ...]:
 
 
 # Compile-relevant part of the default grid, per dtype (see default_grid for the why).
+_CORE = tuple(product((4, 8, 16), (1, 2, 4), ("default", "cs"), ("default", "cs")))
 _DEFAULT_KEYS: tuple[tuple[int, int, str, str], ...] = (
     # the required core: 4/8/16 B x unroll 1/2/4 x loads default/cs x stores default/cs
-    *[
-        (vec, u, ld, st)
-        for vec, u, ld, st in product((4, 8, 16), (1, 2, 4), ("default", "cs"), ("default", "cs"))
-    ],
+    *_CORE,
     # L2 band: evict_last loads keep the re-read input resident, cs stores stream the output
     *[(16, u, "L2::evict_last", "cs") for u in (1, 2, 4, 8)],
     # DRAM roofline: more bytes in flight per thread (16 B x 8 = 128 B)
@@ -204,7 +221,8 @@ _DEFAULT_KEYS: tuple[tuple[int, int, str, str], ...] = (
     *[(16, u, "L2::evict_last:0.5", "cs") for u in (2, 4, 8)],
 )
 _DEFAULT_BLOCKS = (128, 256, 512)
-_DEFAULT_GRIDS = ("onepass", "stride4")
+_DEFAULT_GRIDS = ("onepass", "stride1", "stride4")
+_NARROW = 256, "onepass"  # the one launch shape of 4- and 8-byte vectors
 # small sizes: the flat form (16-byte vectors, 1, 2 or 4 per thread, no loop), own compiles
 _FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = tuple(
     (16, u, ld, st)
@@ -214,20 +232,24 @@ _FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = tuple(
 
 
 def default_grid(dtypes=None) -> list[Variant]:
-    """The grid a normal run sweeps: 68 compiles per dtype, 354 variants per dtype.
+    """The grid a normal run screens first (the search's seed): 68 compiles and 312 variants
+    per dtype. The search then climbs from it over the extended grid's axes
+    (sweeper.run.search), so this list is where the search starts, not its limit.
 
     * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
-      default/cs, the space the 4090 study swept;
+      default/cs, the space the 4090 study swept. 4- and 8-byte vectors at one launch shape
+      (256 threads, onepass): in the H200 run hot-11 a 4- or 8-byte config came within 1.5% of the
+      best at 5 of the 522 (dtype, size) points measured, a 16-byte one at all 522;
     * L2 band (4): `L2::evict_last` loads + `.cs` stores, vec 16, unroll 1/2/4/8: keeps the
       input resident across repeated calls while the write-once output streams (the fix for the
       (32 MiB, L2] cliff that evict-first loads caused);
     * DRAM roofline (3): vec 16 x unroll 8 (128 B in flight per thread) with default, default/cs
       and cs/cs hints: a plain grid-stride vec4 Numba ReLU was 3-7% behind torch at DRAM sizes
       on the H200, and bytes in flight are the usual lever.
-    * launch shapes (free: no recompile): block 128/256/512 x grid onepass (torch's shape: one
-      tile per block, many small blocks) and stride4 (grid-stride over 4 waves: fewer blocks,
-      and 4 waves amortise the partial last wave even when registers cut residency below the
-      thread-count estimate, which stride1 would turn into a 2-wave tail).
+    * launch shapes of 16-byte vectors (free: no recompile): block 128/256/512 x grid onepass
+      (torch's shape: one tile per block, many small blocks), stride1 (grid-stride over one
+      wave of resident blocks: the best shape of the L2 band on the H200, 1.30-1.49x torch at
+      40-48 MiB fp32 where the best onepass/stride4 config read 1.16-1.28x) and stride4;
     * upper L2 band (7): `L2::evict_last:0.75` (unroll 1/2/4/8) and `:0.5` (2/4/8) loads with
       `.cs` stores: only that fraction of the input lines is kept evict_last, the rest is
       evict_first. On the H200 at 45-52.5 MiB a 0.75 fraction measured 1.25-1.40x torch where
@@ -247,10 +269,9 @@ def default_grid(dtypes=None) -> list[Variant]:
     """
     out = []
     for dtype in _check_dtypes(dtypes):
-        for (vec, u, ld, st), block, grid in product(
-            _DEFAULT_KEYS, _DEFAULT_BLOCKS, _DEFAULT_GRIDS
-        ):
-            out.append(Variant(dtype, vec, u, ld, st, block, grid))
+        for vec, u, ld, st in _DEFAULT_KEYS:
+            shapes = product(_DEFAULT_BLOCKS, _DEFAULT_GRIDS) if vec == 16 else [_NARROW]
+            out.extend(Variant(dtype, vec, u, ld, st, block, grid) for block, grid in shapes)
         for (vec, u, ld, st), block, grid in product(
             _FLAT_KEYS, _DEFAULT_BLOCKS, ("flat", "flat32")
         ):

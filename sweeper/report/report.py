@@ -358,14 +358,60 @@ def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[st
     return out
 
 
-def pruned(manifest: Mapping[str, Any]) -> list[str]:
+def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
+    """What screening left out: counts per mode and dtype, and the closest misses (where they
+    came nearest the best and by how much). The full list is the manifest's `pruned`."""
     items = manifest.get("pruned") or []
     if not items:
-        return ["Nothing was pruned: every config of the grid was measured at every size."]
-    rows = [(f"`{p.get('config', '-')}`", p.get("dtype", "-"), p.get("reason", "")) for p in items]
-    return [f"{len(items)} config(s) pruned before the full sweep:", ""] + _table(
-        ("config", "dtype", "reason"), rows
-    )
+        return ["Nothing was screened out: every config of the grid was measured at every size."]
+    climb = manifest.get("climb") or {}
+    groups: dict[tuple[str, str], list] = {}
+    for p in items:
+        groups.setdefault((p.get("mode", "-"), p.get("dtype", "-")), []).append(p)
+    rows = []
+    for (mode, dtype), ps in sorted(groups.items()):
+        c = climb.get(f"{mode}/{dtype}", {})
+        failed = sum(1 for p in ps if p.get("shortfall") is None)
+        conv = {True: "yes", False: "no (round limit)"}.get(c.get("converged"), "-")
+        rows.append((mode, dtype, str(c.get("configs", "-")), str(len(ps)), str(failed),
+                     str(c.get("rounds", "-")), conv))  # fmt: skip
+    out = [
+        f"{len(items)} config(s) screened out before the full sweep (full list: the manifest's "
+        "`pruned`):",
+        "",
+        *_table(
+            (
+                "mode",
+                "dtype",
+                "configs screened",
+                "screened out",
+                "failed",
+                "climb rounds",
+                "climb converged",
+            ),
+            rows,
+            "--rrrr-",
+        ),  # fmt: skip
+    ]
+    near = sorted(
+        (p for p in items if p.get("shortfall") is not None), key=lambda p: p["shortfall"]
+    )[:closest]
+    if near:
+        out += ["", f"The {len(near)} closest misses:", ""] + _table(
+            ("config", "mode", "dtype", "closest at (MiB)", "behind the best there"),
+            [
+                (
+                    f"`{p['config']}`",
+                    p.get("mode", "-"),
+                    p.get("dtype", "-"),
+                    fmt_mib(p["ws_bytes"]) if p.get("ws_bytes") else "-",
+                    f"{p['shortfall']:.2%}",
+                )  # fmt: skip
+                for p in near
+            ],
+            "---rr",
+        )
+    return out
 
 
 def timing(manifest: Mapping[str, Any]) -> list[str]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.stats import PairTiming, Stopping
-from sweeper.run.timers import Bench, _cu, check
+from sweeper.run.timers import Bench, Graph, _cu, as_graph, check
 
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
@@ -181,6 +181,10 @@ class GpuExecutor:
 
         return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
 
+    def neighbours(self, variant: Any) -> list[Any]:
+        """The search's climb moves: every extended-grid variant one axis away."""
+        return variant.neighbours()
+
     def variants(self, grid: str, dtype: str) -> list[Any]:
         from sweeper_kernels import GRIDS
 
@@ -211,12 +215,15 @@ class GpuExecutor:
         self._buffers.pop((dtype, n), None)
         for k in [k for k in self._base_graphs if k[:2] == (dtype, n)]:
             for g in self._base_graphs.pop(k):
-                g.close()
+                if isinstance(g, Graph):
+                    g.close()
 
     def _bufs(self, dtype: str, n: int) -> _Buffers:
         key = (dtype, n)
         if key not in self._buffers:
             self._buffers.clear()
+            for k in list(self._base_graphs):  # graphs hold the old buffers' addresses
+                self.release(*k[:2])
             b = _Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
             b.normalize = self.bench.normalizer(b.all_arrays())
             self._buffers[key] = b
@@ -274,7 +281,7 @@ class GpuExecutor:
             return self.bench.copy(x, b.src, b.nbytes)
         src, dst = _ptr(b.src), _ptr(x)
         nvec, tail = divmod(b.nbytes, 16)
-        vectors = _sm_copy(src, dst, nvec)
+        vectors = as_graph(_sm_copy(src, dst, nvec), self.bench.stream) if nvec else None
         cu = _cu()
 
         def launch(s):
@@ -302,7 +309,8 @@ class GpuExecutor:
         return sum(self._mismatches(y, b) for y in ys)
 
     def _mismatches(self, y, b: _Buffers) -> int:
-        self._count[0] = 0
+        cu = _cu()
+        check(cu.cuMemsetD32Async(_ptr(self._count), 0, 2, self.bench.h))  # one uint64
         blocks = min(4096, (b.words + 255) // 256)
         self._mismatch[blocks, 256, self.bench.stream](
             y.view(np.uint32), b.expected.view(np.uint32), self._count
@@ -316,7 +324,10 @@ class GpuExecutor:
     ):
         between = b.normalize
         if mode == "hot":
-            return self.bench.time_pair_hot(a, bl, stop, prime=prime, between=between)
+            calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
+            return self.bench.time_pair_hot(
+                a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between
+            )
         if mode == "cold":
             return self.bench.time_pair_blocked(
                 a, bl, stop, mode="cold", prime=prime, between=between
@@ -333,6 +344,21 @@ class GpuExecutor:
                 between=between,
             )
         raise SweeperError(f"unknown mode {mode!r}")
+
+    def _baseline_graphs(self, bl, key: tuple, side: str, stop: Stopping):
+        """Hot mode's calls per sample at this size, and the baseline's graphs on buffer set
+        `side`: calibrated and captured on the first cell of a size, replayed by every later
+        cell there (released with the size). Calls per sample follow from the baseline's time,
+        so every cell at a size times the same number of calls per sample."""
+        calls_key = (*key, "calls")
+        if calls_key not in self._base_graphs:
+            self._base_graphs[calls_key] = (self.bench.calibrate_calls(bl, stop),)
+        calls = self._base_graphs[calls_key][0]
+        gkey = (*key, side)
+        if gkey not in self._base_graphs:
+            s = self.bench.stream
+            self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, 1, s))
+        return calls, self._base_graphs[gkey]
 
     def _pair_swapped(
         self, mode: str, a_on, b_on, b: _Buffers, key: tuple, stop: Stopping, check: bool = False

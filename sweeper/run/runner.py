@@ -39,6 +39,7 @@ from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
     bracket_points,
+    climb_moves,
     refinement_points,
     screen_sizes,
     survivors,
@@ -65,7 +66,9 @@ class Executor(Protocol):
     def release(self, dtype: str, n: int) -> None: ...
 
     # optional: `ceiling_set(dtype) -> list of variants` (the L2-resident ceiling's reference
-    # configs; the runner measures the ceiling only with executors that have it)
+    # configs; the runner measures the ceiling only with executors that have it), and
+    # `neighbours(variant) -> list of variants` (the search's one-axis moves; the runner climbs
+    # from the screening rows only with executors that have it)
 
 
 # The L2-resident ceiling: the best throughput of a reference set (the copy kernel and
@@ -422,6 +425,7 @@ class Runner:
             screen = screen_sizes(entries, plan.l2_bytes)
             for n in screen:
                 self._measure_size(mode, dtype, n, variants, "screen")
+            self._climb(mode, dtype, set(screen), by_config)
             keep, pruned = survivors(self._rows_for(mode, dtype, set(screen)), cfg.search)
             self.manifest["pruned"] = [
                 p for p in self.manifest["pruned"] if (p["mode"], p["dtype"]) != (mode, dtype)
@@ -470,6 +474,48 @@ class Runner:
         timing[f"{mode}/{dtype}/refine_points"] = added
         timing[f"{mode}/{dtype}/bracket_points"] = bracketed
         write_manifest(self.run_dir, self.manifest)
+
+    def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:
+        """From the seed grid's screening rows, measure the one-axis neighbours of every
+        config near the best at each screening size until none comes within the margin
+        (search.climb_moves). New configs join `by_config`; their compiles run in one batch
+        per round. Executors without `neighbours` do not climb."""
+        neighbours_of = getattr(self.ex, "neighbours", None)
+        if neighbours_of is None:
+            return
+        params = self.cfg.search
+        t = time.perf_counter()
+
+        def neighbours(config: str) -> list[str]:
+            out = []
+            for v in neighbours_of(by_config[config]):
+                by_config.setdefault(v.config, v)
+                out.append(v.config)
+            return out
+
+        rounds, measured, converged = 0, 0, True
+        while True:
+            moves = climb_moves(self._rows_for(mode, dtype, screen), neighbours, params)
+            if not moves:
+                break
+            if rounds == params.max_climb_rounds:
+                converged = False
+                break
+            rounds += 1
+            new = {c for cs in moves.values() for c in cs}
+            self.ex.prepare([by_config[c] for c in sorted(new)])
+            cells = sum(len(cs) for cs in moves.values())
+            self._total += cells
+            measured += cells
+            for n, cs in moves.items():
+                self._measure_size(mode, dtype, n, [by_config[c] for c in cs], "screen")
+        self.manifest.setdefault("climb", {})[f"{mode}/{dtype}"] = {
+            "rounds": rounds,
+            "cells": measured,
+            "configs": len(by_config),
+            "converged": converged,
+        }
+        self.manifest["timing"][f"{mode}/{dtype}/climb_s"] = round(time.perf_counter() - t, 2)
 
     def _finish(self, t0: float) -> None:
         if self.writer is not None:
@@ -556,16 +602,29 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
     kernel source, so a done candidate cell whose id the current grid does not have was made by
     other code. Resuming would put two versions of one config name into one run."""
     from sweeper_kernels import Variant
+    from sweeper_kernels.errors import KernelError
 
     current = {v.id for d in cfg.dtypes for v in executor.variants(cfg.grid, d)}
+    climbs = getattr(executor, "neighbours", None) is not None  # any extended-grid id is ours
+
+    def stale_id(variant_id: str) -> bool:
+        now = Variant.current_id(variant_id)
+        if now is None:
+            return True
+        if now in current:
+            return False
+        try:  # a climbed config: any id of the extended grid under this kernel code
+            return not climbs or Variant.parse(now).id != now
+        except KernelError:
+            return True
+
     stale = sorted(
         {
             t["variant_id"]
             for t in trials
-            if t.get("role") == "candidate" and t.get("variant_id")
-            and Variant.current_id(t["variant_id"]) not in current
+            if t.get("role") == "candidate" and t.get("variant_id") and stale_id(t["variant_id"])
         }
-    )  # fmt: skip
+    )
     if stale:
         raise PlanMismatchError(
             f"cannot resume this run: {len(stale)} of its variants were measured with kernel "

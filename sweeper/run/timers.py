@@ -199,25 +199,39 @@ NORMALIZE_ASM = (
 
 
 class Graph:
-    """`calls` back-to-back launches captured once into a CUDA graph, replayed on a stream."""
+    """`calls` back-to-back launches in one CUDA graph, replayed on a stream.
+
+    Up to CAPTURE_CALLS calls are captured as they are. More are built from captured units:
+    two calls (so a launch that alternates its output buffers keeps alternating) chained as
+    child-graph nodes, plus one more call when `calls` is odd. The replay is the same sequence
+    of kernels as a full capture, without paying the host's launch cost (~30-45 us per Numba
+    launch on the H200 machine) once per call: chaining 64 calls took 0.6-0.7 ms where
+    capturing them took 2.3-3.2 ms, and both replays timed 11.67 us per call at 45 MiB
+    (docs/methodology.md, "Where a cell's time goes")."""
 
     def __init__(self, launch: Launch, calls: int, stream):
         cu = _cu()
         self.calls = calls
         self.h = cu.CUstream(int(stream.handle))
-        from numba import cuda
-
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        # No deferred cuMemFree may run while the stream is being captured.
-        with cuda.defer_cleanup():
-            check(cu.cuStreamBeginCapture(self.h, mode))
+        self.graph = self.exec = None
+        if calls <= CAPTURE_CALLS:
+            self.graph = _capture(launch, calls, stream, self.h)
+        else:
+            pair = _capture(launch, 2, stream, self.h)
+            single = _capture(launch, 1, stream, self.h) if calls % 2 else None
             try:
-                for _ in range(calls):
-                    launch(stream)
+                self.graph = check(cu.cuGraphCreate(0))
+                prev = None
+                for child in [pair] * (calls // 2) + ([single] if single else []):
+                    deps = [prev] if prev is not None else None
+                    prev = check(
+                        cu.cuGraphAddChildGraphNode(self.graph, deps, len(deps or ()), child)
+                    )
             finally:
-                graph = check(cu.cuStreamEndCapture(self.h))
-        self.graph = graph
-        self.exec = check(cu.cuGraphInstantiate(graph, 0))
+                for g in (pair, single):
+                    if g is not None:
+                        cu.cuGraphDestroy(g)
+        self.exec = check(cu.cuGraphInstantiate(self.graph, 0))
 
     def launch(self) -> None:
         check(_cu().cuGraphLaunch(self.exec, self.h))
@@ -226,12 +240,47 @@ class Graph:
         cu = _cu()
         if self.exec is not None:
             cu.cuGraphExecDestroy(self.exec)
-            cu.cuGraphDestroy(self.graph)
             self.exec = None
+        if self.graph is not None:
+            cu.cuGraphDestroy(self.graph)
+            self.graph = None
 
     def __del__(self):  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
             self.close()
+
+
+CAPTURE_CALLS = 3  # Graph captures up to this many calls directly, chains units above
+
+
+def _capture(launch: Launch, calls: int, stream, h):
+    """A CUDA graph (not instantiated) of `calls` launches captured on `stream`."""
+    cu = _cu()
+    from numba import cuda
+
+    mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    # No deferred cuMemFree may run while the stream is being captured.
+    with cuda.defer_cleanup():
+        check(cu.cuStreamBeginCapture(h, mode))
+        try:
+            for _ in range(calls):
+                launch(stream)
+        finally:
+            graph = check(cu.cuStreamEndCapture(h))
+    return graph
+
+
+def as_graph(launch: Launch, stream) -> Launch:
+    """`launch` captured once as a one-call graph: the same kernel at the cost of a graph
+    launch (a few us on the host) instead of a Numba launch. For untimed helpers (the L2
+    normalizer, after-write's producer) that run before every sample."""
+    g = Graph(launch, 1, stream)
+
+    def replay(_stream) -> None:
+        g.launch()
+
+    replay.graph = g  # keeps the graph alive as long as the launch
+    return replay
 
 
 class Bench:
@@ -347,7 +396,7 @@ class Bench:
         def launch(stream):
             kernel[blocks, 256, stream](*args)
 
-        return launch
+        return as_graph(launch, self.stream)
 
     def sync(self) -> None:
         self.stream.synchronize()

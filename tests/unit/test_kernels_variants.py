@@ -74,23 +74,28 @@ def test_bad_ids_are_one_clear_error(bad, why):
 def test_default_grid_contents():
     grid = default_grid()
     keys = compile_keys(grid)
-    # default_grid's docstring: tiled keys = core 36 + L2 band 4 + DRAM 3 + upper band 7,
-    # each at 3 blocks x 2 grids; 9 flat keys, each at 3 blocks, once as flat, once as flat32
-    tiled, flat = 36 + 4 + 3 + 7, 9
+    # default_grid's docstring: tiled keys = core 36 + L2 band 4 + DRAM 3 + upper band 7;
+    # 16-byte keys (50 - 24 narrow) at 3 blocks x 3 grids, 4- and 8-byte keys (24) at one
+    # shape; 9 flat keys, each at 3 blocks, once as flat, once as flat32
+    tiled, narrow, flat = 36 + 4 + 3 + 7, 24, 9
     assert len(keys) == 4 * (tiled + 2 * flat)  # block and grid are launch parameters
-    assert len(grid) == 4 * (tiled * 3 * 2 + flat * 3 * 2)
+    assert len(grid) == 4 * ((tiled - narrow) * 3 * 3 + narrow + flat * 3 * 2)
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):
                 for ld in ("default", "cs"):
                     for st_ in ("default", "cs"):
+                        assert Variant(d, vec, u, ld, st_, 256, "onepass") in grid
                         for b in (128, 256, 512):
-                            assert Variant(d, vec, u, ld, st_, b, "onepass") in grid
+                            for g in ("onepass", "stride1", "stride4"):
+                                want = vec == 16 or (b, g) == (256, "onepass")
+                                assert (Variant(d, vec, u, ld, st_, b, g) in grid) == want
         assert Variant(d, 16, 4, "L2::evict_last", "cs", 256, "onepass") in grid
         assert Variant(d, 16, 8, "default", "default", 512, "stride4") in grid
         assert Variant(d, 16, 8, "L2::evict_last:0.75", "cs", 512, "stride4") in grid
         assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
-    assert {v.grid for v in grid} == {"onepass", "stride4", "flat", "flat32"}
+    assert Variant(d, 16, 2, "default", "cs", 128, "stride1") in grid
+    assert {v.grid for v in grid} == {"onepass", "stride1", "stride4", "flat", "flat32"}
     assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4}
     assert Variant(d, 16, 2, "default", "cs", 128, "flat") in grid
     # every flat config twice: 64-bit and 32-bit index maths, separate compiles

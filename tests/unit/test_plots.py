@@ -29,7 +29,16 @@ CONFIGS = [
 STREAMING = CONFIGS[0]
 BAD_CELL = ("hot", "fp16", 40 * MiB, CONFIGS[1])  # the one non-ok cell
 BOUNDARY = 68 * MiB  # midway between the measured 64 MiB and 72 MiB
-PRUNED = {"config": "v32_u8_ld-cs_st-cs", "dtype": "fp16", "reason": "register spill (64 regs)"}
+PRUNED = {
+    "config": "v32_u8_ld-cs_st-cs",
+    "mode": "hot",
+    "dtype": "fp16",
+    "reason": "more than 0.5% behind the best at every screening size it was measured at",
+    "ws_bytes": 40 * 2**20,
+    "shortfall": 0.0312,
+    "sizes": 10,
+}
+CLIMB = {"hot/fp16": {"rounds": 3, "cells": 120, "configs": 57, "converged": True}}
 
 
 def _gbps(mode: str, ws: int, config: str | None) -> float:
@@ -159,6 +168,7 @@ def synthetic_manifest(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> dic
         "started": "2025-01-01T00:00:00Z",
         "finished": "2025-01-01T01:00:00Z",
         "pruned": [PRUNED],
+        "climb": CLIMB,
         "guards": [
             {
                 "cell": "hot/fp16/40MiB/" + CONFIGS[1],

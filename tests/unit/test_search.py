@@ -1,0 +1,132 @@
+"""The search: survivors by margin with no cap, the climb over one-axis neighbours, and the
+screening sizes inside the L2 band."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.analyze.store import load_manifest, load_run
+from sweeper.plan.gpus import lookup
+from sweeper.plan.planfile import make_plan
+from sweeper.run.replay import ModelExecutor, SimpleVariant
+from sweeper.run.runner import RunConfig, start
+from sweeper.run.search import (
+    BAND_FRACTIONS,
+    SCREEN_FRACTIONS,
+    SearchParams,
+    climb_moves,
+    screen_sizes,
+    survivors,
+)
+from sweeper.units import MiB
+
+
+def row(n: int, config: str, ratio: float, status: str = "ok") -> dict:
+    return {"role": "candidate", "status": status, "n": n, "ws_bytes": 8 * n, "config": config,
+            "ratio": ratio}  # fmt: skip
+
+
+def test_every_config_within_the_margin_survives_however_many():
+    rows = [row(1, f"c{i:02d}", 1.0 - i * 0.0005) for i in range(30)]  # all within 1.5%
+    rows += [row(1, "far", 0.9)]
+    keep, pruned = survivors(rows, SearchParams(margin=0.015))
+    assert len(keep) == 30 and "far" not in keep
+    assert [p["config"] for p in pruned] == ["far"]
+    assert pruned[0]["shortfall"] == pytest.approx(0.1) and pruned[0]["ws_bytes"] == 8
+
+
+@pytest.mark.parametrize(
+    ("behind", "kept"),
+    [(0.0149, True), (0.015, True), (0.0151, False)],
+    ids=["just-inside", "at-the-margin", "just-outside"],
+)
+def test_the_margin_is_inclusive(behind, kept):
+    rows = [row(1, f"top{i}", 1.2) for i in range(3)] + [row(1, "x", 1.2 * (1 - behind))]
+    keep, _ = survivors(rows, SearchParams(margin=0.015))
+    assert ("x" in keep) is kept
+
+
+def test_a_config_near_the_best_at_one_size_survives_and_pruning_says_where_it_came_closest():
+    rows = [row(1, "a", 1.3), row(1, "b", 1.0), row(1, "c", 0.95), row(1, "d", 0.90)]
+    rows += [row(2, "a", 1.0), row(2, "b", 1.0), row(2, "c", 0.5), row(2, "d", 0.85)]
+    keep, pruned = survivors(rows, SearchParams(min_survivors=1))
+    assert keep == ["a", "b"]
+    by = {p["config"]: p for p in pruned}
+    assert by["d"]["ws_bytes"] == 16 and by["d"]["shortfall"] == pytest.approx(0.15)
+    assert by["c"]["ws_bytes"] == 8 and by["d"]["sizes"] == 2
+
+
+def test_a_failed_config_is_screened_out_with_its_status():
+    rows = [row(1, "a", 1.0), row(1, "bad", 2.0, status="mismatch")]
+    keep, pruned = survivors(rows, SearchParams())
+    assert keep == ["a"] and "failed at screening (mismatch" in pruned[0]["reason"]
+
+
+L2 = lookup("h200").l2_bytes
+LINE = {f"k{i}": [f"k{i - 1}", f"k{i + 1}"] for i in range(10)}  # a one-axis chain k0..k9
+
+
+def neighbours(config: str) -> list[str]:
+    return [c for c in LINE[config] if c in LINE]
+
+
+def test_the_climb_measures_neighbours_of_near_best_configs_only_where_not_yet_measured():
+    rows = [row(1, "k3", 1.0), row(1, "k4", 0.99), row(1, "k8", 0.5)]
+    rows += [row(2, "k3", 1.0), row(2, "k2", 1.0), row(2, "k8", 0.5)]
+    moves = climb_moves(rows, neighbours, SearchParams(min_survivors=1))
+    assert moves == {1: ["k2", "k5"], 2: ["k1", "k4"]}
+
+
+def test_the_climb_has_converged_when_no_near_best_config_has_an_unmeasured_neighbour():
+    rows = [row(1, c, r) for c, r in (("k0", 0.5), ("k1", 1.0), ("k2", 0.9))]
+    assert climb_moves(rows, neighbours, SearchParams(min_survivors=1)) == {}
+
+
+def test_four_screening_sizes_lie_inside_the_band():
+    assert len(BAND_FRACTIONS) >= 4 and set(BAND_FRACTIONS) <= set(SCREEN_FRACTIONS)
+    for l2 in (40 * MiB, 50 * MiB, 60 * MiB, 72 * MiB, 96 * MiB, 126 * MiB):
+        step = 256 * 1024  # a plan dense at L2 / 256 or finer over the band
+        entries = [{"n": w // 8, "working_set_bytes": w} for w in range(step, 10 * l2, step)]
+        ws = [8 * n for n in screen_sizes(entries, l2)]
+        assert sum(l2 / 2 < w <= l2 for w in ws) >= 4
+        if l2 >= 54 * MiB:  # 0.6 x L2 > 32 MiB: all four in the seeds' (32 MiB, L2]
+            assert sum(32 * MiB < w <= l2 for w in ws) >= 4
+
+
+class ClimbingModel(ModelExecutor):
+    """A model whose seed grid holds only k0; the climb must walk the chain to k7, the best."""
+
+    def variants(self, grid, dtype):
+        return [SimpleVariant(dtype, "k0")]
+
+    def neighbours(self, v):
+        return [SimpleVariant(v.dtype, c) for c in neighbours(v.config)]
+
+
+def test_the_runner_climbs_from_the_seed_to_the_best_config_and_sweeps_it(tmp_path):
+    def speed(i):
+        return lambda ws, l2: 3000.0 + 100 * (7 - abs(i - 7))
+
+    curves = {c: speed(int(c[1:])) for c in LINE}
+    ex = ClimbingModel(curves, l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
+                       copy=lambda ws, l2: 4000.0, noise=0.0)  # fmt: skip
+    plan = make_plan(lookup("h200"), dtypes=["fp32"])
+    config = RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
+                       run_id="r1", search=SearchParams(max_climb_rounds=10))  # fmt: skip
+    run_dir = start(config, ex)
+    climb = load_manifest(run_dir)["climb"]["hot/fp32"]
+    assert climb["converged"] and climb["rounds"] >= 7
+    df = load_run(run_dir).results
+    swept = set(df[(df.role == "candidate") & (df.phase == "sweep")].config)
+    assert swept == {"k6", "k7", "k8"}  # k7 is the best; the top 3 always survive
+
+
+def test_a_climb_stopped_by_its_round_limit_says_it_did_not_converge(tmp_path):
+    curves = {c: (lambda i: lambda ws, l2: 3000.0 + 100 * i)(int(c[1:])) for c in LINE}
+    ex = ClimbingModel(curves, l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
+                       copy=lambda ws, l2: 4000.0, noise=0.0)  # fmt: skip
+    plan = make_plan(lookup("h200"), dtypes=["fp32"])
+    config = RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
+                       run_id="r1", search=SearchParams(max_climb_rounds=2))  # fmt: skip
+    climb = load_manifest(start(config, ex))["climb"]["hot/fp32"]
+    assert climb == {**climb, "rounds": 2, "converged": False}
