@@ -320,11 +320,24 @@ class GpuExecutor:
 
     # -- cells ----------------------------------------------------------------------------
     def _pair(
-        self, mode: str, a, bl, b: _Buffers, key: tuple, stop: Stopping, prime=None, sides="AB"
+        self,
+        mode: str,
+        a,
+        bl,
+        b: _Buffers,
+        key: tuple,
+        stop: Stopping,
+        prime=None,
+        sides="AB",
+        baseline_b: bool = False,
     ):
+        """Time a against bl. `baseline_b`: bl is this size's baseline, so hot mode replays
+        its graphs from the cache (_baseline_graphs); any other side b is captured afresh."""
         between = b.normalize
         if mode == "hot":
-            calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
+            calls, graphs = None, None
+            if baseline_b:
+                calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
             return self.bench.time_pair_hot(
                 a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between
             )
@@ -361,7 +374,15 @@ class GpuExecutor:
         return calls, self._base_graphs[gkey]
 
     def _pair_swapped(
-        self, mode: str, a_on, b_on, b: _Buffers, key: tuple, stop: Stopping, check: bool = False
+        self,
+        mode: str,
+        a_on,
+        b_on,
+        b: _Buffers,
+        key: tuple,
+        stop: Stopping,
+        check: bool = False,
+        baseline_b: bool = False,
     ) -> SwappedTiming:
         """Time side a against side b in two halves, the buffer sets swapped between them
         (a on A and b on B, then a on B and b on A), each half ABBA-ordered with half the
@@ -376,7 +397,10 @@ class GpuExecutor:
             def prime(outs=outs) -> None:  # after warm-up: only calls from here on fill y
                 self._poison_all(outs)
 
-            t = self._pair(mode, a_on(sa), b_on(sb), b, key, half, prime=prime, sides=sa + sb)
+            t = self._pair(
+                mode, a_on(sa), b_on(sb), b, key, half, prime=prime, sides=sa + sb,
+                baseline_b=baseline_b,
+            )  # fmt: skip
             parts.append(t)
             made += timed_calls(t)
             bad += self._mismatches_all(outs, b)
@@ -396,6 +420,7 @@ class GpuExecutor:
             b,
             (dtype, n),
             self.stopping,
+            baseline_b=True,
         ).timing.summary()
         common = {"mode": mode, "dtype": dtype, "n": n, "ws_bytes": ws, "status": "ok"}
         copy_gbps = ws / res["time_us"] / 1e3
@@ -475,6 +500,7 @@ class GpuExecutor:
                 (dtype, n),
                 self.stopping,
                 check=True,
+                baseline_b=True,
             )
             timing, bad = res.timing, res.bad
             summary = timing.summary()

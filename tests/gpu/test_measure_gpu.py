@@ -77,3 +77,22 @@ def test_guard_reset_clears_a_persisting_window_and_limit(bench):
     assert state["limit"] > 0 and state["window_bytes"] == 1 << 20
     bench.reset_persisting()
     assert bench.persisting_state() == {"limit": 0, "window_bytes": 0, "hit_ratio": 0.0}
+
+
+def test_a_pair_times_the_side_it_is_given_after_the_baseline_was_cached():
+    """Hot cells replay the baseline's graphs captured once per size; a pairing against any
+    other side (verify's export against its Numba twin, then against the baseline) must time
+    that side, never a cached graph of another."""
+    from sweeper.run.executor import GpuExecutor
+
+    ex = GpuExecutor(stopping=STOP)
+    n = 1 << 20
+    b = ex._bufs("fp32", n)
+    ex.reference("hot", "fp32", n)  # caches the baseline's graphs at this size
+    spin = {us: ex.bench.spin_launch(us * 1000) for us in (5, 40)}
+    for us in (5, 40):
+        t = ex._pair_swapped(
+            "hot", lambda side: spin[5], lambda side, us=us: spin[us], b, ("fp32", n), STOP
+        ).timing.summary()
+        assert abs(t["base_time_us"] - us) <= 0.1 * us + 1.0, (us, t)
+    ex.release("fp32", n)
