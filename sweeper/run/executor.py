@@ -181,6 +181,11 @@ class GpuExecutor:
 
         return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
 
+    def variant(self, dtype: str, config: str) -> Any:
+        from sweeper_kernels import Variant
+
+        return Variant.parse(f"{dtype}-{config}")
+
     def neighbours(self, variant: Any) -> list[Any]:
         """The search's climb moves: every extended-grid variant one axis away."""
         return variant.neighbours()

@@ -81,6 +81,9 @@ class ModelExecutor:
     def variants(self, grid: str, dtype: str) -> list[SimpleVariant]:
         return [SimpleVariant(dtype, c) for c in self.curves]
 
+    def variant(self, dtype: str, config: str) -> SimpleVariant:
+        return SimpleVariant(dtype, config)
+
     def prepare(self, variants: list[Any]) -> None:
         pass
 

@@ -68,7 +68,8 @@ class Executor(Protocol):
     # optional: `ceiling_set(dtype) -> list of variants` (the L2-resident ceiling's reference
     # configs; the runner measures the ceiling only with executors that have it), and
     # `neighbours(variant) -> list of variants` (the search's one-axis moves; the runner climbs
-    # from the screening rows only with executors that have it)
+    # from the screening rows only with executors that have it) with
+    # `variant(dtype, config) -> variant` (what a resumed run's climbed configs are)
 
 
 # The L2-resident ceiling: the best throughput of a reference set (the copy kernel and
@@ -418,6 +419,11 @@ class Runner:
             return
         itemsize = ITEMSIZE[dtype]
         by_config = {v.config: v for v in variants}
+        variant_of = getattr(self.ex, "variant", None)
+        if variant_of is not None:  # a resumed run: configs the climb found before
+            for r in self._rows_for(mode, dtype):
+                if r["role"] == "candidate" and r["config"] not in by_config:
+                    by_config[r["config"]] = variant_of(dtype, r["config"])
         t = time.perf_counter()
         if cfg.full:
             keep = list(by_config)
@@ -602,21 +608,15 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
     kernel source, so a done candidate cell whose id the current grid does not have was made by
     other code. Resuming would put two versions of one config name into one run."""
     from sweeper_kernels import Variant
-    from sweeper_kernels.errors import KernelError
 
     current = {v.id for d in cfg.dtypes for v in executor.variants(cfg.grid, d)}
     climbs = getattr(executor, "neighbours", None) is not None  # any extended-grid id is ours
 
     def stale_id(variant_id: str) -> bool:
+        # current_id is None exactly where an id names kernel code this checkout lacks; a
+        # climbing executor may have measured any config of the extended grid
         now = Variant.current_id(variant_id)
-        if now is None:
-            return True
-        if now in current:
-            return False
-        try:  # a climbed config: any id of the extended grid under this kernel code
-            return not climbs or Variant.parse(now).id != now
-        except KernelError:
-            return True
+        return now is None or (not climbs and now not in current)
 
     stale = sorted(
         {

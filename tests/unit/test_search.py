@@ -130,3 +130,36 @@ def test_a_climb_stopped_by_its_round_limit_says_it_did_not_converge(tmp_path):
                        run_id="r1", search=SearchParams(max_climb_rounds=2))  # fmt: skip
     climb = load_manifest(start(config, ex))["climb"]["hot/fp32"]
     assert climb == {**climb, "rounds": 2, "converged": False}
+
+
+class InterruptedClimb(ClimbingModel):
+    def __init__(self, *a, after: int, **kw):
+        super().__init__(*a, **kw)
+        self.left = after
+
+    def measure(self, *a):
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return super().measure(*a)
+
+
+def test_a_run_interrupted_mid_climb_resumes_with_the_configs_it_had_climbed_to(tmp_path):
+    def speed(i):
+        return lambda ws, l2: 3000.0 + 100 * (7 - abs(i - 7))
+
+    curves = {c: speed(int(c[1:])) for c in LINE}
+    kw = dict(l2_bytes=L2, baseline=lambda ws, l2: 3000.0, copy=lambda ws, l2: 4000.0, noise=0.0)
+    plan = make_plan(lookup("h200"), dtypes=["fp32"])
+
+    def config(run_id):
+        return RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
+                         run_id=run_id, search=SearchParams(max_climb_rounds=10))  # fmt: skip
+
+    with pytest.raises(KeyboardInterrupt):
+        start(config("r1"), InterruptedClimb(curves, after=40, **kw))
+    run_dir = next(tmp_path.glob("*/r1"))
+    resumed = start(config("r1"), ClimbingModel(curves, **kw), resume=run_dir)
+    full = start(config("r2"), ClimbingModel(curves, **kw))
+    sweep = [set(load_run(d).results.query("phase == 'sweep'").config) for d in (resumed, full)]
+    assert sweep[0] == sweep[1] == {"k6", "k7", "k8"}
