@@ -371,7 +371,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
     rows = []
     for (mode, dtype), ps in sorted(groups.items()):
         c = climb.get(f"{mode}/{dtype}", {})
-        failed = sum(1 for p in ps if p.get("shortfall") is None)
+        failed = sum(1 for p in ps if str(p.get("reason", "")).startswith("failed"))
         conv = {True: "yes", False: "no (round limit)"}.get(c.get("converged"), "-")
         rows.append((mode, dtype, str(c.get("configs", "-")), str(len(ps)), str(failed),
                      str(c.get("rounds", "-")), conv))  # fmt: skip
@@ -428,23 +428,39 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
 
 
 def targets_section(
-    results: pd.DataFrame, manifest: Mapping[str, Any], doc: Mapping[str, Any] | None
+    results: pd.DataFrame,
+    manifest: Mapping[str, Any],
+    doc: Mapping[str, Any] | None,
+    vt: pd.DataFrame | None = None,
 ) -> list[str]:
     if doc is None:
         return ["No policy yet: the targets are checked on the policy's configs."]
-    from sweeper.report.checks import scorecard, scorecard_markdown
+    from sweeper.report.checks import scorecard, scorecard_markdown, verify_scorecard
 
     mode = (doc.get("provenance") or {}).get("mode", "hot")
     l2 = int(doc.get("l2_bytes") or manifest["device"]["l2_bytes"])
-    card = scorecard(results, dict(doc), l2, mode=mode)
-    return [
-        f"The policy's config at every measured size ({mode} mode), against the project's "
-        "targets (`sweeper/report/checks.py`). Ratios are to the baseline, measured side by side. "
+    ceiling = (manifest.get("ceiling") or {}).get("gbps")
+    card = scorecard(results, dict(doc), l2, mode=mode, ceiling_gbps=ceiling)
+    ceiling_s = f"{ceiling:.0f} GB/s" if ceiling else "not measured in this run"
+    out = [
+        f"The policy's config at every measured size ({mode} mode), against the targets "
+        "(`sweeper/report/checks.py`). Ratios are to the baseline, measured side by side. "
         "`worst` is the value the target is checked on (for the CI target, the lowest upper "
-        "end of a ratio's CI); the lowest point ratio is shown beside it.",
+        "end of a ratio's CI); the lowest point ratio is shown beside it. L2-resident "
+        f"ceiling: {ceiling_s}.",
         "",
         scorecard_markdown(card),
     ]
+    if vt is not None and "ratio" in vt:
+        vcard = verify_scorecard(vt, l2, mode=mode, ceiling_gbps=ceiling)
+        out += [
+            "",
+            "The same targets on the exported header's own timing (`sweeper verify`): a size "
+            "fails only where it fails in every pass.",
+            "",
+            scorecard_markdown(vcard),
+        ]
+    return out
 
 
 def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
@@ -541,7 +557,7 @@ def build_report(
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(results, selection_table),
         "Policy": policy(policy_doc),
-        "Targets": targets_section(results, manifest, policy_doc),
+        "Targets": targets_section(results, manifest, policy_doc, verify_table),
         "Verify": verify_section(run_dir, verify_table),
         "Plots": plots_section(run_dir, plot_files),
         "Guards": guards(results, manifest),
