@@ -364,7 +364,11 @@ app.add_typer(policy_app, name="policy")
 def policy_build_cmd(
     run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
     tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tolerance."),
-    mode: str = typer.Option(None, "--mode", help="Residency mode [default: hot if measured]."),
+    mode: str = typer.Option(
+        None,
+        "--mode",
+        help="Residency mode [default: after-write if measured, what production sees; else hot].",
+    ),
     pattern: str = typer.Option(None, "--pattern", help="Call pattern [default: preallocated]."),
 ) -> None:
     """Write <run>/policy.json: the fewest size bands per dtype, each served by one config;

@@ -55,7 +55,10 @@ FALLBACK_RULE = [
 # ---- build -----------------------------------------------------------------------------
 
 
-def _pick(values: Sequence[str], wanted: str | None, what: str, prefer: str) -> str:
+DEFAULT_MODES = ("after-write", "hot")  # the policy's mode when a run has several
+
+
+def _pick(values: Sequence[str], wanted: str | None, what: str, prefer: Sequence[str]) -> str:
     vals = sorted(set(values))
     if wanted is not None:
         if wanted not in vals:
@@ -63,8 +66,9 @@ def _pick(values: Sequence[str], wanted: str | None, what: str, prefer: str) -> 
         return wanted
     if len(vals) == 1:
         return vals[0]
-    if prefer in vals:
-        return prefer
+    for p in prefer:
+        if p in vals:
+            return p
     raise SweeperError(f"the run has several {what}s ({', '.join(vals)}); pass --{what}")
 
 
@@ -90,8 +94,10 @@ def build_policy(
     ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
     if ok.empty:
         raise SweeperError("the run has no ok candidate rows: nothing to build a policy from")
-    mode = _pick(ok["mode"].tolist(), mode, "mode", "hot")
-    pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", "preallocated")
+    # A run with several modes: after-write by default, the residency a kernel's input has in
+    # production (the layer before just wrote it), then hot.
+    mode = _pick(ok["mode"].tolist(), mode, "mode", DEFAULT_MODES)
+    pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
     sets = acceptable_sets(
         results[(results["mode"] == mode) & (results["pattern"] == pattern)], tolerance
     )

@@ -427,3 +427,28 @@ def test_of_two_segmentations_with_as_many_bands_the_one_closer_to_the_best_wins
     0.99 of its best (2.99): the first."""
     acc = [{"A": 1.0}, {"A": 0.99, "B": 1.0}, {"B": 1.0}]
     assert segment([1, 2, 3], acc, 10.0) == ([(0, 0, "A"), (1, 2, "B")], 0)
+
+
+@pytest.mark.parametrize(
+    ("modes", "wanted", "got"),
+    [
+        (("hot", "after-write"), None, "after-write"),  # production's residency by default
+        (("hot", "after-write"), "hot", "hot"),
+        (("hot", "cold"), None, "hot"),
+        (("cold",), None, "cold"),
+    ],
+)
+def test_a_policy_is_built_for_one_mode_after_write_by_default(modes, wanted, got):
+    sizes = [s * MiB for s in range(33, 72, 2)]  # the band: "plain" wins, 1000 vs 400 GB/s
+    frames = []
+    for m in modes:  # ... except after a producer, where "stream" runs 4x faster
+        f = cliff_results({"fp32": sizes}).assign(mode=m)
+        if m == "after-write":
+            fast = f.config == "stream"
+            f.loc[fast, ["gbps", "ratio", "ratio_lo", "ratio_hi"]] *= 4
+            f.loc[fast, ["time_us", "time_lo_us", "time_hi_us"]] /= 4
+        frames.append(f)
+    doc = build_policy(pd.concat(frames, ignore_index=True), manifest(), mode=wanted)
+    assert doc["provenance"]["mode"] == got
+    configs = {b["config"] for b in doc["dtypes"]["fp32"]["bands"]}
+    assert configs == ({"stream"} if got == "after-write" else {"plain"})
