@@ -550,6 +550,18 @@ def build_report(
         "",
         "Not built yet: " + "; ".join(missing) + "." if missing else "All stages present.",
         "",
+    ]
+    if manifest.get("status") not in (None, "complete"):
+        head += [f"**The run is {manifest['status']}**: `sweeper run --resume` completes it.", ""]
+    if manifest.get("open_brackets"):
+        head += [
+            "**A band boundary is bracketed more widely than the plan resolution** in "
+            + ", ".join(manifest["open_brackets"])
+            + " (the run's bracketing stopped at its round limit): `sweeper policy build` "
+            "refuses it; `sweeper run --resume --run-dir RUN` samples that stretch.",
+            "",
+        ]
+    head += [
         " · ".join(f"[{s}](#{s.lower().replace(' ', '-')})" for s in SECTIONS),
     ]
     bodies = {

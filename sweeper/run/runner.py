@@ -462,15 +462,16 @@ class Runner:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             added += len(points)
         # Then close every gap the policy would need a boundary in (see bracket_points).
-        bracketed = 0
-        for _ in range(cfg.search.max_bracket_rounds):
+        bracketed, closed = 0, False
+        for round_ in range(cfg.search.max_bracket_rounds + 1):
             rows = survivor_rows()
             points = bracket_points(
                 rows, plan.l2_bytes, plan.resolution, itemsize, cfg.search.policy_tolerance
             )
             points = [n for n in points if not self._has_size(mode, dtype, n)]
+            closed = not points
             points = points[: max(0, cfg.search.max_refine_points - bracketed)]
-            if not points:
+            if not points or round_ == cfg.search.max_bracket_rounds:
                 break
             self._total += len(points) * len(chosen)
             for n in points:
@@ -479,6 +480,9 @@ class Runner:
         timing[f"{mode}/{dtype}/refine_s"] = round(time.perf_counter() - t, 2)
         timing[f"{mode}/{dtype}/refine_points"] = added
         timing[f"{mode}/{dtype}/bracket_points"] = bracketed
+        # where `sweeper policy build` will refuse a boundary: the gap is still open
+        opened = [k for k in self.manifest.get("open_brackets", []) if k != f"{mode}/{dtype}"]
+        self.manifest["open_brackets"] = opened + ([] if closed else [f"{mode}/{dtype}"])
         write_manifest(self.run_dir, self.manifest)
 
     def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:

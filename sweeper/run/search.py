@@ -41,7 +41,7 @@ class SearchParams:
     max_refine_points: int = 48  # per (mode, dtype)
     # Then: sample wherever the policy would need a boundary in a gap wider than the plan
     # resolution (sweeper policy refuses those), at the policy's tolerance.
-    max_bracket_rounds: int = 6
+    max_bracket_rounds: int = 12
     policy_tolerance: float = 0.02
 
 

@@ -296,11 +296,20 @@ def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
     data = load_run(run_dir)
     with pytest.raises(SweeperError, match="wider than the plan resolution"):
         build_policy(data.results, data.manifest)
+    # The manifest and the report say the gap is open, though the run is complete.
+    assert data.manifest["status"] == "complete"
+    assert data.manifest["open_brackets"] == ["hot/fp32"]
+    from sweeper import api
+
+    assert "bracketed more widely than the plan resolution** in hot/fp32" in (
+        api.report(str(run_dir)).read_text()
+    )
     # Resuming with bracket refinement on samples the gap; the policy then builds.
     c2 = cfg(plan, tmp_path)
     c2.search = SearchParams(max_refine_rounds=0)  # bracket refinement alone
     start(c2, _outer_cross_model(), resume=run_dir)
     assert load_manifest(run_dir)["timing"]["hot/fp32/bracket_points"] > 0
+    assert load_manifest(run_dir)["open_brackets"] == []
     data = load_run(run_dir)
     pol = build_policy(data.results, data.manifest)
     bands = pol["dtypes"]["fp32"]["bands"]
