@@ -162,7 +162,9 @@ def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     return out + _table((*header, "L2 bracket (MiB)", "largest gaps (by ratio)"), rows, "--rrrrr-")
 
 
-def selection(results: pd.DataFrame, sel: pd.DataFrame | None) -> list[str]:
+def selection(
+    results: pd.DataFrame, sel: pd.DataFrame | None, l2_bytes: int | None = None
+) -> list[str]:
     if sel is None:
         out = [
             "**No selection built yet** (`sweeper select` writes selection.csv and "
@@ -206,7 +208,33 @@ def selection(results: pd.DataFrame, sel: pd.DataFrame | None) -> list[str]:
         ]
         header = ("size (MiB)", "config", "GB/s", "% of copy", "vs torch [95% CI]")
         out += _table(header, rows, "r-rrr") + ["", "</details>", ""]
-    return out
+    return out + modes_side_by_side(table, l2_bytes)
+
+
+def modes_side_by_side(table: pd.DataFrame, l2_bytes: int | None) -> list[str]:
+    """Where a run measured several modes: per dtype and range of working set, the lowest and
+    highest ratio of the selected config in each mode."""
+    modes = [m for m in MODES if m in set(table["mode"])]
+    if len(modes) < 2 or not l2_bytes:
+        return []
+    edges = [0, l2_bytes / 8, l2_bytes / 2, l2_bytes, 4 * l2_bytes, float("inf")]
+    names = ["<= L2/8", "L2/8 - L2/2", "L2/2 - L2", "L2 - 4 x L2", "> 4 x L2"]
+    rows = []
+    for dtype in [d for d in DTYPES if d in set(table["dtype"])]:
+        for mode in modes:
+            t = table[(table["dtype"] == dtype) & (table["mode"] == mode)]
+            cells = []
+            for lo, hi in zip(edges, edges[1:], strict=False):
+                r = t[(t.ws_bytes > lo) & (t.ws_bytes <= hi)].ratio
+                cells.append(f"{r.min():.2f}-{r.max():.2f}" if len(r) else "-")
+            rows.append((dtype, mode, *cells))
+    return [
+        "Modes side by side: the selected config's ratio to the baseline, lowest-highest per "
+        "range of working set.",
+        "",
+        *_table(("dtype", "mode", *names), rows, "--rrrrr"),
+        "",
+    ]
 
 
 def _rank(value: str, order: Sequence[str]) -> int:
@@ -567,7 +595,9 @@ def build_report(
     bodies = {
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
-        "Selection": selection(results, selection_table),
+        "Selection": selection(
+            results, selection_table, manifest.get("device", {}).get("l2_bytes")
+        ),
         "Policy": policy(policy_doc),
         "Targets": targets_section(results, manifest, policy_doc, verify_table),
         "Verify": verify_section(run_dir, verify_table),

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper import api
+from sweeper.analyze.store import load_run
 from sweeper.cli import app
 from sweeper.report.report import SECTIONS, largest_gaps
 
@@ -78,6 +79,15 @@ def test_report_without_selection_or_policy_says_so(run_dir):
     assert f"| 32 | `{CONFIGS[1]}` |" in sec["Selection"]
     assert f"| 256 | `{STREAMING}` |" in sec["Selection"]
     assert "1.16x [1.12, 1.19]" in sec["Selection"]
+    # hot and cold side by side: lowest-highest ratio per range, from the same table
+    from sweeper.report.tables import best_per_size
+
+    best = best_per_size(load_run(run_dir).results)
+    for mode in ("hot", "cold"):
+        r = best[(best.dtype == "fp32") & (best["mode"] == mode)]
+        r = r[(r.ws_bytes > 32 * 2**20) & (r.ws_bytes <= 64 * 2**20)].ratio  # (L2/2, L2]
+        assert f"| fp32 | {mode} |" in sec["Selection"]
+        assert f"| {r.min():.2f}-{r.max():.2f} |" in sec["Selection"].split(f"| fp32 | {mode} |")[1]
     # hot before cold, fp32 before fp16; each group summarised as runs of one config
     summaries = re.findall(r"<summary>(.*)</summary>", sec["Selection"])
     assert [re.sub(r":.*", "", x) for x in summaries] == [
