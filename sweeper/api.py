@@ -328,7 +328,13 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
     df = sel.select(data.results, tol)
     l2 = (data.manifest.get("device") or {}).get("l2_bytes")
-    sel.write_selection(data.path, df, l2, f"{data.manifest.get('run_id', data.path.name)}")
+    sel.write_selection(
+        data.path,
+        df,
+        l2,
+        f"{data.manifest.get('run_id', data.path.name)}",
+        str(data.manifest.get("baseline") or "torch"),
+    )
     return df
 
 

@@ -245,8 +245,10 @@ def variants(results: pd.DataFrame, names: Iterable[str] | None = None) -> dict[
     return out
 
 
-def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
-    lines = [f"# Selection: {title}", ""]
+def to_markdown(
+    sel: pd.DataFrame, l2_bytes: int | None, title: str, baseline: str = "torch"
+) -> str:
+    lines = [f"# Selection: {title}", "", f"Baseline: `{baseline}`.", ""]
     lines.append(
         "Chosen config per size (ties inside the noise go to the smaller size's choice, "
         "then to the simpler config; see sweeper/analyze/select.py)."
@@ -254,7 +256,7 @@ def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
     for (mode, pattern, dtype), grp in sel.groupby(list(GROUP), sort=True):
         lines += ["", f"## {dtype}, mode {mode}, pattern {pattern}", ""]
         lines.append(
-            "| working set | x L2 | config | GB/s | % copy | vs baseline [95% CI] "
+            f"| working set | x L2 | config | GB/s | % copy | vs {baseline} [95% CI] "
             "| runner-up | margin | tied | why |"
         )
         lines.append("|---:|---:|---|---:|---:|---|---|---:|---:|---|")
@@ -269,16 +271,21 @@ def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str) -> str:
 
 
 def write_selection(
-    run_dir: str | os.PathLike, sel: pd.DataFrame, l2_bytes: int | None, title: str
+    run_dir: str | os.PathLike,
+    sel: pd.DataFrame,
+    l2_bytes: int | None,
+    title: str,
+    baseline: str = "torch",
 ) -> tuple[Path, Path]:
-    """Atomically write selection.csv and selection.md into the run folder."""
+    """Atomically write selection.csv (with the baseline's name in a `baseline` column) and
+    selection.md into the run folder."""
     import io
 
     from sweeper.schema import atomic_write_text
 
     run_dir = Path(run_dir)
     buf = io.StringIO()
-    sel.to_csv(buf, index=False)
+    sel.assign(baseline=baseline).to_csv(buf, index=False)
     csv = atomic_write_text(run_dir / SELECTION_CSV, buf.getvalue())
-    md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title))
+    md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title, baseline))
     return csv, md

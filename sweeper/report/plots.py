@@ -58,12 +58,14 @@ class RunInfo:
     persisting_l2_max_bytes: int | None = None
     dense_lo_bytes: int | None = None
     dense_hi_bytes: int | None = None
+    baseline: str = "torch"  # what the run timed every candidate against (manifest "baseline")
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> RunInfo:
         device = manifest.get("device") or {}
         plan = manifest.get("plan") or {}
         return cls(
+            baseline=str(manifest.get("baseline") or "torch"),
             gpu=str(manifest.get("gpu") or device.get("name") or ""),
             run_id=str(manifest.get("run_id") or ""),
             l2_bytes=_int(device.get("l2_bytes") or plan.get("l2_bytes")),
@@ -243,7 +245,7 @@ def bandwidth_figure(
     """GB/s vs working set, one panel per dtype, for ONE mode (see `facets`).
 
     Curves: the configs of `shown_configs(top)`, the best-per-size envelope, the policy's
-    config at each size (if `bands`), torch, the copy roofline; sampled sizes as a rug.
+    config at each size (if `bands`), the baseline, the copy roofline; sampled sizes as a rug.
     """
     info = info or RunInfo()
     dtypes = dtypes_in(results)
@@ -266,7 +268,8 @@ def bandwidth_figure(
             xs, ys = _policy_points(d, bands[dtype], "gbps")
             ax.plot(xs, ys, color=_POLICY, lw=1.6, ls="--", label="policy", gid="policy")
         xs, ys = _series(d[(d["role"] == "baseline") & (d["status"] == "ok")])
-        ax.plot(xs, ys, color=_TORCH, lw=1.4, marker="s", ms=2.5, label="torch", gid="baseline")
+        ax.plot(xs, ys, color=_TORCH, lw=1.4, marker="s", ms=2.5, label=info.baseline,
+                gid="baseline")  # fmt: skip
         xs, ys = _series(d[(d["role"] == "copy") & (d["status"] == "ok")])
         if not xs:  # fall back to the copy bandwidth recorded on candidate rows
             xs, ys = _series(cand, "copy_gbps")
@@ -285,7 +288,7 @@ def ratio_figure(
     bands: Bands | None = None,
     facet: str | None = None,
 ) -> Figure:
-    """Speedup over torch of the best config per size (95% CI shaded), per dtype."""
+    """Speedup over the baseline of the best config per size (95% CI shaded), per dtype."""
     info = info or RunInfo()
     dtypes = dtypes_in(results)
     fig, axes = _panels(len(dtypes), height=2.6)
@@ -310,11 +313,11 @@ def ratio_figure(
         if bands and dtype in bands:
             pxs, pys = _policy_points(d, bands[dtype], "ratio")
             ax.plot(pxs, pys, color=_POLICY, lw=1.4, ls="--", label="policy", gid="policy")
-        ax.axhline(1.0, color=_TORCH, lw=1.2, label="torch (1.0×)", gid="parity")
+        ax.axhline(1.0, color=_TORCH, lw=1.2, label=f"{info.baseline} (1.0×)", gid="parity")
         _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
-        _finish_panel(ax, info, dtype, "speedup vs torch (×)", first=(i == 0))
+        _finish_panel(ax, info, dtype, f"speedup vs {info.baseline} (×)", first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
-    fig.suptitle(_title("Speedup over torch (>1 = faster)", info, facet))
+    fig.suptitle(_title(f"Speedup over {info.baseline} (>1 = faster)", info, facet))
     return fig
 
 
@@ -522,7 +525,7 @@ def policy_figure(
 
 
 def modes_figure(results: pd.DataFrame, info: RunInfo | None = None) -> Figure:
-    """Best GB/s per size in each residency mode (and torch's), one panel per dtype."""
+    """Best GB/s per size in each residency mode (and the baseline's), one panel per dtype."""
     info = info or RunInfo()
     dtypes = dtypes_in(results)
     fig, axes = _panels(len(dtypes), height=2.8)
@@ -537,7 +540,7 @@ def modes_figure(results: pd.DataFrame, info: RunInfo | None = None) -> Figure:
             xs, ys = _series(best_per_size(sub))
             ax.plot(xs, ys, color=cmap(j), lw=1.8, marker="o", ms=3, label=f"best, {facet}")
             xs, ys = _series(sub[(sub["role"] == "baseline") & (sub["status"] == "ok")])
-            ax.plot(xs, ys, color=cmap(j), lw=1, ls="--", label=f"torch, {facet}")
+            ax.plot(xs, ys, color=cmap(j), lw=1, ls="--", label=f"{info.baseline}, {facet}")
         ax.set_ylim(bottom=0)
         _finish_panel(ax, info, dtype, "bandwidth (GB/s)", first=(i == 0))
     axes[-1].set_xlabel(XLABEL)

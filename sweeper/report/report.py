@@ -163,7 +163,10 @@ def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
 
 
 def selection(
-    results: pd.DataFrame, sel: pd.DataFrame | None, l2_bytes: int | None = None
+    results: pd.DataFrame,
+    sel: pd.DataFrame | None,
+    l2_bytes: int | None = None,
+    baseline: str = "torch",
 ) -> list[str]:
     if sel is None:
         out = [
@@ -206,7 +209,7 @@ def selection(
             )
             for _, r in grp.sort_values("ws_bytes").iterrows()
         ]
-        header = ("size (MiB)", "config", "GB/s", "% of copy", "vs torch [95% CI]")
+        header = ("size (MiB)", "config", "GB/s", "% of copy", f"vs {baseline} [95% CI]")
         out += _table(header, rows, "r-rrr") + ["", "</details>", ""]
     return out + modes_side_by_side(table, l2_bytes)
 
@@ -579,6 +582,13 @@ def build_report(
         "Not built yet: " + "; ".join(missing) + "." if missing else "All stages present.",
         "",
     ]
+    if str(manifest.get("baseline") or "torch") != "torch":
+        head += [
+            f"**The baseline is `{manifest['baseline']}`, not torch**: every ratio in this "
+            "report is against it (torch was not importable, or another baseline was asked "
+            "for; `pip install -e '.[torch]'`).",
+            "",
+        ]
     if manifest.get("status") not in (None, "complete"):
         head += [f"**The run is {manifest['status']}**: `sweeper run --resume` completes it.", ""]
     if manifest.get("open_brackets"):
@@ -596,7 +606,10 @@ def build_report(
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(
-            results, selection_table, manifest.get("device", {}).get("l2_bytes")
+            results,
+            selection_table,
+            manifest.get("device", {}).get("l2_bytes"),
+            str(manifest.get("baseline") or "torch"),
         ),
         "Policy": policy(policy_doc),
         "Targets": targets_section(results, manifest, policy_doc, verify_table),

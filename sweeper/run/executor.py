@@ -132,6 +132,15 @@ class GpuExecutor:
                     raise SweeperError(f"--baseline torch asked for, but {e}") from None
         if self.torch is None:
             self.baseline_name = baseline if baseline not in ("auto", "torch") else REFERENCE_CONFIG
+            if baseline == "auto":
+                import sys
+
+                print(
+                    f"sweeper: torch is not importable, so --baseline auto times every "
+                    f"candidate against sweeper's own {REFERENCE_CONFIG}, not torch (the "
+                    "manifest, plots and report name it); pip install -e '.[torch]' for torch",
+                    file=sys.stderr,
+                )
         self._mismatch = _mismatch_kernel()
         self._count = self.cuda.device_array(1, dtype=np.uint64)
 

@@ -60,6 +60,7 @@ class ModelExecutor:
         fail: dict[str, str] | None = None,
         interrupt_after: int | None = None,
         device_name: str = "Model GPU",
+        baseline_name: str = "torch",
     ):
         self.curves = curves
         self.l2 = l2_bytes
@@ -69,13 +70,14 @@ class ModelExecutor:
         self.fail = fail or {}
         self.interrupt_after = interrupt_after
         self.device_name = device_name
+        self.baseline_name = baseline_name
         self.calls: list[tuple] = []
 
     def describe(self) -> dict:
         return {
             "device": {"name": self.device_name, "l2_bytes": self.l2, "sm_count": 1, "cc": [0, 0]},
             "versions": {},
-            "baseline": "torch",
+            "baseline": self.baseline_name,
         }
 
     def variants(self, grid: str, dtype: str) -> list[SimpleVariant]:
@@ -124,7 +126,7 @@ class ModelExecutor:
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         copy_t = self._time(self.copy_curve, ws, key + "|copy")
         copy = self._row(mode, dtype, n, "copy", "copy", copy_t, base_t)
-        base = self._row(mode, dtype, n, "baseline", "torch", base_t, base_t)
+        base = self._row(mode, dtype, n, "baseline", self.baseline_name, base_t, base_t)
         copy["copy_gbps"] = base["copy_gbps"] = copy["gbps"]
         return [copy, base]
 

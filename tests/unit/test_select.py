@@ -203,9 +203,10 @@ def test_the_shipped_cold_run_reselects_to_its_committed_selection(tmp_path):
     data = load_run(run)
     sel = select(data.results)
     want = pd.read_csv(run / "selection.csv")
-    got = pd.read_csv(__import__("io").StringIO(sel.to_csv(index=False)))
+    base = data.manifest["baseline"]
+    got = pd.read_csv(__import__("io").StringIO(sel.assign(baseline=base).to_csv(index=False)))
     pd.testing.assert_frame_equal(got, want)
-    md = to_markdown(sel, data.manifest["device"]["l2_bytes"], data.manifest["run_id"])
+    md = to_markdown(sel, data.manifest["device"]["l2_bytes"], data.manifest["run_id"], base)
     assert md == (run / "selection.md").read_text()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from sweeper import api
@@ -98,3 +99,26 @@ def test_compare_reports_agreement_of_two_runs(tmp_path):
     assert 0.0 < rep["time_us"]["within"] < 1.0
     small = [r for r in rep["by_size"] if r["mib"].startswith("(0,")]
     assert small and small[0]["within"] < 1.0
+
+
+def test_a_baseline_other_than_torch_is_named_in_selection_report_and_plots(tmp_path):
+    from sweeper.analyze.store import load_run
+    from sweeper.report.plots import RunInfo, ratio_figure
+
+    ref = "v4-u1-ld.def-st.def-b256-onepass"
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
+    ex = ModelExecutor({"a": lambda ws, l2: 5000.0, "b": lambda ws, l2: 4000.0}, l2_bytes=L2,
+                       baseline=lambda ws, l2: 4500.0, copy=lambda ws, l2: 5200.0,
+                       baseline_name=ref)  # fmt: skip
+    run = api.run(str(plan.path), executor=ex, out_root=str(tmp_path / "res"), run_id="r")
+    api.select(str(run))
+    text = api.report(str(run)).read_text()
+    assert f"**The baseline is `{ref}`, not torch**" in text and f"vs {ref} [95% CI]" in text
+    assert "vs torch" not in text
+    assert f"Baseline: `{ref}`." in (run / "selection.md").read_text()
+    assert set(pd.read_csv(run / "selection.csv").baseline) == {ref}
+    data = load_run(run)
+    fig = ratio_figure(data.results, RunInfo.from_manifest(data.manifest))
+    labels = [x for ax in fig.axes for x in ax.get_legend_handles_labels()[1]]
+    assert f"{ref} (1.0×)" in labels and not any("torch" in x for x in labels)
+    assert all("torch" not in ax.get_ylabel() for ax in fig.axes)
