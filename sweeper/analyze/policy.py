@@ -45,10 +45,12 @@ if TYPE_CHECKING:
 
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
 GRID_RE = re.compile(r"^(onepass|flat|flat32|stride[1-9][0-9]*)$")
+# Tuned bands dispatch only on the device they were measured on: band edges come from that
+# GPU's L2 size and from wave effects of its SM count. Anywhere else: the generic config.
 FALLBACK_RULE = [
-    "exact (cc major.minor, l2_bytes)",
-    "same cc major, nearest l2_bytes (log scale)",
-    "nearest l2_bytes (log scale)",
+    "exact (cc major.minor, l2_bytes, sm_count)",
+    "the generic config of the first entry with the dtype (highest worst-case ratio to the "
+    "baseline over its run's sizes)",
 ]
 
 
@@ -125,9 +127,17 @@ def build_policy(
                 "sizes wherever a boundary's bracket is too wide)"
             )
         out_dtypes[dtype] = _bands_doc(sizes, acc, bands, l2)
+        out_dtypes[dtype]["generic"] = generic_config(
+            results[(results["mode"] == mode) & (results["pattern"] == pattern)],
+            dtype,
+            simpler,
+        )
     if not out_dtypes:
         raise SweeperError("no dtype left to build a policy for")
-    used = sorted({b["config"] for d in out_dtypes.values() for b in d["bands"]})
+    used = sorted(
+        {b["config"] for d in out_dtypes.values() for b in d["bands"]}
+        | {d["generic"]["config"] for d in out_dtypes.values()}
+    )
     cc = device.get("cc") or [0, 0]
     return {
         "provenance": {
@@ -149,6 +159,25 @@ def build_policy(
         "configs": {c: table[c] for c in used},
         "dtypes": out_dtypes,
     }
+
+
+def generic_config(results: pd.DataFrame, dtype: str, simpler) -> dict:
+    """The config for a device the policy was not measured on: of the configs measured ok at
+    every size the run has for this dtype, the one whose lowest ratio to the baseline is
+    highest (ties to the simpler)."""
+    ok = results[
+        (results["role"] == "candidate") & (results["status"] == "ok") & (results["dtype"] == dtype)
+    ]
+    sizes = ok["ws_bytes"].nunique()
+    per = ok.groupby("config").agg(worst=("ratio", "min"), sizes=("ws_bytes", "nunique"))
+    per = per[(per["sizes"] == sizes) & per["worst"].notna()]
+    if per.empty:
+        raise SweeperError(
+            f"{dtype}: no config was measured ok at every size, so the policy has no generic "
+            "config for other GPUs"
+        )
+    best = min(per.index, key=lambda c: (-round(float(per.at[c, "worst"]), 12), simpler(c)))
+    return {"config": best, "worst_ratio": round(float(per.at[best, "worst"]), 5)}
 
 
 def _bands_doc(sizes: list[int], acc: list[dict[str, float]], bands, l2: int) -> dict:
@@ -258,6 +287,9 @@ def _validate_dtypes(doc: dict, configs: dict, rel_only: bool, where: str = "") 
         if not isinstance(d, dict):
             raise FieldError(f"{where}dtypes.{dt}", "expected an object with 'bands'")
         _validate_bands(d.get("bands"), f"{where}dtypes.{dt}.bands", configs, rel_only)
+        g = d.get("generic")
+        if g is not None and (not isinstance(g, dict) or g.get("config") not in configs):
+            raise FieldError(f"{where}dtypes.{dt}.generic", f"not a config of the policy: {g!r}")
 
 
 def validate_policy(doc: dict) -> None:
@@ -285,9 +317,12 @@ def validate_merged(doc: dict) -> None:
             raise FieldError(f"entries[{k}]", "expected an object")
         cc = require(e, "cc", list, w)
         l2 = require(e, "l2_bytes", int, w)
-        if (tuple(cc), l2) in seen:
-            raise FieldError(w + "cc", f"duplicate key (cc {cc}, l2_bytes {l2})")
-        seen.add((tuple(cc), l2))
+        sms = e.get("sm_count")
+        if sms is not None and (not isinstance(sms, int) or isinstance(sms, bool) or sms <= 0):
+            raise FieldError(w + "sm_count", f"expected a positive integer or null, found {sms!r}")
+        if (tuple(cc), l2, sms) in seen:
+            raise FieldError(w + "cc", f"duplicate key (cc {cc}, l2_bytes {l2}, sm_count {sms})")
+        seen.add((tuple(cc), l2, sms))
         _validate_dtypes(e, configs, rel_only=True, where=w)
     require(doc, "fallback", list)
 
@@ -329,18 +364,20 @@ def merge_docs(policies: Sequence[dict], names: Sequence[str]) -> dict:
                     f"({v} vs {configs[c]}); rebuild the policies with the same kernels"
                 )
             configs[c] = v
-        key = (tuple(doc["cc"]), doc["l2_bytes"])
+        prov = doc["provenance"]
+        sms = (prov.get("device") or {}).get("sm_count")
+        key = (tuple(doc["cc"]), doc["l2_bytes"], sms)
         for e in entries:
-            if (tuple(e["cc"]), e["l2_bytes"]) == key:
+            if (tuple(e["cc"]), e["l2_bytes"], e.get("sm_count")) == key:
                 raise SweeperError(
                     f"{name} and {e['source']['file']} are both for cc {doc['cc']} with L2 "
-                    f"{doc['l2_bytes']} bytes; merge one policy per GPU"
+                    f"{doc['l2_bytes']} bytes and {sms} SMs; merge one policy per GPU"
                 )
-        prov = doc["provenance"]
         entries.append(
             {
                 "cc": list(doc["cc"]),
                 "l2_bytes": doc["l2_bytes"],
+                "sm_count": sms,
                 "gpu": prov.get("gpu", ""),
                 "device_name": prov.get("device", {}).get("name", ""),
                 "source": {
@@ -352,15 +389,24 @@ def merge_docs(policies: Sequence[dict], names: Sequence[str]) -> dict:
                     "resolution": prov.get("resolution"),
                 },
                 "dtypes": {
-                    dt: {"bands": [_rel_band(b) for b in d["bands"]]}
+                    dt: {
+                        "bands": [_rel_band(b) for b in d["bands"]],
+                        **({"generic": d["generic"]} if "generic" in d else {}),
+                    }
                     for dt, d in doc["dtypes"].items()
                 },
             }
         )
-    entries.sort(key=lambda e: (e["cc"], e["l2_bytes"]))
+    entries.sort(key=lambda e: (e["cc"], e["l2_bytes"], e.get("sm_count") or 0))
+    generic: dict[str, str] = {}
+    for e in entries:
+        for dt, d in e["dtypes"].items():
+            if "generic" in d:
+                generic.setdefault(dt, d["generic"]["config"])
     return {
         "configs": dict(sorted(configs.items())),
         "entries": entries,
+        "generic": generic,
         "fallback": FALLBACK_RULE,
         "disagreements": disagreements(entries),
     }

@@ -201,12 +201,15 @@ def _dispatchers(doc: dict) -> str:
 
 
 def _entry_keys(doc: dict) -> str:
-    """The rows of entry_keys(): (cc major, cc minor, L2 bytes, has a band set per Dt)."""
+    """The rows of entry_keys(): (cc major, cc minor, L2 bytes, SM count or 0 where unknown,
+    has a band set per Dt)."""
     rows = []
     for e in doc["entries"]:
         has = ", ".join("true" if dt in e["dtypes"] else "false" for dt in DTYPES)
+        sms = e.get("sm_count") or 0
         rows.append(
-            f"    {{{e['cc'][0]}, {e['cc'][1]}, {e['l2_bytes']}LL, {{{has}}}}},  // {e['gpu']}"
+            f"    {{{e['cc'][0]}, {e['cc'][1]}, {e['l2_bytes']}LL, {sms}, {{{has}}}}},"
+            f"  // {e['gpu']}"
         )
     return "\n".join(rows)
 
@@ -220,6 +223,7 @@ def _launch_relu(doc: dict) -> str:
     parts = []
     for i, dt in enumerate(DTYPES):
         ks = _entries_with(doc, dt)
+        g = doc.get("generic", {}).get(dt)
         parts.append(
             _template("launch_relu.cuh").substitute(
                 ctype=CTYPE[dt],
@@ -232,6 +236,13 @@ def _launch_relu(doc: dict) -> str:
                 choice_cases="\n".join(
                     f"    case {k}: return detail::choice_e{k}_{dt}(n, d);" for k in ks
                 ),
+                generic_launch=(
+                    f"return detail::V_{_ident(g)}::launch<{DT_ENUM[dt]}>(in, out, n, d, s);"
+                    "  // the generic config: no entry was measured on this device"
+                    if g
+                    else "return cudaErrorNotSupported;  // the policy has no bands for this dtype"
+                ),
+                generic_name=f'"{g}"' if g else '""',
             )
         )
     return "".join(parts).removesuffix("\n")

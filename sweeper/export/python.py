@@ -12,17 +12,20 @@ from sweeper.analyze.policy import FALLBACK_RULE
 
 
 def runtime_doc(doc: dict) -> dict:
-    """The minimal form a runtime loader needs: configs, entries of bands, fallback rule."""
+    """The minimal form a runtime loader needs: configs, entries of bands, the generic config
+    per dtype, fallback rule."""
     return {
         "format": "sweeper-relu-policy-runtime",
-        "version": 1,
+        "version": 2,
         "bands_in": "working set (2 * n * itemsize) / l2CacheSize; band = first with rel < below",
         "fallback": list(doc["fallback"]),
         "configs": doc["configs"],
+        "generic": dict(doc.get("generic", {})),
         "entries": [
             {
                 "cc": e["cc"],
                 "l2_bytes": e["l2_bytes"],
+                "sm_count": e.get("sm_count"),
                 "gpu": e["gpu"],
                 "run_ids": e["source"].get("run_ids", []),
                 "dtypes": {

@@ -70,27 +70,27 @@ def _rows(l2, gpu, winner_at):
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _manifest(l2, cc, gpu):
+def _manifest(l2, cc, gpu, sms=132):
     return {
         "run_id": f"run-{gpu}", "gpu": gpu, "modes": ["hot"], "baseline": "torch",
-        "device": {"name": gpu, "cc": list(cc), "sm_count": 132, "l2_bytes": l2},
+        "device": {"name": gpu, "cc": list(cc), "sm_count": sms, "l2_bytes": l2},
         "plan": {"plan_hash": "p-" + gpu, "resolution": 16, "l2_bytes": l2},
     }  # fmt: skip
 
 
-def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h200"):
+def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h200", sms=132):
     """Bands at L2/4 steps, each a different config: every config ends up in the policy."""
 
     def winner(ws):
         return NAMES[min(int(ws / (l2 / 4)), len(NAMES) - 1)]
 
-    return build_policy(_rows(l2, gpu, winner), _manifest(l2, cc, gpu))
+    return build_policy(_rows(l2, gpu, winner), _manifest(l2, cc, gpu, sms))
 
 
 @pytest.fixture(scope="module")
 def merged():
     a = all_hints_policy()
-    b = all_hints_policy(72 * MiB, (8, 9), "4090")
+    b = all_hints_policy(72 * MiB, (8, 9), "4090", sms=128)
     return merge_docs([a, b], ["h200/policy.json", "4090/policy.json"])
 
 
@@ -159,19 +159,42 @@ def test_python_and_json_export(tmp_path, merged):
     bands = pol["dtypes"]["fp16"]["bands"]
     l2 = pol["l2_bytes"]
     for n in [1, 1000, l2 // 8, l2 // 4 - 1, l2 // 4, l2 // 4 + 1, l2, 10 * l2]:
-        name, fields = mod.select_config("fp16", n, (9, 0), l2)
+        name, fields = mod.select_config("fp16", n, (9, 0), l2, 132)
         assert name == config_at(bands, 2 * n * 2 / l2)
         assert fields == pol["configs"][name]
     rt = json.loads(export(ppath, "json", tmp_path / "rt.json").read_text())
     assert rt["entries"][0]["dtypes"]["fp32"][-1]["below"] is None
 
-    # fallback: an unknown GPU with cc 9.x takes the cc-9 entry even if another L2 is nearer
+    # tuned bands only where cc, L2 and SM count all match; anywhere else the generic config
     mpath = tmp_path / "m.py"
     mpath.write_text(render(merged, "python"))
     mm = _load_module(mpath)
-    assert mm.pick_entry("fp32", (9, 7), 72 * MiB) == 1
-    assert mm.pick_entry("fp32", (10, 0), 70 * MiB) == 0  # no cc 10: nearest L2 (4090)
-    assert mm.pick_entry("fp32", (8, 9), 72 * MiB) == 0
+    assert mm.pick_entry("fp32", (8, 9), 72 * MiB, 128) == 0  # the 4090 entry
+    assert mm.pick_entry("fp32", (9, 0), 50 * MiB, 132) == 1  # the H200-like entry
+    for cc, l2, sms in (((9, 7), 72 * MiB, 132), ((9, 0), 50 * MiB, 66), ((9, 0), 60 * MiB, 132),
+                        ((8, 9), 72 * MiB, 76), ((10, 0), 50 * MiB, 132)):  # fmt: skip
+        assert mm.pick_entry("fp32", cc, l2, sms) is None
+        name, _ = mm.select_config("fp32", 1 << 20, cc, l2, sms)
+        assert name == merged["generic"]["fp32"]
+
+
+def test_the_generic_config_has_the_highest_worst_case_ratio():
+    import pandas as pd
+
+    from sweeper.analyze.policy import generic_config
+
+    def r(config, ws, ratio, status="ok"):
+        return {"role": "candidate", "status": status, "dtype": "fp32", "config": config,
+                "ws_bytes": ws, "ratio": ratio}  # fmt: skip
+
+    rows = [r("fast-but-cliff", 1, 1.5), r("fast-but-cliff", 2, 0.8),
+            r("steady", 1, 1.1), r("steady", 2, 1.05),
+            r("one-size-only", 1, 1.9),  # not measured everywhere: never generic
+            r("failed-once", 1, 1.3), r("failed-once", 2, 1.2, "mismatch")]  # fmt: skip
+    g = generic_config(pd.DataFrame(rows), "fp32", simpler=lambda c: (c,))
+    assert g == {"config": "steady", "worst_ratio": 1.05}
+    tie = pd.DataFrame([r("b", 1, 1.0), r("b", 2, 1.1), r("a", 1, 1.0), r("a", 2, 1.2)])
+    assert generic_config(tie, "fp32", simpler=lambda c: (c,))["config"] == "a"  # simpler
 
 
 def _nvcc(*args, cwd):
@@ -305,3 +328,41 @@ def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypat
     assert build_library(header, arch="90") == lib  # cached by content hash
     launchers = build_exported_launchers(header, arch="90")
     assert sorted(launchers) == sorted(ITEM) and all(callable(f) for f in launchers.values())
+
+
+@needs_nvcc
+def test_the_shipped_h200_header_dispatches_tuned_bands_only_on_the_h200(tmp_path):
+    """Compiled and run on the host (no GPU calls): the entry the header picks for device
+    descriptions of an RTX 4090, an H100 SXM, an H200 MIG slice and the H200."""
+    from sweeper.analyze.policy import load_any
+    from sweeper.export.cuda import _ident
+
+    root = Path(__file__).resolve().parents[2]
+    doc = load_any(root / "results/h200/s1/policy.json")
+    (tmp_path / "relu_policy.cuh").write_text(render(doc, "cuda"))
+    devices = {  # cc major, minor, l2CacheSize, SMs
+        "RTX 4090": (8, 9, 72 * MiB, 128),
+        "H100 SXM": (9, 0, 50 * MiB, 132),
+        "H200 MIG 3g.71gb": (9, 0, 30 * MiB, 60),
+        "H200": (9, 0, 62914560, 132),
+    }
+    rows = ",".join(f"{{{ma}, {mi}, {l2}LL, {sms}}}" for ma, mi, l2, sms in devices.values())
+    (tmp_path / "host.cu").write_text(
+        '#include "relu_policy.cuh"\n#include <cstdio>\n'
+        "int main() {\n"
+        "  int count = 0;\n"
+        "  const sweeper_relu::detail::EntryKey* keys = sweeper_relu::detail::entry_keys(&count);\n"
+        f"  struct D {{ int ma, mi; long long l2; int sms; }} ds[] = {{{rows}}};\n"
+        "  for (const D& d : ds)\n"
+        '    std::printf("%d\\n", sweeper_relu::detail::pick_entry(keys, count, 0, d.ma, d.mi,\n'
+        "                                                          d.l2, d.sms));\n"
+        "  return 0;\n}\n"
+    )
+    _nvcc("-std=c++17", "host.cu", "-o", "host", cwd=tmp_path)
+    out = subprocess.run([str(tmp_path / "host")], capture_output=True, text=True, check=True)
+    picked = dict(zip(devices, (int(x) for x in out.stdout.split()), strict=True))
+    assert picked == {"RTX 4090": -1, "H100 SXM": -1, "H200 MIG 3g.71gb": -1, "H200": 0}
+    header = (tmp_path / "relu_policy.cuh").read_text()
+    generic = doc["generic"]["fp32"]
+    assert f'default: return "{generic}";' in header  # relu_choice names it off the H200
+    assert f"default: return detail::V_{_ident(generic)}::launch" in header

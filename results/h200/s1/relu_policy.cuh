@@ -2,7 +2,7 @@
 // re-run the export. Kernels mirror the Numba variants of sweeper_kernels exactly.
 //
 // Policy: working set ws = 2 * n * sizeof(T) bytes, bands in ws / l2CacheSize.
-// Entry choice per device: exact (cc major.minor, l2_bytes) > same cc major, nearest l2_bytes (log scale) > nearest l2_bytes (log scale).
+// Entry choice per device: exact (cc major.minor, l2_bytes, sm_count) > the generic config of the first entry with the dtype (highest worst-case ratio to the baseline over its run's sizes).
 //   h200: cc 9.0, L2 62914560 bytes; runs s1; plan c3e620e4ee88
 
 #pragma once
@@ -344,23 +344,21 @@ struct DeviceInfo {
   cudaError_t status = cudaSuccess;
   int major = 0, minor = 0, sms = 0, max_threads_per_sm = 0;
   long long l2 = 0;
-  int entry[4] = {-1, -1, -1, -1};  // per Dt: index into the entry table, -1 = none
+  int entry[4] = {-1, -1, -1, -1};  // per Dt: index into the entry table, -1 = generic
 };
 
-struct EntryKey { int major, minor; long long l2; bool has[4]; };
+struct EntryKey { int major, minor; long long l2; int sms; bool has[4]; };  // sms 0: unknown
 
-// Fallback rule: exact (cc, l2) > same cc major, nearest l2 (log scale) > nearest l2 (log scale).
-inline int pick_entry(const EntryKey* keys, int count, int dt, int major, int minor, long long l2) {
-  int best = -1;
-  double best_score = 0;
+// Tuned bands serve only the device they were measured on: cc, L2 size and SM count equal
+// (band edges come from that L2 and from wave effects of that SM count). -1: the generic config.
+inline int pick_entry(const EntryKey* keys, int count, int dt, int major, int minor, long long l2, int sms) {
   for (int i = 0; i < count; ++i) {
     if (!keys[i].has[dt]) continue;
-    if (keys[i].major == major && keys[i].minor == minor && keys[i].l2 == l2) return i;
-    double score = std::fabs(std::log(double(keys[i].l2) / double(l2 > 0 ? l2 : 1)));
-    if (keys[i].major != major) score += 1e6;
-    if (best < 0 || score < best_score) { best = i; best_score = score; }
+    if (keys[i].major == major && keys[i].minor == minor && keys[i].l2 == l2 &&
+        (keys[i].sms == 0 || keys[i].sms == sms))
+      return i;
   }
-  return best;
+  return -1;
 }
 
 inline const EntryKey* entry_keys(int* count);
@@ -388,7 +386,7 @@ inline const DeviceInfo& device_info() {
       d.l2 = l2;
       int count = 0;
       const EntryKey* keys = entry_keys(&count);
-      for (int dt = 0; dt < 4; ++dt) d.entry[dt] = pick_entry(keys, count, dt, d.major, d.minor, d.l2);
+      for (int dt = 0; dt < 4; ++dt) d.entry[dt] = pick_entry(keys, count, dt, d.major, d.minor, d.l2, d.sms);
     }
     infos[dev] = d;
   });
@@ -520,7 +518,7 @@ inline const char* choice_e0_fp32(size_t n, const DeviceInfo& d) {
 }
 inline const EntryKey* entry_keys(int* count) {
   static const EntryKey keys[] = {
-    {9, 0, 62914560LL, {true, false, false, false}},  // h200
+    {9, 0, 62914560LL, 132, {true, false, false, false}},  // h200
   };
   *count = 1;
   return keys;
@@ -534,7 +532,7 @@ inline cudaError_t launch_relu(const float* in, float* out, size_t n, cudaStream
   if (d.status != cudaSuccess) return d.status;
   switch (d.entry[0]) {
     case 0: return detail::dispatch_e0_fp32(in, out, n, d, s);
-    default: return cudaErrorNotSupported;  // the policy has no bands for this dtype
+    default: return detail::V_v16_u2_ld_def_st_def_b128_flat::launch<Dt::F32>(in, out, n, d, s);  // the generic config: no entry was measured on this device
   }
 }
 // The config launch_relu would use for fp32 and n on the current device (for tests).
@@ -543,8 +541,14 @@ inline const char* relu_choice_fp32(size_t n) {
   if (d.status != cudaSuccess) return "";
   switch (d.entry[0]) {
     case 0: return detail::choice_e0_fp32(n, d);
-    default: return "";
+    default: return "v16-u2-ld.def-st.def-b128-flat";
   }
+}
+// The policy entry launch_relu uses for fp32 on the current device (for logs): its index in
+// the header's entry table, -1 for the generic config, -2 if the device could not be read.
+inline int relu_entry_fp32() {
+  const detail::DeviceInfo& d = detail::device_info();
+  return d.status != cudaSuccess ? -2 : d.entry[0];
 }
 inline cudaError_t launch_relu(const __half* in, __half* out, size_t n, cudaStream_t s = 0) {
   const detail::DeviceInfo& d = detail::device_info();
@@ -563,6 +567,12 @@ inline const char* relu_choice_fp16(size_t n) {
     default: return "";
   }
 }
+// The policy entry launch_relu uses for fp16 on the current device (for logs): its index in
+// the header's entry table, -1 for the generic config, -2 if the device could not be read.
+inline int relu_entry_fp16() {
+  const detail::DeviceInfo& d = detail::device_info();
+  return d.status != cudaSuccess ? -2 : d.entry[1];
+}
 inline cudaError_t launch_relu(const __nv_bfloat16* in, __nv_bfloat16* out, size_t n, cudaStream_t s = 0) {
   const detail::DeviceInfo& d = detail::device_info();
   if (d.status != cudaSuccess) return d.status;
@@ -580,6 +590,12 @@ inline const char* relu_choice_bf16(size_t n) {
     default: return "";
   }
 }
+// The policy entry launch_relu uses for bf16 on the current device (for logs): its index in
+// the header's entry table, -1 for the generic config, -2 if the device could not be read.
+inline int relu_entry_bf16() {
+  const detail::DeviceInfo& d = detail::device_info();
+  return d.status != cudaSuccess ? -2 : d.entry[2];
+}
 inline cudaError_t launch_relu(const int8_t* in, int8_t* out, size_t n, cudaStream_t s = 0) {
   const detail::DeviceInfo& d = detail::device_info();
   if (d.status != cudaSuccess) return d.status;
@@ -596,6 +612,12 @@ inline const char* relu_choice_int8(size_t n) {
 
     default: return "";
   }
+}
+// The policy entry launch_relu uses for int8 on the current device (for logs): its index in
+// the header's entry table, -1 for the generic config, -2 if the device could not be read.
+inline int relu_entry_int8() {
+  const detail::DeviceInfo& d = detail::device_info();
+  return d.status != cudaSuccess ? -2 : d.entry[3];
 }
 #endif  // __CUDACC_RTC__
 }  // namespace sweeper_relu

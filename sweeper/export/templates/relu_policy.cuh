@@ -174,23 +174,21 @@ struct DeviceInfo {
   cudaError_t status = cudaSuccess;
   int major = 0, minor = 0, sms = 0, max_threads_per_sm = 0;
   long long l2 = 0;
-  int entry[4] = {-1, -1, -1, -1};  // per Dt: index into the entry table, -1 = none
+  int entry[4] = {-1, -1, -1, -1};  // per Dt: index into the entry table, -1 = generic
 };
 
-struct EntryKey { int major, minor; long long l2; bool has[4]; };
+struct EntryKey { int major, minor; long long l2; int sms; bool has[4]; };  // sms 0: unknown
 
-// Fallback rule: exact (cc, l2) > same cc major, nearest l2 (log scale) > nearest l2 (log scale).
-inline int pick_entry(const EntryKey* keys, int count, int dt, int major, int minor, long long l2) {
-  int best = -1;
-  double best_score = 0;
+// Tuned bands serve only the device they were measured on: cc, L2 size and SM count equal
+// (band edges come from that L2 and from wave effects of that SM count). -1: the generic config.
+inline int pick_entry(const EntryKey* keys, int count, int dt, int major, int minor, long long l2, int sms) {
   for (int i = 0; i < count; ++i) {
     if (!keys[i].has[dt]) continue;
-    if (keys[i].major == major && keys[i].minor == minor && keys[i].l2 == l2) return i;
-    double score = std::fabs(std::log(double(keys[i].l2) / double(l2 > 0 ? l2 : 1)));
-    if (keys[i].major != major) score += 1e6;
-    if (best < 0 || score < best_score) { best = i; best_score = score; }
+    if (keys[i].major == major && keys[i].minor == minor && keys[i].l2 == l2 &&
+        (keys[i].sms == 0 || keys[i].sms == sms))
+      return i;
   }
-  return best;
+  return -1;
 }
 
 inline const EntryKey* entry_keys(int* count);
@@ -218,7 +216,7 @@ inline const DeviceInfo& device_info() {
       d.l2 = l2;
       int count = 0;
       const EntryKey* keys = entry_keys(&count);
-      for (int dt = 0; dt < 4; ++dt) d.entry[dt] = pick_entry(keys, count, dt, d.major, d.minor, d.l2);
+      for (int dt = 0; dt < 4; ++dt) d.entry[dt] = pick_entry(keys, count, dt, d.major, d.minor, d.l2, d.sms);
     }
     infos[dev] = d;
   });
