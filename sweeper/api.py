@@ -338,10 +338,32 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     return df
 
 
+def verify_tolerance(run_dir) -> float:
+    """The tie tolerance a policy needs on this GPU: the p95 of how far the ratio to the
+    baseline moved between the passes of the run's `sweeper verify` (verify_timing.csv), and
+    never below the default."""
+    from sweeper.analyze.select import DEFAULT_TOLERANCE
+    from sweeper.errors import SweeperError
+    from sweeper.export.verdict import load_verify, pass_spread
+
+    vt = load_verify(run_dir)
+    groups = []
+    if vt is not None and "pass" in vt:
+        for _, g in vt.groupby(["mode", "dtype", "ws_bytes"]):
+            groups.append(g.sort_values("pass").to_dict("records"))
+    spread = pass_spread(groups)
+    if spread is None:
+        raise SweeperError(
+            f"--tolerance verify: {run_dir} has no verify timing of two or more passes; run "
+            "`sweeper verify RUN/policy.json --passes 2` on the GPU first"
+        )
+    return max(DEFAULT_TOLERANCE, round(spread["p95"], 4))
+
+
 def policy_build(
     run: str | None = None,
     root: str = "results",
-    tolerance: float | None = None,
+    tolerance: float | str | None = None,
     mode: str | None = None,
     pattern: str | None = None,
     resolution: int | None = None,
@@ -354,10 +376,12 @@ def policy_build(
     from sweeper.runfolder import POLICY, resolve_run
 
     data = load_run(resolve_run(run, root))
+    if tolerance == "verify":
+        tolerance = verify_tolerance(data.path)
     doc = pol.build_policy(
         data.results,
         data.manifest,
-        DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        DEFAULT_TOLERANCE if tolerance is None else float(tolerance),
         mode=mode,
         pattern=pattern,
         resolution=resolution,

@@ -363,7 +363,12 @@ app.add_typer(policy_app, name="policy")
 @policy_app.command("build")
 def policy_build_cmd(
     run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
-    tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tolerance."),
+    tolerance: str = typer.Option(
+        "0.02",
+        "--tolerance",
+        help="Relative GB/s tie tolerance, or 'verify': the p95 pass-to-pass movement of the "
+        "run's verify (at least 0.02).",
+    ),
     mode: str = typer.Option(
         None,
         "--mode",
@@ -376,6 +381,11 @@ def policy_build_cmd(
     from sweeper import api
 
     try:
+        if tolerance != "verify":
+            try:
+                tolerance = float(tolerance)
+            except ValueError:
+                fail(f"--tolerance {tolerance!r}: a number (0.02) or 'verify'")
         path, doc = api.policy_build(run, tolerance=tolerance, mode=mode, pattern=pattern)
         text = api.policy_show(str(path))
     except USER_ERRORS as e:

@@ -452,3 +452,39 @@ def test_a_policy_is_built_for_one_mode_after_write_by_default(modes, wanted, go
     assert doc["provenance"]["mode"] == got
     configs = {b["config"] for b in doc["dtypes"]["fp32"]["bands"]}
     assert configs == ({"stream"} if got == "after-write" else {"plain"})
+
+
+@pytest.mark.parametrize(("moved", "want"), [(0.03, 0.03), (0.005, 0.02)])
+def test_the_tie_tolerance_can_come_from_verifys_pass_to_pass_movement(tmp_path, moved, want):
+    from typer.testing import CliRunner
+
+    from sweeper.analyze.store import write_run
+    from sweeper.cli import app
+
+    run = tmp_path / "results" / "synth" / "r1"
+    sizes = new_sizes("fp32")
+    write_run(run, manifest(), cliff_results({"fp32": sizes}))
+    rows = [
+        {"pass": p, "mode": "hot", "dtype": "fp32", "ws_bytes": ws, "ratio": r}
+        for ws in sizes[:20]
+        for p, r in ((1, 1.0), (2, 1.0 + moved))
+    ]
+    pd.DataFrame(rows).to_csv(run / "verify_timing.csv", index=False)
+    r = CliRunner().invoke(app, ["policy", "build", str(run), "--tolerance", "verify"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((run / "policy.json").read_text())
+    assert doc["provenance"]["tolerance"] == pytest.approx(want)
+
+
+def test_tolerance_verify_without_two_passes_is_refused_and_writes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from sweeper.analyze.store import write_run
+    from sweeper.cli import app
+
+    run = tmp_path / "results" / "synth" / "r1"
+    write_run(run, manifest(), cliff_results({"fp32": new_sizes("fp32")}))
+    for args in (["--tolerance", "verify"], ["--tolerance", "wide"]):
+        r = CliRunner().invoke(app, ["policy", "build", str(run), *args])
+        assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+        assert not (run / "policy.json").exists()
