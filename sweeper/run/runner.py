@@ -42,6 +42,7 @@ from sweeper.run.search import (
     climb_moves,
     refinement_points,
     screen_sizes,
+    single_size_band_points,
     survivors,
 )
 from sweeper.run.stats import Stopping
@@ -470,6 +471,19 @@ class Runner:
             )
             points = [n for n in points if not self._has_size(mode, dtype, n)]
             closed = not points
+            # then a second sample beside every band that rests on one measured size
+            points += [
+                n
+                for n in single_size_band_points(
+                    rows,
+                    plan.l2_bytes,
+                    plan.resolution,
+                    itemsize,
+                    cfg.search.policy_tolerance,
+                    cfg.search.refine_divisor,
+                )
+                if n not in points and not self._has_size(mode, dtype, n)
+            ]
             points = points[: max(0, cfg.search.max_refine_points - bracketed)]
             if not points or round_ == cfg.search.max_bracket_rounds:
                 break

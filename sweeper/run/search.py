@@ -238,3 +238,43 @@ def bracket_points(
                 if lo_n < mid < hi_n:
                     out.add(mid)
     return sorted(out)
+
+
+def single_size_band_points(
+    rows: list[dict],
+    l2_bytes: int,
+    resolution: int,
+    itemsize: int,
+    tolerance: float = 0.02,
+    divisor: int = 256,
+) -> list[int]:
+    """New sizes (n) beside every band of the policy's segmentation that rests on one measured
+    size: the midpoints to its neighbours, where they are further apart than L2/divisor. A
+    second sample either joins the band (it then rests on two) or shows a neighbour's config
+    serves that size too (the band goes)."""
+    from sweeper.analyze.bands import segment
+    from sweeper.analyze.select import acceptable_sets
+    from sweeper.analyze.store import trials_to_frame
+
+    ok = _ok(rows)
+    if not ok:
+        return []
+    df = trials_to_frame(ok)
+    grain = max(1, 16 // itemsize)
+    finest = l2_bytes / divisor
+    out: set[int] = set()
+    for seq in acceptable_sets(df, tolerance).values():
+        sizes = [s for s, _ in seq]
+        bands, _ = segment(sizes, [a for _, a in seq], l2_bytes / resolution)
+        if len(bands) < 2:
+            continue
+        for i, j, _ in bands:
+            if i != j:
+                continue
+            for a, b in ((i - 1, i), (i, i + 1)):
+                if a >= 0 and b < len(sizes) and sizes[b] - sizes[a] > finest:
+                    lo_n, hi_n = sizes[a] // (2 * itemsize), sizes[b] // (2 * itemsize)
+                    mid = (lo_n + hi_n) // 2 // grain * grain
+                    if lo_n < mid < hi_n:
+                        out.add(mid)
+    return sorted(out)

@@ -166,3 +166,27 @@ def test_a_run_interrupted_mid_climb_resumes_with_the_configs_it_had_climbed_to(
         for d in (resumed, full)
     ]
     assert sweep[0] == sweep[1] == {"k6", "k7", "k8"}
+
+
+def test_a_band_on_one_measured_size_gets_samples_beside_it():
+    from sweeper.run.search import single_size_band_points
+
+    mib = 2**20
+
+    def r(ws_mib, config, gbps):
+        ws = int(ws_mib * mib)
+        return {"mode": "hot", "dtype": "fp32", "n": ws // 8, "ws_bytes": ws, "pattern": "p",
+                "role": "candidate", "config": config, "status": "ok", "gbps": gbps,
+                "time_us": ws / gbps / 1e3, "run_id": "r"}  # fmt: skip
+
+    sizes = [8, 10, 12, 14, 16]
+    rows = [r(s, "a", 1000.0) for s in sizes] + [r(s, "b", 900.0) for s in sizes]
+    rows = [x for x in rows if x["ws_bytes"] != 12 * mib]
+    rows += [r(12, "a", 800.0), r(12, "b", 1000.0)]  # b wins at 12 MiB only
+    points = single_size_band_points(rows, 60 * mib, 32, 4)
+    assert [8 * n / mib for n in points] == [11.0, 13.0]
+    # at the finest grain already: nothing to add
+    assert single_size_band_points(rows, 60 * mib, 32, 4, divisor=16) == []
+    # no single-size band: nothing to add
+    rows = [x for x in rows if x["ws_bytes"] != 12 * mib]
+    assert single_size_band_points(rows, 60 * mib, 32, 4) == []
