@@ -449,10 +449,25 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
     t = manifest.get("timing") or {}
     if not t:
         return ["No timing recorded in the manifest."]
-    rows = [(phase, _duration(s)) for phase, s in t.items()]
-    nums = [float(s) for s in t.values() if isinstance(s, (int, float))]
-    rows.append(("**total**", _duration(sum(nums))))
-    return _table(("phase", "wall time"), rows, "-r")
+    rows, counts, parts = [], [], 0.0
+    for key, value in t.items():
+        if key == "total_s":
+            continue
+        if not key.endswith("_s"):  # refine_points, bracket_points: counts of sizes
+            counts.append(f"{key.replace('_', ' ')} {_cell(value)}")
+            continue
+        name = key.removesuffix("_s")
+        if name.endswith("/climb"):  # the climb runs inside its screen phase
+            rows.append((f"{name} (part of screen)", _duration(value)))
+            continue
+        rows.append((name, _duration(value)))
+        if isinstance(value, int | float):
+            parts += float(value)
+    total = t.get("total_s", parts)
+    what = "the run's wall time" if "total_s" in t else "sum of the phases"
+    rows.append((f"**total** ({what})", _duration(total)))
+    out = _table(("phase", "wall time"), rows, "-r")
+    return out + (["", "Sizes added: " + "; ".join(counts) + "."] if counts else [])
 
 
 # ---- the document -------------------------------------------------------------------------

@@ -176,7 +176,14 @@ def synthetic_manifest(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> dic
                 "detail": "max abs err 3.0 at index 17",
             }
         ],
-        "timing": {"plan": 0.5, "screen": 120.0, "sweep": 3000.0},
+        "timing": {
+            "prepare_s": 0.5,
+            "hot/fp32/climb_s": 40.0,
+            "hot/fp32/screen_s": 120.0,
+            "hot/fp32/sweep_s": 3000.0,
+            "hot/fp32/refine_points": 12,
+            "total_s": 3125.0,
+        },
     }
 
 

@@ -108,7 +108,15 @@ def test_report_guards_pruned_timing(run_dir):
     pruned = sec["Pruned"]
     assert "| hot | fp16 | 57 | 1 | 0 | 3 | yes |" in pruned  # screened, out, failed, climb
     assert f"| `{PRUNED['config']}` | hot | fp16 | 40 | 3.12% |" in pruned  # where, how much
-    assert "3,120.5 s (0:52:00)" in sec["Timing"]  # total of the phases
+    timing = sec["Timing"]
+    assert "| **total** (the run's wall time) | 3,125.0 s (0:52:05) |" in timing
+    assert "| hot/fp32/climb (part of screen) | 40.0 s (0:00:40) |" in timing
+    assert "| hot/fp32/sweep | 3,000.0 s (0:50:00) |" in timing
+    assert "Sizes added: hot/fp32/refine points 12." in timing  # a count, not seconds
+    from sweeper.report.report import timing as timing_lines
+
+    no_total = "\n".join(timing_lines({"timing": {"a_s": 1.0, "b/climb_s": 5.0, "c_s": 2.0}}))
+    assert "| **total** (sum of the phases) | 3.0 s (0:00:03) |" in no_total
 
 
 def test_report_links_to_existing_plots(run_dir):
