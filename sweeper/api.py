@@ -412,11 +412,12 @@ def policy_show(path: str) -> str:
     return pol.describe(pol.load_policy(path) if kind == "policy" else doc)
 
 
-def export(policy: str, fmt: str = "cuda", out: str | None = None):
-    """Render a policy (either kind) as a CUDA header, runtime JSON or Python module."""
+def export(policy: str, fmt: str = "cuda", out: str | None = None, force: bool = False):
+    """Render a policy (either kind) as a CUDA header, runtime JSON or Python module; a file
+    already there with other contents is kept unless `force`."""
     from sweeper.export import export as do_export
 
-    return do_export(policy, fmt, out)
+    return do_export(policy, fmt, out, force)
 
 
 def verify(

@@ -428,13 +428,14 @@ def export_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),
     fmt: str = typer.Option("cuda", "--format", help="cuda | json | python."),
     out: str = typer.Option(None, "-o", "--out", help="Output file [default: next to policy]."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a file with other contents."),
 ) -> None:
     """Render a policy for production code: a CUDA header (relu_policy.cuh), the runtime JSON,
-    or a Python module with select_config(dtype, n, cc, l2_bytes)."""
+    or a Python module with select_config(dtype, n, cc, l2_bytes, sm_count)."""
     from sweeper import api
 
     try:
-        path = api.export(policy, fmt, out)
+        path = api.export(policy, fmt, out, force)
     except USER_ERRORS as e:
         fail(str(e))
     typer.echo(str(path))

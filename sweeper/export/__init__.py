@@ -26,12 +26,27 @@ def render(doc: dict, fmt: str) -> str:
     raise SweeperError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def export(policy_path: str | os.PathLike, fmt: str, out: str | os.PathLike | None = None) -> Path:
-    """Render the policy file (either kind) and write it atomically; returns the path."""
+def export(
+    policy_path: str | os.PathLike,
+    fmt: str,
+    out: str | os.PathLike | None = None,
+    force: bool = False,
+) -> Path:
+    """Render the policy file (either kind) and write it atomically; returns the path. A file
+    already there with other contents is kept unless `force` (the same contents: nothing is
+    written); the policy itself is never overwritten."""
     from sweeper.analyze.policy import load_any
+    from sweeper.errors import SweeperError
     from sweeper.schema import atomic_write_text
 
     doc = load_any(policy_path)
     text = render(doc, fmt)
     path = Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt]
+    if path.exists() and path.resolve() == Path(policy_path).resolve():
+        raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
+    if path.exists():
+        if path.read_text(encoding="utf-8", errors="replace") == text:
+            return path
+        if not force:
+            raise SweeperError(f"{path} exists with other contents; --force overwrites it")
     return atomic_write_text(path, text)

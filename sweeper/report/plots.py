@@ -586,7 +586,12 @@ def save(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str]) ->
     paths = []
     for fmt in formats:
         path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=120 if fmt == "png" else None)
+        # the same figure gives the same bytes: no creation date, fixed SVG element ids
+        meta = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.hashsalt": "sweeper"}):
+            fig.savefig(path, format=fmt, dpi=120 if fmt == "png" else None, metadata=meta)
         paths.append(path)
     return paths
 

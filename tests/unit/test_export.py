@@ -366,3 +366,25 @@ def test_the_shipped_h200_header_dispatches_tuned_bands_only_on_the_h200(tmp_pat
     generic = doc["generic"]["fp32"]
     assert f'default: return "{generic}";' in header  # relu_choice names it off the H200
     assert f"default: return detail::V_{_ident(generic)}::launch" in header
+
+
+def test_export_keeps_a_different_file_unless_forced_and_never_overwrites_the_policy(tmp_path):
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+
+    ppath = write_policy(tmp_path / "policy.json", all_hints_policy())
+    header = tmp_path / "relu_policy.cuh"
+    cli = CliRunner()
+    assert cli.invoke(app, ["export", str(ppath)]).exit_code == 0
+    first = header.read_bytes()
+    assert cli.invoke(app, ["export", str(ppath)]).exit_code == 0  # same contents: fine
+    header.write_text("// my edits\n")
+    r = cli.invoke(app, ["export", str(ppath)])
+    assert r.exit_code == 1 and "--force" in r.output and r.output.count("\n") == 1
+    assert header.read_text() == "// my edits\n"
+    assert cli.invoke(app, ["export", str(ppath), "--force"]).exit_code == 0
+    assert header.read_bytes() == first
+    policy = ppath.read_bytes()
+    r = cli.invoke(app, ["export", str(ppath), "--format", "json", "-o", str(ppath), "--force"])
+    assert r.exit_code == 1 and ppath.read_bytes() == policy

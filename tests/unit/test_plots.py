@@ -445,3 +445,15 @@ def test_figures_include_verify_only_with_a_verify_table(df, info):
     with_v = [stem for stem, _ in plots.figures(_hot(df), info, verify=synthetic_verify())]
     assert "verify_ratio" not in without
     assert set(with_v) - set(without) == {"verify_ratio", "verify_parity"}
+
+
+def test_rendering_the_same_data_twice_gives_the_same_bytes(tmp_path):
+    from sweeper.report.plots import RunInfo, ratio_figure, save
+
+    res = synthetic_results()
+    paths = []
+    for d in ("a", "b"):
+        fig = ratio_figure(res, RunInfo.from_manifest(synthetic_manifest()))
+        paths.append(save(fig, tmp_path / d, "ratio", ("png", "svg", "pdf")))
+    for a, b in zip(*paths, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
