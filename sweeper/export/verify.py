@@ -383,6 +383,9 @@ def verify(
     if passes < 1:
         raise SweeperError(f"--passes must be at least 1, got {passes}")
     doc = load_any(policy_path)
+    from sweeper.run.timers import require_gpu
+
+    require_gpu()  # before anything is written
     out_dir = Path(out_dir) if out_dir else Path(policy_path).parent
     header = out_dir / "relu_policy.cuh"
     from sweeper.schema import atomic_write_text
@@ -398,15 +401,20 @@ def verify(
     dev = cuda.get_current_device()
     cc = dev.compute_capability
     l2 = int(dev.L2_CACHE_SIZE)
+    sms = int(dev.MULTIPROCESSOR_COUNT)
     spec = importlib.util.spec_from_file_location("relu_policy_verify", pyfile)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
+
+    def select_config(dtype: str, n: int, cc, l2_bytes: int):  # this device's SM count
+        return mod.select_config(dtype, n, cc, l2_bytes, sms)
+
     choices = exported_choices(header)
     dispatch = []
     for dt in dtypes:
         for k in range(1, 257):
             n = max(1, int(k / 64 * l2 / (2 * ITEMSIZE[dt])))
-            want, _ = mod.select_config(dt, n, cc, l2)
+            want, _ = select_config(dt, n, cc, l2)
             got = choices[dt](n)
             if got != want:
                 dispatch.append({"dtype": dt, "n": n, "header": got, "python": want})
@@ -415,7 +423,7 @@ def verify(
         "cases": cases,
         "failed": [c for c in cases if not c["ok"]],
         "dispatch_mismatches": dispatch,
-        "device": {"cc": list(cc), "l2_bytes": l2},
+        "device": {"cc": list(cc), "l2_bytes": l2, "sm_count": sms},
         "nvcc": nvcc_version(),
     }
     if timing:
@@ -445,7 +453,7 @@ def verify(
                 )
 
         rows = verify_timing(
-            launchers, mod.select_config, sizes, tuple(cc), l2, mode=mode, on_row=progress,
+            launchers, select_config, sizes, tuple(cc), l2, mode=mode, on_row=progress,
             passes=passes,
         )  # fmt: skip
         result["timing"] = timing_verdict(rows)

@@ -149,3 +149,24 @@ def test_verify_refuses_bad_sizes_in_one_line_before_writing_anything(tmp_path):
         "error: --sizes '52:36': LO must be at least 0 and at most HI"
     ]
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_verify_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from sweeper.run.timers import require_gpu
+
+    try:
+        require_gpu()
+        pytest.skip("a GPU is usable here: this checks the machine without one")
+    except Exception:  # noqa: BLE001 - no GPU, the case under test
+        pass
+    root = Path(__file__).resolve().parents[2]
+    run = tmp_path / "results" / "h200" / "s1"
+    run.mkdir(parents=True)
+    shutil.copy(root / "results/h200/s1/policy.json", run / "policy.json")
+    res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
+    assert res.exit_code != 0 and res.output.count("\n") == 1, res.output
+    assert "GPU" in res.output
+    assert sorted(p.name for p in run.iterdir()) == ["policy.json"]
