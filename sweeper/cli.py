@@ -303,7 +303,9 @@ def run_cmd(
 
 @app.command("plot")
 def plot_cmd(
-    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    run: str = typer.Argument(
+        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+    ),
     fmt: str = typer.Option("png,svg", "--format", help="Comma-separated: png, svg, pdf."),
     top: int = typer.Option(3, "--top", help="Configs drawn besides the best-per-size curve."),
     heatmap_top: int = typer.Option(40, "--heatmap-top", help="Config rows per heatmap."),
@@ -323,7 +325,9 @@ def plot_cmd(
 
 @app.command("report")
 def report_cmd(
-    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    run: str = typer.Argument(
+        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+    ),
 ) -> None:
     """Write <run>/REPORT.md: environment, plan coverage, selection, policy bands, plots,
     guard findings, pruned configs and timing; says which stages are not built yet."""
@@ -338,7 +342,9 @@ def report_cmd(
 
 @app.command("select")
 def select_cmd(
-    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    run: str = typer.Argument(
+        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+    ),
     tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tie tolerance."),
 ) -> None:
     """Pick the best config per mode, dtype and size (ties inside the noise go to the smaller
@@ -362,7 +368,9 @@ app.add_typer(policy_app, name="policy")
 
 @policy_app.command("build")
 def policy_build_cmd(
-    run: str = typer.Argument(None, help="Run folder results/<gpu>/<run-id> [default: newest]."),
+    run: str = typer.Argument(
+        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+    ),
     tolerance: str = typer.Option(
         "0.02",
         "--tolerance",

@@ -22,9 +22,9 @@ REPORT = "REPORT.md"  # sweeper report
 
 
 def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
-    """The run folder to work on: `run`, or the newest under `root` when None."""
+    """The run folder to work on: `run`, or the newest complete one under `root` when None."""
     if run is None:
-        return newest_run(root)
+        return newest_run(root, complete=True)
     path = Path(run)
     if not path.is_dir():
         raise SweeperError(f"{path}: no such run folder (pass results/<gpu>/<run-id>)")
@@ -33,19 +33,32 @@ def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "result
     return path
 
 
-def newest_run(root: str | os.PathLike = "results", gpu: str | None = None) -> Path:
-    """The most recently started run folder under root (optionally for one GPU)."""
+def newest_run(
+    root: str | os.PathLike = "results", gpu: str | None = None, complete: bool = False
+) -> Path:
+    """The most recently started run folder under root (optionally for one GPU); with
+    `complete`, the most recent whose manifest says it completed (what a command that reads
+    a run should default to; resuming wants the newest of any status)."""
     root = Path(root)
     pattern = f"{gpu}/*/{MANIFEST}" if gpu else f"*/*/{MANIFEST}"
     runs = [p.parent for p in root.glob(pattern)]
+    where = f"{root}/{gpu}" if gpu else str(root)
     if not runs:
-        where = f"{root}/{gpu}" if gpu else str(root)
         raise SweeperError(f"no runs under {where}/; run `sweeper run` first or name a run folder")
 
-    def started(p: Path) -> str:
+    def manifest(p: Path) -> dict:
         try:
-            return str(json.loads((p / MANIFEST).read_text()).get("started", ""))
+            doc = json.loads((p / MANIFEST).read_text())
         except (OSError, ValueError):
-            return ""
+            return {}
+        return doc if isinstance(doc, dict) else {}
 
-    return max(runs, key=lambda p: (started(p), p.name))
+    docs = {p: manifest(p) for p in runs}
+    if complete:
+        runs = [p for p in runs if docs[p].get("status") == "complete"]
+        if not runs:
+            raise SweeperError(
+                f"no complete run under {where}/; name a run folder, or finish one with "
+                "`sweeper run --resume`"
+            )
+    return max(runs, key=lambda p: (str(docs[p].get("started", "")), p.name))

@@ -176,6 +176,7 @@ def synthetic_manifest(modes=("hot", "cold"), run_id="r1", gpu="testgpu") -> dic
                 "detail": "max abs err 3.0 at index 17",
             }
         ],
+        "status": "complete",
         "timing": {
             "prepare_s": 0.5,
             "hot/fp32/climb_s": 40.0,

@@ -248,3 +248,24 @@ def test_report_verify_section_lists_repeated_and_one_pass_losses(run_dir):
     assert "| fp32 | 4 MiB |" in sec and "0.970x [0.960, 0.980]; 1.100x [1.090, 1.110]" in sec
     assert (run_dir / "plots" / "verify_ratio.png").exists()
     assert "![verify_ratio](plots/verify_ratio.png)" in _sections(path.read_text())["Plots"]
+
+
+def test_a_command_without_a_run_reads_the_newest_complete_one(tmp_path):
+    import json
+
+    from sweeper.errors import SweeperError
+    from sweeper.runfolder import newest_run, resolve_run
+
+    def make(run_id, started, status):
+        d = tmp_path / "h200" / run_id
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"started": started, "status": status}))
+        return d
+
+    older = make("a", "2026-01-01T00:00:00Z", "complete")
+    newer = make("b", "2026-01-02T00:00:00Z", "interrupted")
+    assert resolve_run(None, tmp_path) == older  # what select, policy, plot and report read
+    assert newest_run(tmp_path) == newer  # what --resume continues
+    (older / "manifest.json").write_text(json.dumps({"started": "x", "status": "interrupted"}))
+    with pytest.raises(SweeperError, match="no complete run"):
+        resolve_run(None, tmp_path)
