@@ -134,3 +134,17 @@ def test_every_run_named_outside_history_is_a_run_folder_here():
                 if name not in runs:
                     stray.append(f"{p.relative_to(ROOT)}: {name}")
     assert not stray, stray
+
+
+def test_importing_sweeper_silences_numbas_low_occupancy_warning_unless_set():
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, sweeper; print(os.environ['NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS'])"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "0", out.stderr
+    env["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "1", out.stderr
