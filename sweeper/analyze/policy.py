@@ -303,6 +303,27 @@ def validate_policy(doc: dict) -> None:
         raise FieldError("cc", f"expected [major, minor], found {cc!r}")
     configs = _validate_configs(doc)
     _validate_dtypes(doc, configs, rel_only=False)
+    _validate_rel_edges(doc)
+
+
+def _validate_rel_edges(doc: dict) -> None:
+    """A policy's relative edges (what the exports dispatch on) must be its byte edges over
+    its L2 size: a swapped, NaN or edited `lo_rel` / `hi_rel` would make the export serve
+    other bands than the policy says."""
+    l2 = doc["l2_bytes"]
+    for dt, d in doc["dtypes"].items():
+        for k, b in enumerate(d["bands"]):
+            for rel_key, bytes_key in (("lo_rel", "lo_bytes"), ("hi_rel", "hi_bytes")):
+                rel, nbytes = b.get(rel_key, "missing"), b.get(bytes_key)
+                want = None if nbytes is None else nbytes / l2
+                ok = rel is None and want is None
+                if want is not None and isinstance(rel, int | float) and not isinstance(rel, bool):
+                    ok = abs(rel - want) <= 1e-9 * max(1.0, abs(want))  # False for NaN
+                if not ok:
+                    raise FieldError(
+                        f"dtypes.{dt}.bands[{k}].{rel_key}",
+                        f"{rel!r} is not {bytes_key} / l2_bytes ({want!r})",
+                    )
 
 
 def validate_merged(doc: dict) -> None:

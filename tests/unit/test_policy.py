@@ -236,6 +236,12 @@ def _corrupt(doc, how):
         bands.clear()
     elif how == "empty_band":
         bands[0]["hi_bytes"] = 0
+    elif how == "rel_swapped":
+        bands[0]["hi_rel"], bands[1]["hi_rel"] = bands[1]["hi_rel"], bands[0]["hi_rel"]
+    elif how == "rel_nan":
+        bands[0]["hi_rel"] = float("nan")
+    elif how == "rel_missing":
+        del bands[1]["lo_rel"]
     return d
 
 
@@ -253,6 +259,9 @@ def _corrupt(doc, how):
         ("dtype", "dtypes.fp64", "unknown dtype"),
         ("no_bands", "dtypes.fp32.bands", "non-empty"),
         ("empty_band", "dtypes.fp32.bands[0].hi_bytes", "empty"),
+        ("rel_swapped", "dtypes.fp32.bands[0].hi_rel", "is not hi_bytes / l2_bytes"),
+        ("rel_nan", "dtypes.fp32.bands[0].hi_rel", "nan is not hi_bytes / l2_bytes"),
+        ("rel_missing", "dtypes.fp32.bands[1].lo_rel", "'missing' is not lo_bytes"),
     ],
 )
 def test_each_corruption_is_named(tmp_path, policy_doc, how, field, words):
