@@ -322,7 +322,7 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     returns the DataFrame."""
     from sweeper.analyze import select as sel
     from sweeper.analyze.store import load_run
-    from sweeper.runfolder import resolve_run
+    from sweeper.runfolder import baseline_of, resolve_run
 
     data = load_run(resolve_run(run, root))
     tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
@@ -333,7 +333,7 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
         df,
         l2,
         f"{data.manifest.get('run_id', data.path.name)}",
-        str(data.manifest.get("baseline") or "torch"),
+        baseline_of(data.manifest),
     )
     return df
 
@@ -344,14 +344,13 @@ def verify_tolerance(run_dir) -> float:
     never below the default."""
     from sweeper.analyze.select import DEFAULT_TOLERANCE
     from sweeper.errors import SweeperError
-    from sweeper.export.verdict import load_verify, pass_spread
+    from sweeper.export.verdict import load_verify, pass_spread, size_groups
 
     vt = load_verify(run_dir)
-    groups = []
+    rows = []
     if vt is not None and "pass" in vt:
-        for _, g in vt.groupby(["mode", "dtype", "ws_bytes"]):
-            groups.append(g.sort_values("pass").to_dict("records"))
-    spread = pass_spread(groups)
+        rows = vt.sort_values("pass", kind="stable").to_dict("records")
+    spread = pass_spread(size_groups(rows).values())
     if spread is None:
         raise SweeperError(
             f"--tolerance verify: {run_dir} has no verify timing of two or more passes; run "

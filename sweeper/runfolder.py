@@ -21,6 +21,12 @@ PLOTS = "plots"  # sweeper plot: the figures' folder
 REPORT = "REPORT.md"  # sweeper report
 
 
+def baseline_of(manifest) -> str:
+    """The name of what a run timed every candidate against (manifest "baseline"; torch for
+    a manifest that does not say)."""
+    return str(manifest.get("baseline") or "torch")
+
+
 def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
     """The run folder to work on: `run`, or the newest complete one under `root` when None."""
     if run is None:

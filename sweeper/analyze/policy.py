@@ -34,6 +34,7 @@ from sweeper.analyze.bands import segment
 from sweeper.analyze.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
 from sweeper.dtypes import DTYPES
 from sweeper.errors import FieldError, SweeperError
+from sweeper.runfolder import baseline_of
 from sweeper.schema import dump, load, require
 from sweeper.units import fmt_bytes
 
@@ -150,7 +151,7 @@ def build_policy(
             "tolerance": tolerance,
             "mode": mode,
             "pattern": pattern,
-            "baseline": manifest.get("baseline", "torch"),
+            "baseline": baseline_of(manifest),
             "sweeper_version": __version__,
         },
         "cc": [int(cc[0]), int(cc[1])],

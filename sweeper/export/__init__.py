@@ -42,9 +42,9 @@ def export(
     doc = load_any(policy_path)
     text = render(doc, fmt)
     path = Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt]
-    if path.exists() and path.resolve() == Path(policy_path).resolve():
-        raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
     if path.exists():
+        if path.resolve() == Path(policy_path).resolve():
+            raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
         if path.read_text(encoding="utf-8", errors="replace") == text:
             return path
         if not force:

@@ -31,9 +31,7 @@ def timing_verdict(rows: list[dict], parity: float = 0.05) -> dict:
     """
     from sweeper.analyze.select import below_baseline
 
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["dtype"], r["ws_bytes"]), []).append(r)
+    groups = size_groups(rows)
     n_passes = max((len(g) for g in groups.values()), default=0)
 
     def split(bad):
@@ -71,6 +69,14 @@ def pass_values(failure: dict, what: str) -> list[str]:
         f"{x['ratio']:.3f}x [{x['ratio_lo']:.3f}, {x['ratio_hi']:.3f}]"
         for x in failure.get("passes") or [failure]
     ]
+
+
+def size_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """(dtype, ws_bytes) -> that size's rows, one per timing pass, in the rows' order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["dtype"], r["ws_bytes"]), []).append(r)
+    return groups
 
 
 def pass_spread(groups) -> dict | None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sweeper.analyze.columns import MODES
 from sweeper.units import MiB
-
-ALL_MODES = ("hot", "cold", "after-write")
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class Target:
     hi_bytes: float  # inclusive
     metric: str  # "ratio_hi" | "ratio" | "pct_copy" | "pct_ceiling"
     floor: float
-    modes: tuple[str, ...] = ALL_MODES
+    modes: tuple[str, ...] = MODES
 
 
 def targets(l2_bytes: int) -> list[Target]:
@@ -51,7 +50,7 @@ def targets(l2_bytes: int) -> list[Target]:
             "pct_ceiling",
             97.0,
             ("hot",),
-        ),  # fmt: skip
+        ),
         Target("int8 1.2x at >= 8 MiB", ("int8",), 8 * MiB - 1, inf, "ratio", 1.2, ("hot",)),
         Target(
             "after-write 1.05x in (36 MiB, 2 x L2]",
@@ -61,7 +60,7 @@ def targets(l2_bytes: int) -> list[Target]:
             "ratio",
             1.05,
             ("after-write",),
-        ),  # fmt: skip
+        ),
         Target(">= 97% of copy at >= 4 x L2", all4, 4 * l2_bytes - 1, inf, "pct_copy", 97.0),
     ]
 
@@ -117,7 +116,7 @@ def verify_scorecard(
             ratio_lo=("ratio_lo", "max"),
             ratio_hi=("ratio_hi", "max"),
             gbps=("gbps", "max"),
-        )  # fmt: skip
+        )
         .assign(pct_copy=pd.NA)
     )
     return _card(_with_ceiling(best, ceiling_gbps), l2_bytes, mode)

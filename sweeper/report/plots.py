@@ -33,7 +33,7 @@ from sweeper.report.tables import (
     rank_configs,
     shown_configs,
 )
-from sweeper.runfolder import PLOTS
+from sweeper.runfolder import PLOTS, baseline_of
 from sweeper.units import MiB, fmt_mib
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class RunInfo:
         device = manifest.get("device") or {}
         plan = manifest.get("plan") or {}
         return cls(
-            baseline=str(manifest.get("baseline") or "torch"),
+            baseline=baseline_of(manifest),
             gpu=str(manifest.get("gpu") or device.get("name") or ""),
             run_id=str(manifest.get("run_id") or ""),
             l2_bytes=_int(device.get("l2_bytes") or plan.get("l2_bytes")),

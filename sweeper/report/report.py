@@ -17,7 +17,7 @@ from sweeper.analyze.columns import MODES
 from sweeper.dtypes import DTYPES
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
-from sweeper.runfolder import PLOTS, REPORT
+from sweeper.runfolder import PLOTS, REPORT, baseline_of
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
@@ -422,7 +422,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
             ),
             rows,
             "--rrrr-",
-        ),  # fmt: skip
+        ),
     ]
     near = sorted(
         (p for p in items if p.get("shortfall") is not None), key=lambda p: p["shortfall"]
@@ -437,7 +437,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
                     p.get("dtype", "-"),
                     fmt_mib(p["ws_bytes"]) if p.get("ws_bytes") else "-",
                     f"{p['shortfall']:.2%}",
-                )  # fmt: skip
+                )
                 for p in near
             ],
             "---rr",
@@ -597,7 +597,7 @@ def build_report(
         "Not built yet: " + "; ".join(missing) + "." if missing else "All stages present.",
         "",
     ]
-    if str(manifest.get("baseline") or "torch") != "torch":
+    if baseline_of(manifest) != "torch":
         head += [
             f"**The baseline is `{manifest['baseline']}`, not torch**: every ratio in this "
             "report is against it (torch was not importable, or another baseline was asked "
@@ -624,7 +624,7 @@ def build_report(
             results,
             selection_table,
             manifest.get("device", {}).get("l2_bytes"),
-            str(manifest.get("baseline") or "torch"),
+            baseline_of(manifest),
         ),
         "Policy": policy(policy_doc),
         "Targets": targets_section(results, manifest, policy_doc, verify_table),

@@ -116,7 +116,8 @@ class GpuExecutor:
         self.workers = workers
         self._buffers: dict[tuple[str, int], _Buffers] = {}
         self._host = HostData(seed)
-        self._base_graphs: dict[tuple, Any] = {}
+        self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side) -> baseline graphs
+        self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
         self.torch = None
         if baseline in ("auto", "torch"):
             try:
@@ -227,17 +228,18 @@ class GpuExecutor:
 
     def release(self, dtype: str, n: int) -> None:
         self._buffers.pop((dtype, n), None)
+        self._base_calls.pop((dtype, n), None)
         for k in [k for k in self._base_graphs if k[:2] == (dtype, n)]:
             for g in self._base_graphs.pop(k):
-                if isinstance(g, Graph):
-                    g.close()
+                g.close()
 
     def _bufs(self, dtype: str, n: int) -> _Buffers:
         key = (dtype, n)
         if key not in self._buffers:
             self._buffers.clear()
-            for k in list(self._base_graphs):  # graphs hold the old buffers' addresses
-                self.release(*k[:2])
+            # the baseline's graphs hold the old buffers' addresses
+            for size in {*self._base_calls, *(k[:2] for k in self._base_graphs)}:
+                self.release(*size)
             b = _Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
             b.normalize = self.bench.normalizer(b.all_arrays())
             self._buffers[key] = b
@@ -377,10 +379,9 @@ class GpuExecutor:
         `side`: calibrated and captured on the first cell of a size, replayed by every later
         cell there (released with the size). Calls per sample follow from the baseline's time,
         so every cell at a size times the same number of calls per sample."""
-        calls_key = (*key, "calls")
-        if calls_key not in self._base_graphs:
-            self._base_graphs[calls_key] = (self.bench.calibrate_calls(bl, stop),)
-        calls = self._base_graphs[calls_key][0]
+        if key not in self._base_calls:
+            self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
+        calls = self._base_calls[key]
         gkey = (*key, side)
         if gkey not in self._base_graphs:
             s = self.bench.stream

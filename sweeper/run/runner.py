@@ -38,14 +38,14 @@ from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
-    bracket_points,
     climb_moves,
+    policy_sample_points,
     refinement_points,
     screen_sizes,
-    single_size_band_points,
     survivors,
 )
 from sweeper.run.stats import Stopping
+from sweeper.runfolder import baseline_of
 from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
@@ -317,7 +317,7 @@ class Runner:
         self.ex.release(dtype, n)
 
     def _refs(self) -> list[tuple[str, str]]:
-        return [("copy", "copy"), ("baseline", self.manifest.get("baseline", "torch"))]
+        return [("copy", "copy"), ("baseline", baseline_of(self.manifest))]
 
     def _has_size(self, mode: str, dtype: str, n: int) -> bool:
         return any(
@@ -462,28 +462,22 @@ class Runner:
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             added += len(points)
-        # Then close every gap the policy would need a boundary in (see bracket_points).
+        # Then close every gap the policy would need a boundary in (policy_sample_points).
         bracketed, closed = 0, False
         for round_ in range(cfg.search.max_bracket_rounds + 1):
             rows = survivor_rows()
-            points = bracket_points(
-                rows, plan.l2_bytes, plan.resolution, itemsize, cfg.search.policy_tolerance
+            brackets, singles = policy_sample_points(
+                rows,
+                plan.l2_bytes,
+                plan.resolution,
+                itemsize,
+                cfg.search.policy_tolerance,
+                cfg.search.refine_divisor,
             )
-            points = [n for n in points if not self._has_size(mode, dtype, n)]
+            points = [n for n in brackets if not self._has_size(mode, dtype, n)]
             closed = not points
             # then a second sample beside every band that rests on one measured size
-            points += [
-                n
-                for n in single_size_band_points(
-                    rows,
-                    plan.l2_bytes,
-                    plan.resolution,
-                    itemsize,
-                    cfg.search.policy_tolerance,
-                    cfg.search.refine_divisor,
-                )
-                if n not in points and not self._has_size(mode, dtype, n)
-            ]
+            points += [n for n in singles if n not in points and not self._has_size(mode, dtype, n)]
             points = points[: max(0, cfg.search.max_refine_points - bracketed)]
             if not points or round_ == cfg.search.max_bracket_rounds:
                 break

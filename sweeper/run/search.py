@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 # Screening sizes, as fractions of L2 (working set): three small sizes at different wave
 # fractions, one below the band, four inside (L2/2, L2] (with 54 MiB of L2 or more, as on the
-# H200 and the 4090, all four lie in the seeds' (32 MiB, L2] band), and two DRAM-bound sizes. Small calls are a
-# handful of waves, so one small size can flatter a launch shape that happens to fill its last
-# wave there: on the H200 0.125 x L2 is 8 MiB, one exact wave of one-vector-per-thread fp32
-# blocks; 0.03 and 0.18 x L2 sit at other wave fractions.
+# H200 and the 4090, all four lie in the seeds' (32 MiB, L2] band), and two DRAM-bound
+# sizes. Small calls are a handful of waves, so one small size can flatter a launch shape
+# that happens to fill its last wave there: on the H200 0.125 x L2 is 8 MiB, one exact wave
+# of one-vector-per-thread fp32 blocks; 0.03 and 0.18 x L2 sit at other wave fractions.
 SCREEN_FRACTIONS = (0.03, 0.125, 0.18, 0.5, 0.6, 0.72, 0.84, 0.96, 1.5, 8.0)
 BAND_FRACTIONS = (0.6, 0.72, 0.84, 0.96)  # the screening fractions inside the L2 band
 
@@ -25,10 +25,10 @@ BAND_FRACTIONS = (0.6, 0.72, 0.84, 0.96)  # the screening fractions inside the L
 @dataclass(frozen=True)
 class SearchParams:
     # survivors: every config whose ratio is within `margin` of the best ratio at some
-    # screening size, and the top `min_survivors` there; no cap on how many. On the H200
-    # (fp32, hot) 42 configs of 4,171 screened were within 0.5% somewhere, 167 within 1% and
-    # 376 within 1.5%, most of them at DRAM sizes, where every config with 16-byte vectors
-    # runs at the memory's speed (docs/methodology.md, "The search")
+    # screening size, and the top `min_survivors` there; no cap on how many. In the H200 run
+    # s1 (fp32, hot) 28 of 974 screened configs were within 0.5% somewhere, 62 within 1% and
+    # 91 within 1.5%, most of them at DRAM sizes, where every config with 16-byte vectors
+    # runs at the memory's speed (docs/methodology.md, "Which configs at which sizes")
     margin: float = 0.005
     min_survivors: int = 3
     # the climb: configs within the margin (or top min_survivors) at a screening size have
@@ -206,38 +206,61 @@ def refinement_points(
     return out
 
 
-def bracket_points(
-    rows: list[dict], l2_bytes: int, resolution: int, itemsize: int, tolerance: float = 0.02
-) -> list[int]:
-    """New sizes (n) where the minimal policy segmentation of these rows puts a boundary in
-    a gap wider than L2/resolution: the midpoint of each such gap.
+def policy_sample_points(
+    rows: list[dict],
+    l2_bytes: int,
+    resolution: int,
+    itemsize: int,
+    tolerance: float = 0.02,
+    divisor: int = 256,
+) -> tuple[list[int], list[int]]:
+    """New sizes (n) the policy needs, from one minimal segmentation of these rows (the one
+    `sweeper policy build` runs: sweeper.analyze.bands.segment over
+    sweeper.analyze.select.acceptable_sets):
 
-    The same segmentation `sweeper policy build` runs (sweeper.analyze.policy.segment over
-    sweeper.analyze.select.acceptable_sets), so a run refined by this never has its policy refused.
+    * brackets: the midpoint of every gap wider than L2/resolution that holds a band
+      boundary, so a run refined by these never has its policy refused;
+    * singles: beside every band that rests on one measured size, the midpoints to its
+      neighbours where they are further apart than L2/divisor. A second sample either joins
+      the band (it then rests on two) or shows a neighbour's config serves that size too
+      (the band goes).
     """
     from sweeper.analyze.bands import segment
     from sweeper.analyze.select import acceptable_sets
     from sweeper.analyze.store import trials_to_frame
 
-    ok = [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
+    ok = _ok(rows)
     if not ok:
-        return []
-    df = trials_to_frame(ok)
+        return [], []
     step = l2_bytes / resolution
     grain = max(1, 16 // itemsize)
-    out: set[int] = set()
-    for seq in acceptable_sets(df, tolerance).values():
+
+    def midpoint(lo_ws: int, hi_ws: int) -> int | None:
+        lo_n, hi_n = lo_ws // (2 * itemsize), hi_ws // (2 * itemsize)
+        mid = (lo_n + hi_n) // 2 // grain * grain
+        return mid if lo_n < mid < hi_n else None
+
+    brackets: set[int | None] = set()
+    singles: set[int | None] = set()
+    for seq in acceptable_sets(trials_to_frame(ok), tolerance).values():
         sizes = [s for s, _ in seq]
         bands, wide = segment(sizes, [a for _, a in seq], step)
-        if not wide:
-            continue
-        for i, _, _ in bands:
-            if i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12):
-                lo_n, hi_n = sizes[i - 1] // (2 * itemsize), sizes[i] // (2 * itemsize)
-                mid = (lo_n + hi_n) // 2 // grain * grain
-                if lo_n < mid < hi_n:
-                    out.add(mid)
-    return sorted(out)
+        for i, j, _ in bands:
+            if wide and i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12):
+                brackets.add(midpoint(sizes[i - 1], sizes[i]))
+            if i == j and len(bands) > 1:
+                for a, b in ((i - 1, i), (i, i + 1)):
+                    if a >= 0 and b < len(sizes) and sizes[b] - sizes[a] > l2_bytes / divisor:
+                        singles.add(midpoint(sizes[a], sizes[b]))
+    return sorted(brackets - {None}), sorted(singles - {None})
+
+
+def bracket_points(
+    rows: list[dict], l2_bytes: int, resolution: int, itemsize: int, tolerance: float = 0.02
+) -> list[int]:
+    """New sizes (n) where the minimal policy segmentation of these rows puts a boundary in
+    a gap wider than L2/resolution: the midpoint of each such gap (policy_sample_points)."""
+    return policy_sample_points(rows, l2_bytes, resolution, itemsize, tolerance)[0]
 
 
 def single_size_band_points(
@@ -248,33 +271,6 @@ def single_size_band_points(
     tolerance: float = 0.02,
     divisor: int = 256,
 ) -> list[int]:
-    """New sizes (n) beside every band of the policy's segmentation that rests on one measured
-    size: the midpoints to its neighbours, where they are further apart than L2/divisor. A
-    second sample either joins the band (it then rests on two) or shows a neighbour's config
-    serves that size too (the band goes)."""
-    from sweeper.analyze.bands import segment
-    from sweeper.analyze.select import acceptable_sets
-    from sweeper.analyze.store import trials_to_frame
-
-    ok = _ok(rows)
-    if not ok:
-        return []
-    df = trials_to_frame(ok)
-    grain = max(1, 16 // itemsize)
-    finest = l2_bytes / divisor
-    out: set[int] = set()
-    for seq in acceptable_sets(df, tolerance).values():
-        sizes = [s for s, _ in seq]
-        bands, _ = segment(sizes, [a for _, a in seq], l2_bytes / resolution)
-        if len(bands) < 2:
-            continue
-        for i, j, _ in bands:
-            if i != j:
-                continue
-            for a, b in ((i - 1, i), (i, i + 1)):
-                if a >= 0 and b < len(sizes) and sizes[b] - sizes[a] > finest:
-                    lo_n, hi_n = sizes[a] // (2 * itemsize), sizes[b] // (2 * itemsize)
-                    mid = (lo_n + hi_n) // 2 // grain * grain
-                    if lo_n < mid < hi_n:
-                        out.add(mid)
-    return sorted(out)
+    """New sizes (n) beside every band of the policy's segmentation that rests on one
+    measured size (policy_sample_points)."""
+    return policy_sample_points(rows, l2_bytes, resolution, itemsize, tolerance, divisor)[1]

@@ -103,17 +103,25 @@ class ClimbingModel(ModelExecutor):
         return [SimpleVariant(v.dtype, c) for c in neighbours(v.config)]
 
 
-def test_the_runner_climbs_from_the_seed_to_the_best_config_and_sweeps_it(tmp_path):
-    def speed(i):
-        return lambda ws, l2: 3000.0 + 100 * (7 - abs(i - 7))
+def peak_at_k7(i: int):
+    """k_i's bandwidth: highest at k7, falling by 100 GB/s per step along the chain."""
+    return lambda ws, l2: 3000.0 + 100 * (7 - abs(i - 7))
 
+
+def chain_model(cls=None, speed=peak_at_k7, **kw):
     curves = {c: speed(int(c[1:])) for c in LINE}
-    ex = ClimbingModel(curves, l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
-                       copy=lambda ws, l2: 4000.0, noise=0.0)  # fmt: skip
+    return (cls or ClimbingModel)(curves, l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
+                                  copy=lambda ws, l2: 4000.0, noise=0.0, **kw)  # fmt: skip
+
+
+def run_config(tmp_path, run_id="r1", rounds=10):
     plan = make_plan(lookup("h200"), dtypes=["fp32"])
-    config = RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
-                       run_id="r1", search=SearchParams(max_climb_rounds=10))  # fmt: skip
-    run_dir = start(config, ex)
+    return RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
+                     run_id=run_id, search=SearchParams(max_climb_rounds=rounds))  # fmt: skip
+
+
+def test_the_runner_climbs_from_the_seed_to_the_best_config_and_sweeps_it(tmp_path):
+    run_dir = start(run_config(tmp_path), chain_model())
     climb = load_manifest(run_dir)["climb"]["hot/fp32"]
     assert climb["converged"] and climb["rounds"] >= 7
     df = load_run(run_dir).results
@@ -122,13 +130,8 @@ def test_the_runner_climbs_from_the_seed_to_the_best_config_and_sweeps_it(tmp_pa
 
 
 def test_a_climb_stopped_by_its_round_limit_says_it_did_not_converge(tmp_path):
-    curves = {c: (lambda i: lambda ws, l2: 3000.0 + 100 * i)(int(c[1:])) for c in LINE}
-    ex = ClimbingModel(curves, l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
-                       copy=lambda ws, l2: 4000.0, noise=0.0)  # fmt: skip
-    plan = make_plan(lookup("h200"), dtypes=["fp32"])
-    config = RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
-                       run_id="r1", search=SearchParams(max_climb_rounds=2))  # fmt: skip
-    climb = load_manifest(start(config, ex))["climb"]["hot/fp32"]
+    ex = chain_model(speed=lambda i: lambda ws, l2: 3000.0 + 100 * i)
+    climb = load_manifest(start(run_config(tmp_path, rounds=2), ex))["climb"]["hot/fp32"]
     assert climb == {**climb, "rounds": 2, "converged": False}
 
 
@@ -145,22 +148,11 @@ class InterruptedClimb(ClimbingModel):
 
 
 def test_a_run_interrupted_mid_climb_resumes_with_the_configs_it_had_climbed_to(tmp_path):
-    def speed(i):
-        return lambda ws, l2: 3000.0 + 100 * (7 - abs(i - 7))
-
-    curves = {c: speed(int(c[1:])) for c in LINE}
-    kw = dict(l2_bytes=L2, baseline=lambda ws, l2: 3000.0, copy=lambda ws, l2: 4000.0, noise=0.0)
-    plan = make_plan(lookup("h200"), dtypes=["fp32"])
-
-    def config(run_id):
-        return RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
-                         run_id=run_id, search=SearchParams(max_climb_rounds=10))  # fmt: skip
-
     with pytest.raises(KeyboardInterrupt):
-        start(config("r1"), InterruptedClimb(curves, after=40, **kw))
+        start(run_config(tmp_path), chain_model(InterruptedClimb, after=40))
     run_dir = next(tmp_path.glob("*/r1"))
-    resumed = start(config("r1"), ClimbingModel(curves, **kw), resume=run_dir)
-    full = start(config("r2"), ClimbingModel(curves, **kw))
+    resumed = start(run_config(tmp_path), chain_model(), resume=run_dir)
+    full = start(run_config(tmp_path, "r2"), chain_model())
     sweep = [
         set(load_run(d).results.query("phase == 'sweep' and role == 'candidate'").config)
         for d in (resumed, full)
