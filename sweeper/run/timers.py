@@ -204,10 +204,10 @@ class Graph:
     Up to CAPTURE_CALLS calls are captured as they are. More are built from captured units:
     two calls (so a launch that alternates its output buffers keeps alternating) chained as
     child-graph nodes, plus one more call when `calls` is odd. The replay is the same sequence
-    of kernels as a full capture, without paying the host's launch cost (~30-45 us per Numba
-    launch on the H200 machine) once per call: chaining 64 calls took 0.6-0.7 ms where
-    capturing them took 2.3-3.2 ms, and both replays timed 11.67 us per call at 45 MiB
-    (docs/methodology.md, "Where a cell's time goes")."""
+    of kernels as a full capture, without paying the host's launch cost (28-45 us per Numba
+    launch on the H200 machine) once per call: chaining 64 one-call graphs took 0.6-0.7 ms
+    where capturing 64 calls took 2.3-3.2 ms, and both replays timed 11.67-11.70 us per call at
+    45 MiB (docs/methodology.md, "Where a cell's time goes")."""
 
     def __init__(self, launch: Launch, calls: int, stream):
         cu = _cu()
