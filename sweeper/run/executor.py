@@ -220,10 +220,13 @@ class GpuExecutor:
         results = warm_kernels(keys, workers=self.workers)
         for v in variants:
             sweeper_kernels.get_launcher(v)
+        # summed over every prepare of the run (the climb prepares each round's new configs)
+        before = getattr(self, "compile_stats", None) or {}
         self.compile_stats = {
-            "compile_keys": len(keys),
-            "compiled": sum(1 for _, compiled, _ in results if compiled),
-            "seconds": round(time.perf_counter() - t0, 2),
+            "compile_keys": before.get("compile_keys", 0) + len(keys),
+            "compiled": before.get("compiled", 0)
+            + sum(1 for _, compiled, _ in results if compiled),
+            "seconds": round(before.get("seconds", 0) + time.perf_counter() - t0, 2),
         }
 
     def release(self, dtype: str, n: int) -> None:

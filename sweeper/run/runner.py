@@ -511,7 +511,7 @@ class Runner:
                 out.append(v.config)
             return out
 
-        rounds, measured, converged = 0, 0, True
+        rounds, measured, converged, compile_s = 0, 0, True, 0.0
         while True:
             moves = climb_moves(self._rows_for(mode, dtype, screen), neighbours, params)
             if not moves:
@@ -521,7 +521,9 @@ class Runner:
                 break
             rounds += 1
             new = {c for cs in moves.values() for c in cs}
+            tc = time.perf_counter()
             self.ex.prepare([by_config[c] for c in sorted(new)])
+            compile_s += time.perf_counter() - tc
             cells = sum(len(cs) for cs in moves.values())
             self._total += cells
             measured += cells
@@ -534,11 +536,15 @@ class Runner:
             "converged": converged,
         }
         self.manifest["timing"][f"{mode}/{dtype}/climb_s"] = round(time.perf_counter() - t, 2)
+        # the part of climb_s spent compiling and loading the new configs' kernels
+        self.manifest["timing"][f"{mode}/{dtype}/climb_compile_s"] = round(compile_s, 2)
 
     def _finish(self, t0: float) -> None:
         if self.writer is not None:
             self.writer.close()
         self.manifest["finished"] = _now()
+        if getattr(self.ex, "compile_stats", None):  # the climb's prepares add to it
+            self.manifest["compile"] = self.ex.compile_stats
         self.manifest["timing"]["total_s"] = round(
             self.manifest["timing"].get("total_s", 0) + time.perf_counter() - t0, 2
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -11,6 +12,49 @@ import numpy as np
 # Statistics (pure numpy; unit-tested on the CPU)
 
 _BOOT = 400
+
+
+@functools.lru_cache(maxsize=256)
+def _resample_counts(seed: int, sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """For each part size in turn, how often each sample is drawn in each of _BOOT resamples
+    with replacement: shape (_BOOT, size), drawn from one generator seeded with `seed`.
+    The draws depend only on (seed, sizes), so a stopping rule that asks after every round
+    reuses them."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in sizes:
+        idx = rng.integers(0, k, size=(_BOOT, k))
+        counts = np.zeros((_BOOT, k), dtype=np.int32)
+        np.add.at(counts, (np.arange(_BOOT)[:, None], idx), 1)
+        counts.setflags(write=False)
+        out.append(counts)
+    return tuple(out)
+
+
+def _resample_medians(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The median of every resample described by `counts` (rows: resamples; columns: how often
+    each sample of x is drawn), as np.median of the drawn values would compute it: the
+    resample's order statistics are x's, in x's order, so the median ranks are found by a
+    cumulative count over x sorted."""
+    k = x.size
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    cum = np.cumsum(counts[:, order], axis=1)
+    lo = np.argmax(cum >= (k + 1) // 2, axis=1)  # 1-based ranks (k+1)//2 and k//2 + 1
+    hi = np.argmax(cum >= k // 2 + 1, axis=1)
+    return (xs[lo] + xs[hi]) / 2
+
+
+def _quantiles(values: np.ndarray, qs: tuple[float, float]) -> tuple[float, float]:
+    """np.quantile's default (linear) interpolation at two levels, on one sort."""
+    v = np.sort(values)
+    out = []
+    for q in qs:
+        pos = (v.size - 1) * q
+        i = int(math.floor(pos))
+        j = min(i + 1, v.size - 1)
+        out.append(float(v[i] + (v[j] - v[i]) * (pos - i)))
+    return out[0], out[1]
 
 
 def ci_tails(level: float) -> tuple[float, float]:
@@ -27,36 +71,35 @@ def median_ci(samples: np.ndarray, *, seed: int = 0, level: float = 0.95) -> tup
         return (math.nan, math.nan)
     if s.size == 1:
         return (float(s[0]), float(s[0]))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, s.size, size=(_BOOT, s.size))
-    meds = np.median(s[idx], axis=1)
-    lo, hi = ci_tails(level)
-    return (float(np.quantile(meds, lo)), float(np.quantile(meds, hi)))
+    (counts,) = _resample_counts(seed, (s.size,))
+    return _quantiles(_resample_medians(s, counts), ci_tails(level))
 
 
 def _geomean_ci(parts: list[tuple[np.ndarray, ...]], stat, seed: int, level: float):
     """Geometric mean over parts of stat(*part) (a part: equal-length arrays, rows paired),
-    with a bootstrap CI that resamples each part's rows on its own (deterministic per seed)."""
+    with a bootstrap CI that resamples each part's rows on its own (deterministic per seed).
+    `stat` takes the part's arrays and returns (point, resampled values) for the counts given."""
     parts = [p for p in parts if p[0].size]
     if not parts:
         return (math.nan, math.nan, math.nan)
-    point = float(np.exp(np.mean([np.log(stat(*p)) for p in parts])))
-    rng = np.random.default_rng(seed)
-    logs = np.zeros(_BOOT)
-    for p in parts:
-        idx = rng.integers(0, p[0].size, size=(_BOOT, p[0].size))
-        logs += np.log(stat(*(x[idx] for x in p), axis=1))
-    m = np.exp(logs / len(parts))
-    lo, hi = ci_tails(level)
-    return (point, float(np.quantile(m, lo)), float(np.quantile(m, hi)))
+    all_counts = _resample_counts(seed, tuple(p[0].size for p in parts))
+    point_logs, logs = [], np.zeros(_BOOT)
+    for p, counts in zip(parts, all_counts, strict=True):
+        point, resampled = stat(counts, *p)
+        point_logs.append(math.log(point))
+        logs += np.log(resampled)
+    point = float(np.exp(np.mean(point_logs)))
+    lo, hi = _quantiles(np.exp(logs / len(parts)), ci_tails(level))
+    return (point, lo, hi)
 
 
-def _median(x, axis=None):
-    return np.median(x, axis=axis)
+def _median(counts, x):
+    return float(np.median(x)), _resample_medians(x, counts)
 
 
-def _median_ratio(num, den, axis=None):
-    return np.median(num, axis=axis) / np.median(den, axis=axis)
+def _median_ratio(counts, num, den):
+    point = float(np.median(num) / np.median(den))
+    return point, _resample_medians(num, counts) / _resample_medians(den, counts)
 
 
 def ratio_ci(

@@ -164,3 +164,18 @@ def test_median_ci_of_two_samples_spans_both():
     assert median_ci(np.array([0.0, 10.0])) == (0.0, 10.0)  # resampled medians: 0, 5, 10
     assert median_ci([1, 3]) == (1.0, 3.0)
     assert rel_halfwidth(np.array([0.4, 0.6])) == pytest.approx(0.2)  # a median below 1 is fine
+
+
+def test_resampled_medians_equal_numpy_medians_of_the_drawn_values():
+    """The bootstrap's medians come from draw counts over the sorted sample; they must be what
+    np.median of the drawn values gives, ties and even sizes included."""
+    from sweeper.run.stats import _BOOT, _resample_counts, _resample_medians
+
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 7, 8, 16):
+        for x in (rng.random(k) * 10, np.round(rng.random(k) * 3)):
+            (counts,) = _resample_counts(11, (k,))
+            assert counts.shape == (_BOOT, k) and (counts.sum(axis=1) == k).all()
+            drawn = [np.repeat(x, c) for c in counts]
+            expect = np.array([np.median(d) for d in drawn])
+            np.testing.assert_array_equal(_resample_medians(x, counts), expect)
