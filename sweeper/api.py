@@ -326,7 +326,7 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
 
     data = load_run(resolve_run(run, root))
     tol = sel.DEFAULT_TOLERANCE if tolerance is None else tolerance
-    df = sel.select(data.results, tol)
+    df = sel.select(sel.searched(data.results, data.manifest), tol)
     l2 = (data.manifest.get("device") or {}).get("l2_bytes")
     sel.write_selection(
         data.path,

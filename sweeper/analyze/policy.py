@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper import __version__
 from sweeper.analyze.bands import segment
-from sweeper.analyze.select import DEFAULT_TOLERANCE, acceptable_sets, simplicity_key, variants
+from sweeper.analyze.select import (
+    DEFAULT_TOLERANCE,
+    acceptable_sets,
+    searched,
+    simplicity_key,
+    variants,
+)
 from sweeper.dtypes import DTYPES
 from sweeper.errors import FieldError, SweeperError
 from sweeper.runfolder import baseline_of
@@ -94,6 +100,7 @@ def build_policy(
     if not res:
         raise SweeperError("the run manifest has no plan.resolution; pass --resolution")
     step = l2 / int(res)
+    results = searched(results, manifest)
     ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
     if ok.empty:
         raise SweeperError("the run has no ok candidate rows: nothing to build a policy from")

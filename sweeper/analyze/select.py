@@ -109,6 +109,24 @@ def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def searched(results: pd.DataFrame, manifest: dict) -> pd.DataFrame:
+    """The rows without the candidates the search pruned (the manifest's `pruned`: more than
+    the margin behind the best at every screening size, by paired ratio). A pruned config
+    was measured only at screening sizes, so it can serve no band, and at one size its
+    GB/s can rank above the survivors' by the drift between cells measured minutes apart
+    while its ratio to the baseline, timed side by side, ranks it behind. Selection and
+    policy choose among the configs the sweep measured at every size; the runner closes
+    brackets over the same rows."""
+    import pandas as pd
+
+    pruned = {(p["mode"], p["dtype"], p["config"]) for p in manifest.get("pruned") or []}
+    if not pruned or results.empty:
+        return results
+    keys = zip(results["mode"], results["dtype"], results["config"], strict=True)
+    drop = [(r == "candidate") and k in pruned for r, k in zip(results["role"], keys, strict=True)]
+    return results[~pd.Series(drop, index=results.index, dtype=bool)]
+
+
 def _copy_lookup(results: pd.DataFrame) -> dict[tuple[str, str, int], float]:
     """(mode, pattern, ws_bytes) -> copy GB/s measured in the same run (ok rows only)."""
     cp = results[(results["role"] == "copy") & (results["status"] == "ok")]

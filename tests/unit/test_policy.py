@@ -497,3 +497,27 @@ def test_tolerance_verify_without_two_passes_is_refused_and_writes_nothing(tmp_p
         r = CliRunner().invoke(app, ["policy", "build", str(run), *args])
         assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
         assert not (run / "policy.json").exists()
+
+
+def test_a_config_the_search_pruned_serves_no_band_and_is_not_selected():
+    """A pruned config was measured only at screening sizes: even where its GB/s reads above
+    the survivors' there (drift between cells timed apart), it neither splits a band nor
+    wins the selection; without the manifest's `pruned` it would need a one-size band whose
+    edges fall in gaps no sweep will sample."""
+    from sweeper.analyze.select import searched, select
+
+    sizes = [k * 4 * MiB for k in range(1, 12)]
+    rows = [row("fp32", ws, "plain", 1000.0) for ws in sizes]
+    rows.append(row("fp32", sizes[5], "stream", 1100.0))  # one screening size only
+    results = pd.DataFrame(rows, columns=list(COLUMNS))
+    m = manifest(resolution=32)
+    with pytest.raises(SweeperError, match="a bracket wider than the plan resolution"):
+        build_policy(results, m)  # its one size would need a band bracketed by 4 MiB gaps
+    m["pruned"] = [{"mode": "hot", "dtype": "fp32", "config": "stream", "ws_bytes": sizes[5]}]
+    bands = build_policy(results, m)["dtypes"]["fp32"]["bands"]
+    assert [b["config"] for b in bands] == ["plain"]
+    chosen = select(searched(results, m))
+    assert set(chosen["config"]) == {"plain"} and len(chosen) == len(sizes)
+    # another dtype's or mode's pruning of the same name leaves these rows alone
+    m["pruned"] = [{"mode": "cold", "dtype": "fp32", "config": "stream"}]
+    assert len(searched(results, m)) == len(results)
