@@ -273,6 +273,22 @@ class Runner:
         self._done_count = 0
         self._total = 0
         self._deadline: float | None = None
+        self._compile_before = dict(manifest.get("compile") or {})
+
+    def _record_compile(self) -> None:
+        """The manifest's compile stats: this segment's (the executor sums its prepares) added
+        to those of a resumed run's segments before it."""
+        stats = getattr(self.ex, "compile_stats", None)
+        if stats:
+            self.manifest["compile"] = {
+                k: round(self._compile_before.get(k, 0) + v, 2) for k, v in stats.items()
+            }
+
+    def _add(self, key: str, value: float) -> None:
+        """Add to a manifest timing entry: a resumed run adds its segment's seconds and counts
+        to the segments' before it, so every entry covers the whole run."""
+        timing = self.manifest.setdefault("timing", {})
+        timing[key] = round(timing.get(key, 0) + value, 2)
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, row: dict, phase: str) -> dict:
@@ -335,7 +351,6 @@ class Runner:
     # -- the search --------------------------------------------------------------------------
     def run(self) -> Path:
         cfg, plan = self.cfg, self.cfg.plan
-        timing = self.manifest.setdefault("timing", {})
         t0 = time.perf_counter()
         if cfg.time_limit_s is not None:
             self._deadline = t0 + cfg.time_limit_s
@@ -344,9 +359,8 @@ class Runner:
             for d in cfg.dtypes
         }
         self.ex.prepare([v for vs in all_variants.values() for v in vs])
-        timing["prepare_s"] = round(time.perf_counter() - t0, 2)
-        if getattr(self.ex, "compile_stats", None):
-            self.manifest["compile"] = self.ex.compile_stats
+        self._add("prepare_s", time.perf_counter() - t0)
+        self._record_compile()
         self._total = (
             0
             if cfg.sliced
@@ -404,19 +418,18 @@ class Runner:
             "points": points,
             "reference": ["copy", *(v.config for v in variants)],
         }
-        self.manifest.setdefault("timing", {})["ceiling_s"] = round(time.perf_counter() - t, 2)
+        self._add("ceiling_s", time.perf_counter() - t)
         write_manifest(self.run_dir, self.manifest)
 
     def _run_one(self, mode: str, dtype: str, variants: list[Any]) -> None:
         cfg, plan = self.cfg, self.cfg.plan
-        timing = self.manifest["timing"]
         entries = cfg.sizes(plan.sizes(dtype))
         if cfg.sliced:  # a slice re-times what it names: every config at every size, no search
             t = time.perf_counter()
             self._total += len(entries) * len(variants)
             for e in entries:
                 self._measure_size(mode, dtype, e["n"], variants, "sweep")
-            timing[f"{mode}/{dtype}/sweep_s"] = round(time.perf_counter() - t, 2)
+            self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
             return
         itemsize = ITEMSIZE[dtype]
         by_config = {v.config: v for v in variants}
@@ -438,13 +451,13 @@ class Runner:
                 p for p in self.manifest["pruned"] if (p["mode"], p["dtype"]) != (mode, dtype)
             ] + [{"mode": mode, "dtype": dtype, **p} for p in pruned]
             write_manifest(self.run_dir, self.manifest)
-        timing[f"{mode}/{dtype}/screen_s"] = round(time.perf_counter() - t, 2)
+        self._add(f"{mode}/{dtype}/screen_s", time.perf_counter() - t)
         t = time.perf_counter()
         chosen = [by_config[c] for c in keep]
         self._total += len(entries) * len(chosen)
         for e in entries:
             self._measure_size(mode, dtype, e["n"], chosen, "sweep")
-        timing[f"{mode}/{dtype}/sweep_s"] = round(time.perf_counter() - t, 2)
+        self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
 
@@ -485,9 +498,9 @@ class Runner:
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             bracketed += len(points)
-        timing[f"{mode}/{dtype}/refine_s"] = round(time.perf_counter() - t, 2)
-        timing[f"{mode}/{dtype}/refine_points"] = added
-        timing[f"{mode}/{dtype}/bracket_points"] = bracketed
+        self._add(f"{mode}/{dtype}/refine_s", time.perf_counter() - t)
+        self._add(f"{mode}/{dtype}/refine_points", added)
+        self._add(f"{mode}/{dtype}/bracket_points", bracketed)
         # where `sweeper policy build` will refuse a boundary: the gap is still open
         opened = [k for k in self.manifest.get("open_brackets", []) if k != f"{mode}/{dtype}"]
         self.manifest["open_brackets"] = opened + ([] if closed else [f"{mode}/{dtype}"])
@@ -529,22 +542,22 @@ class Runner:
             measured += cells
             for n, cs in moves.items():
                 self._measure_size(mode, dtype, n, [by_config[c] for c in cs], "screen")
-        self.manifest.setdefault("climb", {})[f"{mode}/{dtype}"] = {
-            "rounds": rounds,
-            "cells": measured,
+        before = self.manifest.setdefault("climb", {}).get(f"{mode}/{dtype}", {})
+        self.manifest["climb"][f"{mode}/{dtype}"] = {  # summed over a resumed run's segments
+            "rounds": before.get("rounds", 0) + rounds,
+            "cells": before.get("cells", 0) + measured,
             "configs": len(by_config),
             "converged": converged,
         }
-        self.manifest["timing"][f"{mode}/{dtype}/climb_s"] = round(time.perf_counter() - t, 2)
+        self._add(f"{mode}/{dtype}/climb_s", time.perf_counter() - t)
         # the part of climb_s spent compiling and loading the new configs' kernels
-        self.manifest["timing"][f"{mode}/{dtype}/climb_compile_s"] = round(compile_s, 2)
+        self._add(f"{mode}/{dtype}/climb_compile_s", compile_s)
 
     def _finish(self, t0: float) -> None:
         if self.writer is not None:
             self.writer.close()
         self.manifest["finished"] = _now()
-        if getattr(self.ex, "compile_stats", None):  # the climb's prepares add to it
-            self.manifest["compile"] = self.ex.compile_stats
+        self._record_compile()  # the climb's prepares add to it
         self.manifest["timing"]["total_s"] = round(
             self.manifest["timing"].get("total_s", 0) + time.perf_counter() - t0, 2
         )

@@ -150,8 +150,16 @@ def test_interrupted_run_resumes_without_repeating_or_losing_cells(plan, tmp_pat
     # Simulate a crash mid-write: a half-written last line.
     with open(run_dir / "trials.jsonl", "a") as f:
         f.write('{"kind": "trial", "schema_ver')
+    # the first segment's stage times, made large so that an overwrite would show
+    m1 = load_manifest(run_dir)
+    stages = [k for k in m1["timing"] if k.endswith("_s") and k != "total_s"]
+    assert stages
+    m1["timing"] = {**m1["timing"], **{k: 1000.0 for k in stages}}
+    (run_dir / "manifest.json").write_text(json.dumps(m1))
     ex2 = model()
     start(cfg(plan, tmp_path), ex2, resume=run_dir)
+    timing = load_manifest(run_dir)["timing"]
+    assert all(timing[k] >= 1000.0 for k in stages)  # a segment adds to the ones before it
     trials, truncated = read_trials(run_dir)
     keys = [t["cell_key"] for t in trials]
     assert not truncated
