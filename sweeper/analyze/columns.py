@@ -25,7 +25,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "block": ("Int64", "threads per block"),
     "grid": ("str", "grid shape, e.g. 'stride4' (4 waves/SM, grid-stride) or 'onepass'"),
     "phase": ("str", "screen | sweep | refine"),
-    "status": ("str", "ok | mismatch | guard | above-peak | error"),
+    "status": ("str", "ok | mismatch | guard | above-ceiling | error (above-peak: older files)"),
     "status_detail": ("str", "why, when status != ok"),
     "time_us": ("float64", "median time per call, microseconds"),
     "time_lo_us": ("float64", "95% CI of the median, low"),
@@ -39,6 +39,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "n_samples": ("int64", "timed samples behind time_us"),
 }
 
-STATUSES = ("ok", "mismatch", "guard", "above-peak", "error")
+# above-ceiling: above a ceiling of the run (sweeper.run.ceilings); above-peak (cold above the
+# DRAM peak) is read from trial files written before that check replaced it
+STATUSES = ("ok", "mismatch", "guard", "above-ceiling", "above-peak", "error")
 ROLES = ("candidate", "baseline", "copy")
 MODES = ("hot", "cold", "after-write")

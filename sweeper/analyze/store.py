@@ -51,6 +51,13 @@ def validate_manifest(doc: dict) -> None:
     for m in doc["modes"]:
         if m not in MODES:
             raise FieldError("modes", f"unknown mode {m!r} (known: {', '.join(MODES)})")
+    harness = doc.get("harness") or {}
+    if "ceiling_check" in harness:  # the physical-limit check's parameters (sweeper.run.ceilings)
+        check = require(harness, "ceiling_check", dict, "harness.")
+        for f in ("margin", "copy_from_x_l2"):
+            v = require(check, f, (int, float), "harness.ceiling_check.")
+            if not v > 0:
+                raise FieldError(f"harness.ceiling_check.{f}", f"must be positive, found {v}")
 
 
 def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:

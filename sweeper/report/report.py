@@ -330,7 +330,26 @@ def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
         rows = [(g.get("cell", "-"), g.get("status", "-"), g.get("detail", "")) for g in logged]
         out += _table(("cell", "status", "detail"), rows)
         out += [""]
-    return out + pairing_check(results, manifest)
+    return out + physical_limits(results, manifest) + pairing_check(results, manifest)
+
+
+def physical_limits(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """The physical-limit check's ceilings and margin as the run applied them."""
+    from sweeper.run.ceilings import ABOVE_CEILING, ceilings_of
+
+    if "ceiling_check" not in (manifest.get("harness") or {}):
+        return ["**Physical limits.** This run was recorded without the physical-limit check.", ""]
+    c = ceilings_of(manifest)
+    l2c = f"{c.l2_resident_gbps:.0f} GB/s" if c.l2_resident_gbps else "not measured"
+    peak = f"{c.dram_peak_gbps:.0f} GB/s" if c.dram_peak_gbps else "unknown"
+    n = int((results["status"] == ABOVE_CEILING).sum())
+    return [
+        f"**Physical limits.** A candidate above {c.margin:g}x the L2-resident ceiling ({l2c}) "
+        f"at any size, or from {c.copy_from_x_l2:g} x L2 on above {c.margin:g}x the copy "
+        f"kernel at its size or the DRAM peak ({peak}), is `{ABOVE_CEILING}`: {n} cell(s) "
+        "in this run.",
+        "",
+    ]
 
 
 def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:

@@ -9,8 +9,9 @@ Per candidate cell:
   2. output poisoned, one call, output checked bit-exactly (pre-check);
   3. output poisoned again, timed ABBA against the baseline;
   4. output checked bit-exactly again (catches drift after N calls and skipped work);
-  5. persisting state read back (catches a candidate that set a window or raised the limit);
-  6. cold mode: a figure above the DRAM peak is flagged `above-peak`.
+  5. persisting state read back (catches a candidate that set a window or raised the limit).
+
+The runner then compares the cell's throughput with the run's ceilings (sweeper.run.ceilings).
 """
 
 from __future__ import annotations
@@ -551,11 +552,6 @@ class GpuExecutor:
                 f"stream window {state['window_bytes']} B"
             )
             self.bench.reset_persisting()
-        elif mode == "cold" and self.dram_peak_gbps and row["gbps"] > self.dram_peak_gbps:
-            row["status"] = "above-peak"
-            row["status_detail"] = (
-                f"cold {row['gbps']:.0f} GB/s exceeds the DRAM peak {self.dram_peak_gbps:.0f}"
-            )
         return row
 
 

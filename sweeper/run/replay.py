@@ -47,6 +47,7 @@ class ModelExecutor:
     have their own curves. Deterministic noise (seeded by the cell) of +-`noise`.
     `fail` maps config -> status to report (e.g. "mismatch"), to exercise guard bookkeeping.
     `interrupt_after` raises KeyboardInterrupt after that many candidate cells (resume tests).
+    `dram_peak_gbps` is the device's DRAM peak as describe() reports it (None: unknown).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class ModelExecutor:
         interrupt_after: int | None = None,
         device_name: str = "Model GPU",
         baseline_name: str = "torch",
+        dram_peak_gbps: float | None = None,
     ):
         self.curves = curves
         self.l2 = l2_bytes
@@ -71,14 +73,14 @@ class ModelExecutor:
         self.interrupt_after = interrupt_after
         self.device_name = device_name
         self.baseline_name = baseline_name
+        self.dram_peak_gbps = dram_peak_gbps
         self.calls: list[tuple] = []
 
     def describe(self) -> dict:
-        return {
-            "device": {"name": self.device_name, "l2_bytes": self.l2, "sm_count": 1, "cc": [0, 0]},
-            "versions": {},
-            "baseline": self.baseline_name,
-        }
+        device = {"name": self.device_name, "l2_bytes": self.l2, "sm_count": 1, "cc": [0, 0]}
+        if self.dram_peak_gbps is not None:
+            device["dram_peak_gbps"] = self.dram_peak_gbps
+        return {"device": device, "versions": {}, "baseline": self.baseline_name}
 
     def variants(self, grid: str, dtype: str) -> list[SimpleVariant]:
         return [SimpleVariant(dtype, c) for c in self.curves]

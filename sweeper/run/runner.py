@@ -36,6 +36,7 @@ from sweeper.analyze.store import (
 from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.plan.planfile import Plan
+from sweeper.run import ceilings
 from sweeper.run.search import (
     SearchParams,
     climb_moves,
@@ -67,7 +68,8 @@ class Executor(Protocol):
     def release(self, dtype: str, n: int) -> None: ...
 
     # optional: `ceiling_set(dtype) -> list of variants` (the L2-resident ceiling's reference
-    # configs; the runner measures the ceiling only with executors that have it), and
+    # configs; the runner measures the ceiling, in hot mode whatever the run's modes, only with
+    # executors that have it), and
     # `neighbours(variant) -> list of variants` (the search's one-axis moves; the runner climbs
     # from the screening rows only with executors that have it) with
     # `variant(dtype, config) -> variant` (what a resumed run's climbed configs are)
@@ -274,6 +276,7 @@ class Runner:
         self._total = 0
         self._deadline: float | None = None
         self._compile_before = dict(manifest.get("compile") or {})
+        self._ceilings: ceilings.Ceilings | None = None  # set once the ceiling is measured
 
     def _record_compile(self) -> None:
         """The manifest's compile stats: this segment's (the executor sums its prepares) added
@@ -299,6 +302,10 @@ class Runner:
         row["phase"] = phase
         key = row_key(row)
         row["cell_key"] = key
+        if row["role"] == "candidate" and self._ceilings is not None:
+            copy = self.rows.get(cell_key(row["mode"], row["dtype"], int(row["n"]), "copy", "copy"))
+            copy_gbps = copy["gbps"] if copy and copy.get("status") == "ok" else None
+            row["status"], row["status_detail"] = ceilings.check(row, self._ceilings, copy_gbps)
         assert self.writer is not None
         self.writer.append(row)
         self.rows[key] = row
@@ -372,8 +379,13 @@ class Runner:
         )
         self.writer = TrialWriter(self.run_dir)
         try:
-            if "hot" in cfg.modes and "ceiling" not in self.manifest:
+            if "ceiling" not in self.manifest:
                 self._measure_ceiling()
+            # a resumed run keeps the parameters it started with
+            self.manifest.setdefault("harness", {}).setdefault(
+                "ceiling_check", ceilings.harness_doc()
+            )
+            self._ceilings = ceilings.ceilings_of(self.manifest)
             for mode in cfg.modes:
                 for dtype in cfg.dtypes:
                     self._run_one(mode, dtype, all_variants[dtype])

@@ -269,3 +269,27 @@ def test_a_command_without_a_run_reads_the_newest_complete_one(tmp_path):
     (older / "manifest.json").write_text(json.dumps({"started": "x", "status": "interrupted"}))
     with pytest.raises(SweeperError, match="no complete run"):
         resolve_run(None, tmp_path)
+
+
+def test_guards_list_above_ceiling_cells_with_the_check_that_refused_them():
+    from sweeper.report.report import guards
+    from sweeper.units import MiB
+
+    df = synthetic_results()
+    detail = "13500 GB/s is 2.25x the L2-resident ceiling (6000 GB/s); the limit is 1.2x"
+    hit = (df["mode"] == "hot") & (df["dtype"] == "fp32") & (df["ws_bytes"] == 40 * MiB)
+    hit &= df["config"] == CONFIGS[0]
+    df.loc[hit, ["status", "status_detail"]] = ["above-ceiling", detail]
+    m = synthetic_manifest()
+    text = "\n".join(guards(df, m))
+    assert "**Physical limits.** This run was recorded without the physical-limit check." in text
+    m["harness"] = {"ceiling_check": {"margin": 1.2, "copy_from_x_l2": 2}}
+    m["ceiling"] = {"gbps": 6000.0}
+    text = "\n".join(guards(df, m))
+    row = next(ln for ln in text.splitlines() if "above-ceiling |" in ln)
+    assert f"`{CONFIGS[0]}`" in row and "| 40 |" in row and detail in row
+    assert (
+        "**Physical limits.** A candidate above 1.2x the L2-resident ceiling (6000 GB/s) at any "
+        "size, or from 2 x L2 on above 1.2x the copy kernel at its size or the DRAM peak "
+        "(1008 GB/s), is `above-ceiling`: 1 cell(s) in this run."
+    ) in text

@@ -51,6 +51,15 @@ def copy(ws, l2):
 CURVES = {"keep": keep, "stream": stream, "stream2": stream2, "slow": slow, "bad": stream}
 
 
+class CeilingModel(ModelExecutor):
+    """A model GPU that measures the L2-resident ceiling with "keep" and "stream"."""
+
+    def ceiling_set(self, dtype):
+        from sweeper.run.replay import SimpleVariant
+
+        return [SimpleVariant(dtype, "keep"), SimpleVariant(dtype, "stream")]
+
+
 def model(**kw) -> ModelExecutor:
     return ModelExecutor(
         CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"}, **kw
@@ -440,14 +449,9 @@ def test_bad_sizes_are_one_clear_error(text):
 def test_a_hot_run_records_the_l2_resident_ceiling_once(plan, tmp_path):
     """The best of the copy kernel and the reference set at 0.5, 0.625 and 0.75 x L2 (all below
     the model's crossover, where "keep" runs at 9000 GB/s), median over the three sizes."""
-    from sweeper.run.replay import SimpleVariant
     from sweeper.run.runner import CEILING_FRACTIONS, ceiling_sizes
 
-    class WithCeiling(ModelExecutor):
-        def ceiling_set(self, dtype):
-            return [SimpleVariant(dtype, "keep"), SimpleVariant(dtype, "stream")]
-
-    ex = WithCeiling(CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"})
+    ex = CeilingModel(CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"})
     run_dir = start(cfg(plan, tmp_path), ex)
     c = load_manifest(run_dir)["ceiling"]
     assert c["gbps"] == sorted(p["gbps"] for p in c["points"])[1]  # the median of three
@@ -469,15 +473,113 @@ def test_a_hot_run_records_the_l2_resident_ceiling_once(plan, tmp_path):
     assert keys == {t["cell_key"] for t in read_trials(plain_dir)[0]}  # no part of the search
 
 
-def test_a_run_without_hot_mode_measures_no_ceiling(plan, tmp_path):
-    from dataclasses import replace
+def test_a_run_without_hot_mode_measures_the_ceiling_in_hot_mode(plan, tmp_path):
+    from sweeper.run.runner import ceiling_sizes
 
-    from sweeper.run.replay import SimpleVariant
+    ex = CeilingModel(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
+    run_dir = start(cfg(plan, tmp_path, modes=("cold",)), ex)
+    c = load_manifest(run_dir)["ceiling"]
+    assert c["mode"] == "hot" and c["gbps"] == pytest.approx(9000.0, rel=0.02)
+    hot = {(n, config) for mode, _, n, config in ex.calls if mode == "hot"}
+    assert hot == {(n, v) for n in ceiling_sizes(L2, 4) for v in ("keep", "stream")}
+    assert {t["mode"] for t in read_trials(run_dir)[0]} == {"cold"}  # no hot cell recorded
 
-    class WithCeiling(ModelExecutor):
-        def ceiling_set(self, dtype):
-            return [SimpleVariant(dtype, "keep")]
 
-    ex = WithCeiling(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
-    run_dir = start(replace(cfg(plan, tmp_path), modes=("cold",)), ex)
-    assert "ceiling" not in load_manifest(run_dir)
+# ---- the physical-limit check (sweeper.run.ceilings) ----------------------------------------
+
+
+def cheat(ws, l2):
+    """Slower than "stream" below L2 / 2; from there on, a kernel that skips its work: 2.25x
+    the L2-resident ceiling (9000 GB/s, "keep") in the band, 85 TB/s from 2 x L2."""
+    if ws < l2 / 2:
+        return 0.9 * stream(ws, l2)
+    return 20250.0 if ws < 2 * l2 else 85000.0
+
+
+def cheat_model(**kw) -> ModelExecutor:
+    # DRAM peak 4900 GB/s, above the copy kernel's 4800: the copy is the tighter bound
+    return CeilingModel(
+        {**CURVES, "cheat": cheat},
+        l2_bytes=L2,
+        baseline=baseline,
+        copy=copy,
+        fail={"bad": "mismatch"},
+        dram_peak_gbps=4900.0,
+        **kw,
+    )
+
+
+def test_an_impossible_throughput_is_refused_in_every_mode_and_never_selected(plan, tmp_path):
+    from sweeper.analyze.policy import build_policy
+    from sweeper.analyze.select import select
+    from sweeper.run.ceilings import CEILING_MARGIN, COPY, COPY_FROM_X_L2, L2_RESIDENT
+
+    run_dir = start(cfg(plan, tmp_path, full=True, modes=("hot", "cold")), cheat_model())
+    data = load_run(run_dir)
+    df, m = data.results, data.manifest
+    assert m["harness"]["ceiling_check"] == {"margin": CEILING_MARGIN, "copy_from_x_l2": 2}
+    ceiling = m["ceiling"]["gbps"]
+    cands = df[df.role == "candidate"]
+    mine = cands[cands.config == "cheat"]
+    honest, refused = mine[mine.ws_bytes < L2 / 2], mine[mine.ws_bytes >= L2 / 2]
+    assert len(honest) and (honest.status == "ok").all()
+    assert set(refused["mode"]) == {"hot", "cold"}
+    assert (refused.status == "above-ceiling").all()
+    band = refused[refused.ws_bytes < COPY_FROM_X_L2 * L2]
+    big = refused[refused.ws_bytes >= COPY_FROM_X_L2 * L2]
+    assert len(band) and len(big)
+    in_band = f"x the {L2_RESIDENT} ({ceiling:.0f} GB/s)"
+    assert band.status_detail.str.contains(in_band, regex=False).all()
+    assert big.status_detail.str.fullmatch(
+        rf"\d+ GB/s is [\d.]+x the {COPY} \(4[78]\d\d GB/s\); .*"
+    ).all()
+    # the honest configs pass: no other cell is refused
+    others = cands[~cands.config.isin(["cheat", "bad"])]
+    assert (others.status == "ok").all()
+    # every refused cell is in the run's guard log
+    trials = read_trials(run_dir)[0]
+    refused_keys = {t["cell_key"] for t in trials if t["status"] == "above-ceiling"}
+    assert len(refused_keys) == len(refused)
+    assert refused_keys == {g["cell"] for g in m["guards"] if g["status"] == "above-ceiling"}
+    # refused, the cheat is the fastest cell at every size; it is never selected
+    for _, cell in cands[cands.ws_bytes >= L2 / 2].groupby(["mode", "n"]):
+        assert cell.loc[cell.gbps.idxmax(), "config"] == "cheat"
+    assert "cheat" not in set(select(df).config)
+    policy = build_policy(df, m, mode="hot")
+    assert "cheat" not in policy["configs"]
+
+
+def test_a_resumed_run_keeps_recorded_statuses_and_checks_new_cells(plan, tmp_path):
+    """A run recorded before the check (an impossible cell stored as ok, no check parameters in
+    its manifest) keeps what it recorded; the cells measured after the resume are checked."""
+    # interrupted at 3 x L2: past the ceiling's 6 cells and the cheat's first refused ones
+    sizes = [e for e in plan.sizes("fp32") if e["working_set_bytes"] < 3 * L2]
+    ex = cheat_model(interrupt_after=6 + len(CURVES | {"cheat": cheat}) * len(sizes))
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path, full=True), ex)
+    run_dir = tmp_path / "h200" / "r1"
+    path = run_dir / "trials.jsonl"
+    old = [json.loads(line) for line in path.read_text().splitlines()]
+    before = [t for t in old if t["config"] == "cheat" and t["status"] == "above-ceiling"]
+    assert before
+    for t in before:
+        t["status"], t["status_detail"] = "ok", ""
+    path.write_text("".join(json.dumps(t) + "\n" for t in old))
+    m = load_manifest(run_dir)
+    del m["harness"]["ceiling_check"]
+    m["guards"] = []
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+
+    start(cfg(plan, tmp_path, full=True), cheat_model(), resume=run_dir)
+    trials = {t["cell_key"]: t for t in read_trials(run_dir)[0]}
+    assert all(trials[t["cell_key"]]["status"] == "ok" for t in before)
+    kept = {t["cell_key"] for t in before}
+    new = [
+        t
+        for k, t in trials.items()
+        if k not in kept and t["config"] == "cheat" and t["ws_bytes"] >= L2 / 2
+    ]
+    assert new and all(t["status"] == "above-ceiling" for t in new)
+    m = load_manifest(run_dir)
+    assert m["harness"]["ceiling_check"]["margin"] == pytest.approx(1.2)
+    assert {g["cell"] for g in m["guards"]} >= {t["cell_key"] for t in new}

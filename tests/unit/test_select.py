@@ -60,8 +60,9 @@ def test_winner_copy_pct_and_runner_up():
 def test_not_ok_rows_are_never_selected():
     rows = [
         row("fp32", 1 << 20, "plain", 1000.0),
-        row("fp32", 1 << 20, "stream", 5000.0, status="above-peak"),
+        row("fp32", 1 << 20, "stream", 5000.0, status="above-ceiling"),
         row("fp32", 1 << 20, "u4", 4000.0, status="mismatch"),
+        row("fp32", 1 << 20, "stcs", 4500.0, status="above-peak"),
     ]
     assert select(frame(rows)).iloc[0].config == "plain"
 
