@@ -162,7 +162,7 @@ def run(
     from sweeper.run.runner import RunConfig, start
     from sweeper.run.search import SearchParams
     from sweeper.run.stats import Stopping
-    from sweeper.runfolder import newest_run
+    from sweeper.runfolder import new_run_dir, newest_run
 
     if producer not in ("sm", "memcpy"):
         raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
@@ -208,6 +208,8 @@ def run(
         plan_path, plan_obj = find_plan(gpu_key)
     else:
         plan_obj = load_plan(plan_path)
+    if resume_dir is None:
+        new_run_dir(out_root, plan_obj.gpu, run_id)
     if gpu_key is not None and plan_obj.gpu != gpu_key and not force:
         raise PlanMismatchError(
             f"{plan_path} was planned for '{plan_obj.gpu}' but this GPU is '{gpu_key}'; "
@@ -375,6 +377,7 @@ def policy_build(
     from sweeper.runfolder import POLICY, resolve_run
 
     data = load_run(resolve_run(run, root))
+    pol.check_complete(data.path, data.manifest)
     if tolerance == "verify":
         tolerance = verify_tolerance(data.path)
     doc = pol.build_policy(
@@ -389,13 +392,15 @@ def policy_build(
     return path, pol.load_policy(path)
 
 
-def policy_merge(paths: list[str], out: str):
-    """Merge per-GPU policies into one rule keyed by (cc, l2_bytes); returns (path, doc)."""
+def policy_merge(paths: list[str], out: str, force: bool = False):
+    """Merge per-GPU policies into one rule keyed by (cc, l2_bytes); returns (path, doc).
+    Never writes onto one of the policies, nor over a file with other contents unless
+    `force`."""
     from sweeper.analyze import policy as pol
 
     docs = [pol.load_policy(p) for p in paths]
     merged = pol.merge_docs(docs, [str(p) for p in paths])
-    path = pol.write_merged(out, merged)
+    path = pol.write_merged(out, merged, inputs=paths, force=force)
     return path, pol.load_merged(path)
 
 
@@ -472,7 +477,10 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     the share of cells whose median time and ratio to the baseline differ by at most
     `tolerance`, overall and per working-set decade."""
     from sweeper.analyze.store import load_run
+    from sweeper.errors import SweeperError
 
+    if not 0 < tolerance < 1:
+        raise SweeperError(f"--tolerance {tolerance:g}: a relative difference in (0, 1), e.g. 0.03")
     a, b = load_run(run_a).results, load_run(run_b).results
     key = ["mode", "dtype", "n", "role", "config"]
     m = a.merge(b, on=key, suffixes=("_a", "_b"))

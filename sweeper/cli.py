@@ -26,17 +26,27 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+_DEBUG = {"on": False}
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the traceback of an error instead of its one line."
+    ),
 ) -> None:
     """sweeper: plan -> run -> select -> policy -> export, with plots and reports."""
+    _DEBUG["on"] = debug
 
 
 def fail(message: str) -> None:
-    """Print one clear line on stderr and exit 1."""
+    """Print one clear line on stderr and exit 1; with --debug, re-raise the error being
+    handled (its traceback)."""
+    if _DEBUG["on"] and sys.exc_info()[1] is not None:
+        raise sys.exc_info()[1]
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
@@ -406,13 +416,14 @@ def policy_build_cmd(
 def policy_merge_cmd(
     policies: Annotated[list[str], typer.Argument(help="policy.json files, one per GPU.")],
     out: str = typer.Option(..., "-o", "--out", help="Merged policy file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a file with other contents."),
 ) -> None:
     """Merge per-GPU policies into one rule keyed by (compute capability, L2 size), bands
     relative to L2; prints where GPUs disagree."""
     from sweeper import api
 
     try:
-        path, _ = api.policy_merge(policies, out)
+        path, _ = api.policy_merge(policies, out, force)
         text = api.policy_show(str(path))
     except USER_ERRORS as e:
         fail(str(e))

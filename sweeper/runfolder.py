@@ -27,6 +27,32 @@ def baseline_of(manifest) -> str:
     return str(manifest.get("baseline") or "torch")
 
 
+def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
+    """Refuse a new run's folder, root/gpu/run_id, that `sweeper run` must not write into: a
+    run id that is not a plain folder name (it would land outside root/gpu), or a folder
+    that already holds a run's files (a second run would be appended to them)."""
+    if run_id is None:
+        return
+    if (
+        not run_id.strip()
+        or run_id in (".", "..")
+        or run_id != Path(run_id).name
+        or "\\" in run_id
+        or run_id.startswith(("-", "."))
+    ):
+        raise SweeperError(
+            f"--run-id {run_id!r}: a plain folder name (letters, digits, '-', '_'); the run "
+            f"goes into {Path(root) / gpu}/<run-id>"
+        )
+    path = Path(root) / gpu / run_id
+    held = [n for n in (MANIFEST, TRIALS, TRIALS_GZ, RESULTS) if (path / n).exists()]
+    if held:
+        raise SweeperError(
+            f"{path} already holds {held[0]}; use `sweeper run --resume --run-dir {path}` for "
+            "a run of its own, or another --run-id"
+        )
+
+
 def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:
     """The run folder to work on: `run`, or the newest complete one under `root` when None."""
     if run is None:

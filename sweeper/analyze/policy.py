@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeper_kernels import hints
+
 from sweeper import __version__
 from sweeper.analyze.bands import segment
 from sweeper.analyze.select import (
@@ -41,7 +43,7 @@ from sweeper.analyze.select import (
 from sweeper.dtypes import DTYPES
 from sweeper.errors import FieldError, SweeperError
 from sweeper.runfolder import baseline_of
-from sweeper.schema import dump, load, require
+from sweeper.schema import dump, load, require, stamp
 from sweeper.units import fmt_bytes
 
 # A band of a policy as plots and tables use it: [lo, hi) working-set bytes (hi None: open), config
@@ -169,6 +171,22 @@ def build_policy(
     }
 
 
+def check_complete(run_dir: str | os.PathLike, manifest: dict) -> None:
+    """A policy is built from a finished run: one that stopped part-way has sizes and
+    bracketing rounds missing, so its bands would stand on less than the plan."""
+    from sweeper.errors import SchemaError
+    from sweeper.runfolder import MANIFEST
+
+    status = manifest.get("status")
+    if status not in (None, "complete"):
+        raise SchemaError(
+            Path(run_dir) / MANIFEST,
+            "status",
+            f"the run is {status}, not complete; `sweeper run --resume --run-dir {run_dir}` "
+            "finishes it",
+        )
+
+
 def generic_config(results: pd.DataFrame, dtype: str, simpler) -> dict:
     """The config for a device the policy was not measured on: of the configs measured ok at
     every size the run has for this dtype, the one whose lowest ratio to the baseline is
@@ -242,9 +260,10 @@ def _validate_configs(doc: dict) -> dict:
         block = require(c, "block", int, w)
         if not 32 <= block <= 1024 or block % 32:
             raise FieldError(w + "block", f"must be a multiple of 32 in [32, 1024], found {block}")
-        for h in ("load_hint", "store_hint"):
-            if not re.fullmatch(r"[A-Za-z0-9_:.]+", require(c, h, str, w)):
-                raise FieldError(w + h, f"not a cache operator name: {c[h]!r}")
+        for kind in hints.KINDS:
+            h = f"{kind}_hint"
+            if require(c, h, str, w) not in hints.names(kind):
+                raise FieldError(w + h, f"not a {kind} cache operator sweeper knows: {c[h]!r}")
         if not GRID_RE.match(require(c, "grid", str, w)):
             raise FieldError(
                 w + "grid", f"must be 'onepass', 'flat', 'flat32' or 'strideW', found {c['grid']!r}"
@@ -301,17 +320,91 @@ def _validate_dtypes(doc: dict, configs: dict, rel_only: bool, where: str = "") 
 
 
 def validate_policy(doc: dict) -> None:
-    """Raise FieldError naming the first problem in a policy document."""
+    """Raise FieldError naming the first problem in a policy document: every field that
+    show, plot, report and the exports read, the relative edges, and every boundary's bracket
+    against the plan resolution."""
     prov = require(doc, "provenance", dict)
-    require(prov, "run_ids", list, "provenance.")
-    if require(doc, "l2_bytes", int) <= 0:
+    run_ids = require(prov, "run_ids", list, "provenance.")
+    if not all(isinstance(r, str) for r in run_ids):
+        raise FieldError("provenance.run_ids", "expected a list of run ids")
+    for f in ("gpu", "mode", "pattern", "plan_hash"):
+        require(prov, f, str, "provenance.")
+    require(prov, "tolerance", (int, float), "provenance.")
+    res = require(prov, "resolution", int, "provenance.")
+    if res < 1:
+        raise FieldError("provenance.resolution", f"must be a positive integer, found {res}")
+    l2 = require(doc, "l2_bytes", int)
+    if l2 <= 0:
         raise FieldError("l2_bytes", "must be > 0")
+    device = require(prov, "device", dict, "provenance.")
+    if device.get("l2_bytes", l2) != l2:
+        raise FieldError(
+            "l2_bytes", f"{l2} is not provenance.device.l2_bytes ({device['l2_bytes']})"
+        )
     cc = require(doc, "cc", list)
     if len(cc) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in cc):
         raise FieldError("cc", f"expected [major, minor], found {cc!r}")
+    step = require(doc, "resolution_bytes", (int, float))
+    if not abs(step - l2 / res) <= 1e-9 * (l2 / res):  # False for NaN
+        raise FieldError(
+            "resolution_bytes", f"{step!r} is not l2_bytes / provenance.resolution ({l2 / res!r})"
+        )
     configs = _validate_configs(doc)
     _validate_dtypes(doc, configs, rel_only=False)
     _validate_rel_edges(doc)
+    _validate_brackets(doc)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v
+
+
+def _validate_brackets(doc: dict) -> None:
+    """Every band states the sizes it stands on, and every boundary lies inside its bracket
+    (the last measured size below, the first above), which is at most the plan resolution
+    wide: a boundary across a wider stretch is a guess `policy build` refuses to make."""
+    step = doc["resolution_bytes"]
+    for dt, d in doc["dtypes"].items():
+        if "generic" not in d:
+            raise FieldError(f"dtypes.{dt}.generic", "missing (the config for other GPUs)")
+        prev_last = None
+        for k, b in enumerate(d["bands"]):
+            w = f"dtypes.{dt}.bands[{k}]."
+            first = require(b, "first_measured", int, w)
+            last = require(b, "last_measured", int, w)
+            if require(b, "n_sizes", int, w) < 1 or not first <= last:
+                raise FieldError(w + "n_sizes", "a band stands on at least one measured size")
+            for f in ("worst_frac_of_best", "mean_frac_of_best"):
+                if not _num(require(b, f, (int, float), w)):
+                    raise FieldError(w + f, f"expected a number, found {b[f]!r}")
+            br = b.get("bracket_below", "missing")
+            if k == 0:
+                if br is not None:
+                    raise FieldError(w + "bracket_below", "the first band has none (null)")
+                prev_last = last
+                continue
+            if not (isinstance(br, list) and len(br) == 2 and all(isinstance(x, int) for x in br)):
+                raise FieldError(
+                    w + "bracket_below", f"expected [below, above] bytes, found {br!r}"
+                )
+            if br[1] - br[0] > step * (1 + 1e-12):
+                raise FieldError(
+                    w + "bracket_below",
+                    f"{br[0]}..{br[1]} bytes is wider than the plan resolution ({step:.0f} "
+                    "bytes): a boundary there is not bracketed; rebuild the policy with "
+                    "`sweeper policy build`",
+                )
+            if br != [prev_last, first]:
+                raise FieldError(
+                    w + "bracket_below",
+                    f"{br} is not [the band below's last_measured, first_measured] "
+                    f"([{prev_last}, {first}])",
+                )
+            if not br[0] < b["lo_bytes"] <= br[1]:
+                raise FieldError(
+                    w + "lo_bytes", f"{b['lo_bytes']} is outside its bracket {br[0]}..{br[1]}"
+                )
+            prev_last = last
 
 
 def _validate_rel_edges(doc: dict) -> None:
@@ -357,7 +450,38 @@ def validate_merged(doc: dict) -> None:
 
 
 def load_policy(path: str | os.PathLike) -> dict:
-    return load(path, "policy", validate_policy)
+    """A policy file, validated as a whole; one inside a run folder (a manifest.json beside
+    it) must also carry that run's plan resolution, plan hash and L2 size."""
+    doc = load(path, "policy", validate_policy)
+    check_against_run(path, doc)
+    return doc
+
+
+def check_against_run(path: str | os.PathLike, doc: dict) -> None:
+    from sweeper.analyze.store import load_manifest
+    from sweeper.errors import SchemaError
+    from sweeper.runfolder import MANIFEST
+
+    run_dir = Path(path).parent
+    if not (run_dir / MANIFEST).is_file():
+        return
+    manifest = load_manifest(run_dir)
+    prov = doc["provenance"]
+    if manifest["run_id"] not in prov["run_ids"]:
+        return  # a policy of another run, kept here
+    plan = manifest["plan"]
+    for field, have, want in (
+        ("provenance.resolution", prov["resolution"], plan.get("resolution")),
+        ("provenance.plan_hash", prov["plan_hash"], plan["plan_hash"]),
+        ("l2_bytes", doc["l2_bytes"], plan.get("l2_bytes", manifest["device"]["l2_bytes"])),
+    ):
+        if want is not None and have != want:
+            raise SchemaError(
+                path,
+                field,
+                f"{have!r} is not the run's ({want!r} in {run_dir / MANIFEST}); rebuild the "
+                "policy with `sweeper policy build`",
+            )
 
 
 def load_merged(path: str | os.PathLike) -> dict:
@@ -486,8 +610,28 @@ def disagreements(entries: list[dict]) -> list[dict]:
     return out
 
 
-def write_merged(path: str | os.PathLike, payload: dict) -> Path:
+def write_merged(
+    path: str | os.PathLike,
+    payload: dict,
+    inputs: Sequence[str | os.PathLike] = (),
+    force: bool = False,
+) -> Path:
+    """Write a merged policy; never onto one of its `inputs`, nor over a file with other
+    contents unless `force` (the same contents: nothing is written)."""
     validate_merged(payload)
+    path = Path(path)
+    for p in inputs:
+        if path.exists() and path.resolve() == Path(p).resolve():
+            raise SweeperError(f"{path} is a policy being merged; write the merge elsewhere")
+    if path.exists():
+        try:
+            same = load_merged(path) == stamp("merged-policy", payload)
+        except SweeperError:
+            same = False
+        if same:
+            return path
+        if not force:
+            raise SweeperError(f"{path} exists with other contents; --force overwrites it")
     return dump("merged-policy", payload, path)
 
 

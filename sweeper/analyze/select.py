@@ -137,6 +137,14 @@ def _copy_lookup(results: pd.DataFrame) -> dict[tuple[str, str, int], float]:
     return out
 
 
+def check_tolerance(tolerance: float) -> None:
+    """A tie tolerance is a relative GB/s difference: a number in [0, 1)."""
+    if not 0 <= tolerance < 1:  # False for NaN
+        raise SweeperError(
+            f"--tolerance {tolerance}: a relative GB/s difference in [0, 1), e.g. 0.02"
+        )
+
+
 def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """One row per (mode, pattern, dtype, size): the chosen config and why.
 
@@ -146,8 +154,7 @@ def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.Da
     """
     import pandas as pd
 
-    if tolerance < 0:
-        raise SweeperError(f"tolerance must be >= 0, got {tolerance}")
+    check_tolerance(tolerance)
     cands = ok_candidates(results)
     copies = _copy_lookup(results)
     rows: list[dict] = []
@@ -214,6 +221,7 @@ def acceptable_sets(
 ) -> dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]]:
     """Per (mode, pattern, dtype): sorted [(ws_bytes, {config: gbps / fastest gbps})] of the
     configs tied with the fastest at that size (the sets band segmentation works on)."""
+    check_tolerance(tolerance)
     out: dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]] = {}
     for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
         seq = []
@@ -307,3 +315,54 @@ def write_selection(
     csv = atomic_write_text(run_dir / SELECTION_CSV, buf.getvalue())
     md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title, baseline))
     return csv, md
+
+
+SELECTION_COLUMNS = ("mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "ratio")
+
+
+def read_selection(run_dir: str | os.PathLike, results: pd.DataFrame) -> pd.DataFrame | None:
+    """<run>/selection.csv checked against the run's table (built from its trial log): one
+    row per measured size, each naming a config measured ok there with its GB/s and ratio.
+    None when `sweeper select` has not run; SchemaError naming the column otherwise."""
+    import numpy as np
+
+    from sweeper.analyze.store import read_table
+    from sweeper.errors import SchemaError
+
+    path = Path(run_dir) / SELECTION_CSV
+    sel = read_table(path)
+    if sel is None:
+        return None
+    fix = "run `sweeper select` to rebuild it from the trial log"
+    for col in SELECTION_COLUMNS:
+        if col not in sel.columns:
+            raise SchemaError(path, col, f"column missing; {fix}")
+    ok = ok_candidates(results)
+    key = ["mode", "pattern", "dtype", "n"]
+    try:
+        sel = sel.astype({"n": "int64", "ws_bytes": "int64", "gbps": "float64", "ratio": "float64"})
+    except (TypeError, ValueError):
+        raise SchemaError(path, None, f"a number column holds other text; {fix}") from None
+    if sel.duplicated(key).any():
+        raise SchemaError(path, "n", f"a size is listed twice; {fix}")
+    have = set(map(tuple, sel[key].astype(str).to_numpy()))
+    want = set(map(tuple, ok[key].drop_duplicates().astype(str).to_numpy()))
+    if have != want:
+        raise SchemaError(
+            path,
+            "n",
+            f"{len(have)} sizes, the trial log has {len(want)} with ok candidates; {fix}",
+        )
+    m = sel.merge(
+        ok[[*key, "ws_bytes", "config", "gbps", "ratio"]],
+        on=[*key, "config"],
+        how="left",
+        suffixes=("", "_trial"),
+    )
+    if m["gbps_trial"].isna().any():
+        raise SchemaError(path, "config", f"names a config not measured ok at that size; {fix}")
+    for col in ("ws_bytes", "gbps", "ratio"):
+        x, y = m[col].to_numpy(dtype=float), m[f"{col}_trial"].to_numpy(dtype=float)
+        if not (np.isclose(x, y, rtol=1e-9, atol=0.0) | (np.isnan(x) & np.isnan(y))).all():
+            raise SchemaError(path, col, f"differs from the trial log; {fix}")
+    return sel

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 # Fields of a trial line beyond the table columns (raw data, kept for audits).
 TRIAL_EXTRA = ("samples_us", "base_samples_us", "sample_parts", "cell_key")
+# The table's numeric columns: a trial line holds a number or null there.
+NUMERIC = tuple(c for c, (typ, _) in COLUMNS.items() if typ not in ("str",))
 
 
 @dataclass
@@ -40,13 +42,31 @@ class RunData:
 
 
 def validate_manifest(doc: dict) -> None:
+    """Raise FieldError naming the first field of a manifest that later stages cannot use:
+    the plan resolution and L2 size a policy's brackets are checked against, the device, the
+    modes, and the kernel-source fingerprint the trials' variant ids were made with."""
     require(doc, "run_id", str)
     require(doc, "gpu", str)
     device = require(doc, "device", dict)
     for f in ("l2_bytes", "sm_count"):
-        require(device, f, int, "device.")
+        if require(device, f, int, "device.") <= 0:
+            raise FieldError(f"device.{f}", f"must be positive, found {device[f]}")
+    cc = device.get("cc")
+    if cc is not None and not (
+        isinstance(cc, list) and len(cc) == 2 and all(_is_int(x) and x >= 0 for x in cc)
+    ):
+        raise FieldError("device.cc", f"expected [major, minor], found {cc!r}")
     plan = require(doc, "plan", dict)
     require(plan, "plan_hash", str, "plan.")
+    res = plan.get("resolution")
+    if res is not None and not (_is_int(res) and res > 0):
+        raise FieldError("plan.resolution", f"expected a positive integer, found {res!r}")
+    l2 = plan.get("l2_bytes")
+    if l2 is not None and l2 != device["l2_bytes"]:
+        raise FieldError(
+            "plan.l2_bytes",
+            f"{l2!r} is not the device's L2 size (device.l2_bytes {device['l2_bytes']})",
+        )
     require(doc, "modes", list)
     for m in doc["modes"]:
         if m not in MODES:
@@ -58,6 +78,13 @@ def validate_manifest(doc: dict) -> None:
             v = require(check, f, (int, float), "harness.ceiling_check.")
             if not v > 0:
                 raise FieldError(f"harness.ceiling_check.{f}", f"must be positive, found {v}")
+    for f, typ in (("status", str), ("kernel_source", str), ("timing", dict), ("pruned", list)):
+        if f in doc and doc[f] is not None:
+            require(doc, f, typ)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:
@@ -69,14 +96,60 @@ def load_manifest(run_dir: str | os.PathLike) -> dict:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SweeperError(f"{run_dir}: no such run folder")
-    return load(run_dir / MANIFEST, "manifest", validate_manifest)
+    doc = load(run_dir / MANIFEST, "manifest", validate_manifest)
+    check_plan_record(run_dir, doc)
+    return doc
+
+
+def check_plan_record(run_dir: Path, manifest: dict) -> None:
+    """The manifest's copy of the plan's resolution and L2 size (what a policy's brackets
+    are checked against) must be the plan's own, where the plan file it names is at hand
+    (its path as recorded, from the working folder or the checkout holding results/) and
+    still has the recorded hash."""
+    from sweeper.plan.planfile import load_plan
+
+    rec = manifest["plan"]
+    name = rec.get("path")
+    if not isinstance(name, str) or not name:
+        return
+    places = [Path(name)]
+    if not Path(name).is_absolute() and len(run_dir.resolve().parents) > 2:
+        places.append(run_dir.resolve().parents[2] / name)
+    for place in places:
+        if not place.is_file():
+            continue
+        try:
+            plan = load_plan(place)
+        except SchemaError:
+            continue
+        if plan.plan_hash != rec["plan_hash"]:
+            continue
+        for field, want in (("resolution", plan.resolution), ("l2_bytes", plan.l2_bytes)):
+            if field in rec and rec[field] != want:
+                raise SchemaError(
+                    run_dir / MANIFEST,
+                    f"plan.{field}",
+                    f"{rec[field]!r} is not the plan's ({want!r} in {place}, hash "
+                    f"{plan.plan_hash}); restore the run's manifest",
+                )
+        return
 
 
 def validate_trial(doc: dict) -> None:
+    from sweeper.dtypes import ITEMSIZE
+
     for f in ("run_id", "mode", "dtype", "role", "config", "status"):
         require(doc, f, str)
     for f in ("n", "ws_bytes"):
         require(doc, f, int)
+    if doc["dtype"] not in ITEMSIZE:
+        raise FieldError("dtype", f"unknown dtype {doc['dtype']!r}")
+    if doc["n"] <= 0 or doc["ws_bytes"] != 2 * doc["n"] * ITEMSIZE[doc["dtype"]]:
+        raise FieldError("ws_bytes", f"{doc['ws_bytes']} is not 2 * n * itemsize of {doc['dtype']}")
+    for f in NUMERIC:
+        v = doc.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise FieldError(f, f"expected a number or null, found {v!r}")
     if doc["role"] not in ROLES:
         raise FieldError("role", f"unknown role {doc['role']!r}")
     if doc["status"] not in STATUSES:
@@ -142,6 +215,7 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
         lines.pop()
         truncated = True
     out = []
+    seen: dict[tuple, int] = {}
     for i, line in enumerate(lines, 1):
         where = f"{path}:{i}"
         try:
@@ -153,8 +227,23 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
             validate_trial(doc)
         except FieldError as e:
             raise SchemaError(where, e.field, str(e)) from None
+        key = trial_key(doc)
+        if key in seen:
+            raise SchemaError(
+                where,
+                "cell_key",
+                f"the cell {'|'.join(map(str, key))} is already recorded on line {seen[key]}; "
+                "a trial log holds one record per cell: remove the duplicate line",
+            )
+        seen[key] = i
         out.append(doc)
     return out, truncated
+
+
+def trial_key(doc: dict) -> tuple:
+    """The cell a trial record measured: one record per key in a trial log."""
+    ident = doc.get("variant_id") or doc["config"]
+    return (doc.get("pattern") or "", doc["mode"], doc["dtype"], doc["n"], doc["role"], ident)
 
 
 def repair_trials(run_dir: str | os.PathLike) -> int:
@@ -231,15 +320,75 @@ def read_results(run_dir: str | os.PathLike) -> pd.DataFrame:
 
 
 def load_run(path: str | os.PathLike) -> RunData:
-    """Manifest + tidy results of a run folder (results.csv, else rebuilt from trials)."""
+    """Manifest + tidy results of a run folder. The trial log is the record: the table is
+    built from it, a results.csv beside it must hold the same rows (SchemaError otherwise),
+    and the manifest must name the kernel source its variant ids were made with."""
     path = Path(path)
     manifest = load_manifest(path)
+    trials, _ = read_trials(path)
+    check_kernel_source(path, manifest, trials)
+    results = trials_to_frame(trials)
     if (path / RESULTS).exists():
-        results = read_results(path)
-    else:
-        trials, _ = read_trials(path)
-        results = trials_to_frame(trials)
+        check_results(path, results)
     return RunData(path=path, manifest=manifest, results=results)
+
+
+def trials_file(run_dir: str | os.PathLike) -> Path:
+    """The trial log of a run folder as it is on disk (trials.jsonl, else the archive)."""
+    run_dir = Path(run_dir)
+    return run_dir / TRIALS if (run_dir / TRIALS).exists() else run_dir / TRIALS_GZ
+
+
+def check_results(run_dir: str | os.PathLike, rebuilt: pd.DataFrame) -> None:
+    """A results.csv must be the table of the trial log beside it; SchemaError naming its
+    first difference otherwise (it is derived: deleting it is always safe)."""
+    import numpy as np
+
+    path = Path(run_dir) / RESULTS
+    fix = f"delete it: it is rebuilt from {trials_file(run_dir).name}"
+    table = read_results(run_dir)
+    if len(table) != len(rebuilt):
+        raise SchemaError(
+            path, None, f"{len(table)} rows, the trial log has {len(rebuilt)} cells; {fix}"
+        )
+    order = ["mode", "pattern", "dtype", "n", "role", "variant_id", "config"]
+    a = table.sort_values(order, kind="stable").reset_index(drop=True)
+    b = rebuilt.sort_values(order, kind="stable").reset_index(drop=True)
+    for col, (typ, _) in COLUMNS.items():
+        if typ == "str":
+            same = (a[col] == b[col]).to_numpy()
+        else:
+            x = a[col].astype("float64").to_numpy()
+            y = b[col].astype("float64").to_numpy()
+            same = np.isclose(x, y, rtol=1e-9, atol=0.0) | (np.isnan(x) & np.isnan(y))
+        if not same.all():
+            raise SchemaError(path, col, f"differs from the trial log; {fix}")
+
+
+def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> None:
+    """Every variant id of the trials hashes the kernel-source fingerprint the manifest
+    records (`kernel_source`); SchemaError naming the manifest field when one does not."""
+    import hashlib
+
+    fingerprint = manifest.get("kernel_source")
+    if not fingerprint:
+        return
+    hashes: dict[tuple[str, str], str] = {}
+    for t in trials:
+        vid = t.get("variant_id") or ""
+        if t["role"] != "candidate" or not vid.startswith(f"{t['dtype']}-{t['config']}-"):
+            continue
+        key = (t["dtype"], t["config"])
+        if key not in hashes:
+            text = f"{t['dtype']}|{t['config']}|{fingerprint}"
+            hashes[key] = hashlib.sha256(text.encode()).hexdigest()[:8]
+        if vid[-8:] != hashes[key]:
+            raise SchemaError(
+                Path(run_dir) / MANIFEST,
+                "kernel_source",
+                f"{fingerprint[:12]}... is not the kernel source {vid} in "
+                f"{trials_file(run_dir).name} was measured with; restore the run's manifest",
+            )
 
 
 def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) -> Path:

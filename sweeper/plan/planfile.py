@@ -372,19 +372,20 @@ def load_plan(path: str | os.PathLike) -> Plan:
 
 
 def write_plan(plan: Plan, path: str | os.PathLike, force: bool = False) -> Path:
-    """Write atomically; refuse to replace a DIFFERENT plan unless force."""
+    """Write atomically; refuse to replace a different plan, or a file that is no valid plan,
+    unless force (the same plan: nothing is written)."""
     path = Path(path)
     if path.exists() and not force:
         try:
-            old = schema.load(path, "plan")
-            old_hash = old.get("plan_hash")
-        except SchemaError:
-            old_hash = None
-        if old_hash != plan.plan_hash:
+            same = load_plan(path).payload() == plan.payload()
+        except SchemaError as e:
+            raise SweeperError(f"{e}; pass --force to overwrite it with the new plan") from None
+        if not same:
             raise SweeperError(
-                f"{path} already holds a different plan (hash {old_hash}, new {plan.plan_hash}); "
-                "pass --force to overwrite it"
+                f"{path} already holds a different plan (hash {load_plan(path).plan_hash}, new "
+                f"{plan.plan_hash}); pass --force to overwrite it"
             )
+        return path
     return schema.dump("plan", plan.payload(), path)
 
 

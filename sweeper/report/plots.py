@@ -631,7 +631,8 @@ def render_plots(
     top: int = 3,
     heatmap_top: int = 40,
 ) -> list[Path]:
-    """Write every figure of a run into <run>/plots/ (stale png/svg there are removed)."""
+    """Write every figure of a run into <run>/plots/; files of the formats drawn that no
+    longer have a figure are removed, files of other formats are left as they are."""
     from sweeper.analyze.policy import load_bands
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
@@ -640,6 +641,10 @@ def render_plots(
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise SweeperError(f"unknown plot format {bad or formats!r}; use some of {FORMATS}")
+    if top < 0:
+        raise SweeperError(f"--top {top}: the number of configs drawn, 0 or more")
+    if heatmap_top < 1:
+        raise SweeperError(f"--heatmap-top {heatmap_top}: config rows per heatmap, 1 or more")
     run = load_run(run_dir)
     if run.results.empty:
         raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
@@ -649,7 +654,7 @@ def render_plots(
     verify = load_verify(run.path)
     written = write_plots(run.results, out, formats, info, bands, top, heatmap_top, verify)
     for old in out.glob("*"):
-        if old.suffix.lstrip(".") in FORMATS and old not in written:
+        if old.suffix.lstrip(".") in formats and old not in written:
             old.unlink()
     return sorted(written, key=plot_order)
 

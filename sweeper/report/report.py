@@ -662,18 +662,20 @@ def build_report(
 def write_report(run_dir: str | os.PathLike) -> Path:
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
     from sweeper.analyze.policy import load_policy
-    from sweeper.analyze.store import load_run, read_table
-    from sweeper.runfolder import POLICY, SELECTION_CSV
+    from sweeper.analyze.select import read_selection
+    from sweeper.analyze.store import load_run
+    from sweeper.export.verdict import load_verify
+    from sweeper.runfolder import POLICY
     from sweeper.schema import atomic_write_text
 
     run_dir = Path(run_dir)
+    # every input is read and checked before anything is written
+    run = load_run(run_dir)
+    sel = read_selection(run_dir, run.results)
+    doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
+    verify = load_verify(run_dir)
     if _plots_stale(run_dir):
         render_plots(run_dir)
-    run = load_run(run_dir)
-    sel = read_table(run_dir / SELECTION_CSV)
-    doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
-    from sweeper.export.verdict import load_verify
-
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
-    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, load_verify(run_dir))
+    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify)
     return atomic_write_text(run_dir / REPORT, text)

@@ -114,7 +114,9 @@ def test_simplicity_order():
 
 
 def test_negative_tolerance_refused():
-    with pytest.raises(SweeperError, match="tolerance must be >= 0, got -1"):
+    with pytest.raises(
+        SweeperError, match=r"--tolerance -1: a relative GB/s difference in \[0, 1\)"
+    ):
         select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=-1)
 
 
