@@ -206,6 +206,12 @@ def refinement_points(
     return out
 
 
+# a band on one measured size gets a sample halfway to a neighbour more than this fraction of
+# the size away (1.6%): on the H200 a fp32 band at 1.78 MiB stood on one size between
+# neighbours 0.18 and 0.22 MiB away, finer than L2/256 (hot-4's policy.json)
+SINGLE_STEP = 64
+
+
 def policy_sample_points(
     rows: list[dict],
     l2_bytes: int,
@@ -221,9 +227,10 @@ def policy_sample_points(
     * brackets: the midpoint of every gap wider than L2/resolution that holds a band
       boundary, so a run refined by these never has its policy refused;
     * singles: beside every band that rests on one measured size, the midpoints to its
-      neighbours where they are further apart than L2/divisor. A second sample either joins
-      the band (it then rests on two) or shows a neighbour's config serves that size too
-      (the band goes).
+      neighbours where they are further apart than L2/divisor or than 1/SINGLE_STEP of the
+      larger size (below a few MiB the plan's own steps are finer than L2/divisor). A second
+      sample either joins the band (it then rests on two) or shows a neighbour's config
+      serves that size too (the band goes).
     """
     from sweeper.analyze.bands import segment
     from sweeper.analyze.select import acceptable_sets
@@ -250,7 +257,9 @@ def policy_sample_points(
                 brackets.add(midpoint(sizes[i - 1], sizes[i]))
             if i == j and len(bands) > 1:
                 for a, b in ((i - 1, i), (i, i + 1)):
-                    if a >= 0 and b < len(sizes) and sizes[b] - sizes[a] > l2_bytes / divisor:
+                    if a < 0 or b >= len(sizes):
+                        continue
+                    if sizes[b] - sizes[a] > min(l2_bytes / divisor, sizes[b] / SINGLE_STEP):
                         singles.add(midpoint(sizes[a], sizes[b]))
     return sorted(brackets - {None}), sorted(singles - {None})
 

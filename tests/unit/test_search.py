@@ -177,8 +177,15 @@ def test_a_band_on_one_measured_size_gets_samples_beside_it():
     rows += [r(12, "a", 800.0), r(12, "b", 1000.0)]  # b wins at 12 MiB only
     points = single_size_band_points(rows, 60 * mib, 32, 4)
     assert [8 * n / mib for n in points] == [11.0, 13.0]
-    # at the finest grain already: nothing to add
-    assert single_size_band_points(rows, 60 * mib, 32, 4, divisor=16) == []
+    # neighbours closer than both L2/divisor and 1/64 of the size: nothing to add
+    near = [x for x in rows if x["ws_bytes"] not in (10 * mib, 14 * mib)]
+    near += [r(s, c, 1000.0 if c == "a" else 900.0) for s in (11.9, 12.1) for c in "ab"]
+    assert single_size_band_points(near, 60 * mib, 32, 4) == []
+    # closer than L2/divisor yet more than 1/64 of the size apart: sampled
+    assert [8 * n / mib for n in single_size_band_points(rows, 60 * mib, 32, 4, divisor=16)] == [
+        11.0,
+        13.0,
+    ]
     # no single-size band: nothing to add
     rows = [x for x in rows if x["ws_bytes"] != 12 * mib]
     assert single_size_band_points(rows, 60 * mib, 32, 4) == []
