@@ -444,11 +444,13 @@ def verify(
 # ---- kernels ---------------------------------------------------------------------------------
 
 
-def kernels_list(grid: str = "default", dtype: str | None = None) -> dict:
-    """The variants of a kernel grid: {"grid", "variants": [Variant], "compiles", "per_dtype"}."""
+def kernels_list(grid: str = "default", dtypes: str | None = None) -> dict:
+    """The variants of a kernel grid: {"grid", "variants": [Variant], "compiles", "per_dtype"};
+    `dtypes` comma-separated."""
     from sweeper_kernels.variants import compile_keys, get_grid
 
-    variants = get_grid(grid, [dtype] if dtype else None)
+    wanted = [d.strip() for d in dtypes.split(",") if d.strip()] if dtypes else None
+    variants = get_grid(grid, wanted)
     per_dtype: dict[str, int] = {}
     for v in variants:
         per_dtype[v.dtype] = per_dtype.get(v.dtype, 0) + 1

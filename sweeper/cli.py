@@ -37,9 +37,24 @@ def _root(
     debug: bool = typer.Option(
         False, "--debug", help="Show the traceback of an error instead of its one line."
     ),
+    device: int = typer.Option(
+        None,
+        "--device",
+        min=0,
+        help="The GPU to use, by index (of CUDA_VISIBLE_DEVICES where set) [default: 0].",
+    ),
 ) -> None:
-    """sweeper: plan -> run -> select -> policy -> export, with plots and reports."""
+    """sweeper: plan -> run -> select -> policy -> export, with plots and reports.
+
+    Example: sweeper --device 1 run --dtypes fp32"""
     _DEBUG["on"] = debug
+    if device is not None:
+        from sweeper.devices import use_device
+
+        try:
+            use_device(device)
+        except USER_ERRORS as e:
+            fail(str(e))
 
 
 def fail(message: str) -> None:
@@ -49,6 +64,12 @@ def fail(message: str) -> None:
         raise sys.exc_info()[1]
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
+
+
+def _echo_json(doc: dict) -> None:
+    import json
+
+    typer.echo(json.dumps(doc, indent=1, sort_keys=True))
 
 
 # ---- commands are registered below, one small function each ------------------------------
@@ -62,7 +83,7 @@ def _console():
     return console if console.is_terminal else Console(width=200)
 
 
-@app.command("gpus")
+@app.command("gpus", epilog="Example: sweeper gpus --sources")
 def gpus_cmd(
     gpu: str = typer.Argument(None, help="Show one GPU: a key/alias or a spec file FILE.toml."),
     sources: bool = typer.Option(
@@ -144,14 +165,16 @@ def gpus_cmd(
     typer.echo("Sources of every value: sweeper gpus --sources")
 
 
-@app.command("plan")
+@app.command("plan", epilog="Example: sweeper plan --gpu 4090 -o sweeps/4090.json")
 def plan_cmd(
     gpu: str = typer.Option(
         ...,
         "--gpu",
         help="GPU key or alias (see `sweeper gpus`), a spec file FILE.toml, or auto.",
     ),
-    out: str = typer.Option(None, "--out", help="Plan file to write [default: sweeps/<gpu>.json]"),
+    out: str = typer.Option(
+        None, "-o", "--out", help="Plan file to write [default: sweeps/<gpu>.json]"
+    ),
     dtypes: str = typer.Option("fp32,fp16,bf16,int8", "--dtypes", help="Comma-separated dtypes."),
     resolution: int = typer.Option(
         32, "--resolution", help="Dense-band step is L2/resolution bytes (32..4096)."
@@ -212,7 +235,9 @@ def plan_cmd(
     console.print(f"wrote {result.path}")
 
 
-@app.command("run")
+@app.command(
+    "run", epilog="Example: sweeper run --dtypes fp32,fp16 --modes hot,after-write --time-limit 600"
+)
 def run_cmd(
     plan: str = typer.Argument(None, help="Plan file (default: newest in sweeps/ for this GPU)."),
     grid: str = typer.Option("default", help="Variant grid: default or extended."),
@@ -224,7 +249,9 @@ def run_cmd(
     resume: bool = typer.Option(False, help="Continue the newest (or --run-dir) run."),
     run_dir: str = typer.Option(None, help="The run folder to resume."),
     run_id: str = typer.Option(None, help="Name of the new run folder."),
-    out: str = typer.Option("results", help="Results root."),
+    root: str = typer.Option(
+        "results", "--root", help="Results root: the run folder is ROOT/<gpu>/<run-id>."
+    ),
     force: bool = typer.Option(False, help="Run a plan made for another GPU."),
     quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
     time_limit: float = typer.Option(
@@ -238,6 +265,7 @@ def run_cmd(
         "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
     ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
+    as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable."""
     from sweeper import api
@@ -275,7 +303,7 @@ def run_cmd(
                 full=full,
                 resume=(run_dir or True) if resume else None,
                 run_id=run_id,
-                out_root=out,
+                out_root=root,
                 force=force,
                 quick=quick,
                 progress=progress,
@@ -301,6 +329,9 @@ def run_cmd(
     from rich.table import Table
 
     summary = api.run_summary(path)
+    if as_json:
+        _echo_json({"run": str(path), **summary})
+        return
     table = Table(title=f"run {path}")
     for col in summary["columns"]:
         table.add_column(col)
@@ -311,7 +342,7 @@ def run_cmd(
         console.print(line)
 
 
-@app.command("plot")
+@app.command("plot", epilog="Example: sweeper plot results/h200/hot-4 --format png")
 def plot_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -333,7 +364,7 @@ def plot_cmd(
         typer.echo(str(p))
 
 
-@app.command("report")
+@app.command("report", epilog="Example: sweeper report results/h200/hot-4")
 def report_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -350,7 +381,7 @@ def report_cmd(
     typer.echo(str(path))
 
 
-@app.command("select")
+@app.command("select", epilog="Example: sweeper select results/h200/hot-4 --tolerance 0.02")
 def select_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -376,7 +407,7 @@ policy_app = typer.Typer(help="Build, merge and show launch policies.", no_args_
 app.add_typer(policy_app, name="policy")
 
 
-@policy_app.command("build")
+@policy_app.command("build", epilog="Example: sweeper policy build results/h200/hot-4 --modes hot")
 def policy_build_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -387,10 +418,11 @@ def policy_build_cmd(
         help="Relative GB/s tie tolerance, or 'verify': the p95 pass-to-pass movement of the "
         "run's verify (at least 0.02).",
     ),
-    mode: str = typer.Option(
+    modes: str = typer.Option(
         None,
-        "--mode",
-        help="Residency mode [default: after-write if measured, what production sees; else hot].",
+        "--modes",
+        help="The residency mode the policy is for, one of the run's [default: after-write if "
+        "measured, what production sees; else hot].",
     ),
     pattern: str = typer.Option(None, "--pattern", help="Call pattern [default: preallocated]."),
 ) -> None:
@@ -404,7 +436,9 @@ def policy_build_cmd(
                 tolerance = float(tolerance)
             except ValueError:
                 fail(f"--tolerance {tolerance!r}: a number (0.02) or 'verify'")
-        path, doc = api.policy_build(run, tolerance=tolerance, mode=mode, pattern=pattern)
+        if modes is not None and "," in modes:
+            fail(f"--modes {modes}: a policy is built for one mode; build one per mode")
+        path, doc = api.policy_build(run, tolerance=tolerance, mode=modes, pattern=pattern)
         text = api.policy_show(str(path))
     except USER_ERRORS as e:
         fail(str(e))
@@ -412,7 +446,9 @@ def policy_build_cmd(
     typer.echo(str(path))
 
 
-@policy_app.command("merge")
+@policy_app.command(
+    "merge", epilog="Example: sweeper policy merge h200/policy.json 4090/policy.json -o merged.json"
+)
 def policy_merge_cmd(
     policies: Annotated[list[str], typer.Argument(help="policy.json files, one per GPU.")],
     out: str = typer.Option(..., "-o", "--out", help="Merged policy file to write."),
@@ -431,7 +467,7 @@ def policy_merge_cmd(
     typer.echo(str(path))
 
 
-@policy_app.command("show")
+@policy_app.command("show", epilog="Example: sweeper policy show results/h200/hot-4/policy.json")
 def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
     """Print a policy's bands, where each came from, and (merged) disagreements."""
     from sweeper import api
@@ -442,7 +478,10 @@ def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged 
         fail(str(e))
 
 
-@app.command("export")
+@app.command(
+    "export",
+    epilog="Example: sweeper export results/h200/hot-4/policy.json --format cuda -o relu_policy.cuh",
+)
 def export_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),
     fmt: str = typer.Option("cuda", "--format", help="cuda | json | python."),
@@ -460,11 +499,12 @@ def export_cmd(
     typer.echo(str(path))
 
 
-@app.command("compare")
+@app.command("compare", epilog="Example: sweeper compare results/h200/hot-11 results/h200/hot-4")
 def compare_cmd(
     run_a: str = typer.Argument(..., help="First run folder."),
     run_b: str = typer.Argument(..., help="Second run folder."),
     tolerance: float = typer.Option(0.03, help="Relative difference counted as agreement."),
+    as_json: bool = typer.Option(False, "--json", help="Print the agreement as JSON."),
 ) -> None:
     """How well two runs agree on their common cells (run-to-run reproducibility)."""
     from sweeper import api
@@ -473,6 +513,9 @@ def compare_cmd(
         rep = api.compare(run_a, run_b, tolerance)
     except USER_ERRORS as e:
         fail(str(e))
+    if as_json:
+        _echo_json(rep)
+        return
     typer.echo(f"{rep['common_cells']} common ok cells")
     for col in ("time_us", "ratio"):
         if col in rep:
@@ -485,7 +528,7 @@ def compare_cmd(
         typer.echo(f"  ws {row['mib']} MiB: {row['cells']} cells, {row['within']:.1%} within")
 
 
-@app.command("verify")
+@app.command("verify", epilog="Example: sweeper verify results/h200/hot-4/policy.json --passes 2")
 def verify_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),
     timing: bool = typer.Option(True, help="Also time the export over the run's sizes."),
@@ -563,11 +606,11 @@ kernels_app = typer.Typer(help="The Numba CUDA ReLU variant grid.", no_args_is_h
 app.add_typer(kernels_app, name="kernels")
 
 
-@kernels_app.command("list")
+@kernels_app.command("list", epilog="Example: sweeper kernels list --grid extended --dtypes fp32")
 def kernels_list_cmd(
     grid: Annotated[str, typer.Option(help="default or extended.")] = "default",
-    dtype: Annotated[
-        str | None, typer.Option(help="Only this dtype (fp32 fp16 bf16 int8).")
+    dtypes: Annotated[
+        str | None, typer.Option(help="Only these dtypes, comma-separated (fp32,fp16,bf16,int8).")
     ] = None,
 ) -> None:
     """List a grid's variant ids, with counts of variants and of distinct compiles."""
@@ -576,7 +619,7 @@ def kernels_list_cmd(
     from sweeper import api
 
     try:
-        res = api.kernels_list(grid, dtype)
+        res = api.kernels_list(grid, dtypes)
     except USER_ERRORS as e:
         fail(str(e))
     table = Table(title=f"{grid} grid", show_lines=False)
@@ -595,7 +638,9 @@ def kernels_list_cmd(
     )
 
 
-@kernels_app.command("ptx")
+@kernels_app.command(
+    "ptx", epilog="Example: sweeper kernels ptx fp32-v16-u1-ld.def-st.cs-b256-flat-9b4d2ea0 --cc 90"
+)
 def kernels_ptx_cmd(
     variant_id: Annotated[str, typer.Argument(help="A variant id from `sweeper kernels list`.")],
     cc: Annotated[int, typer.Option(help="Compute capability, two digits (90 = sm_90).")] = 90,

@@ -79,7 +79,13 @@ def require_gpu():
         raise NoGPUError(f"numba-cuda is not importable ({e}); see README: Install") from None
     try:
         if not cuda.is_available():
-            raise NoGPUError("no CUDA GPU is usable here (numba.cuda.is_available() is False)")
+            from sweeper.devices import chosen_device
+
+            asked = chosen_device()
+            where = f"device {asked} is not present: " if asked not in (None, "0") else ""
+            raise NoGPUError(
+                f"{where}no CUDA GPU is usable here (numba.cuda.is_available() is False)"
+            )
         cuda.current_context()
     except NoGPUError:
         raise

@@ -40,7 +40,7 @@ def test_run_replays_a_recorded_run_and_prints_a_summary(recorded, tmp_path):
             str(plan_path),
             "--replay",
             str(run_dir),
-            "--out",
+            "--root",
             str(tmp_path / "re"),
             "--run-id",
             "again",
@@ -88,9 +88,28 @@ def test_replay_of_a_cell_not_recorded_is_an_error(recorded, tmp_path):
             str(run_dir),
             "--modes",
             "cold",
-            "--out",
+            "--root",
             str(tmp_path / "x"),
         ],
     )
     assert res.exit_code == 1
     assert "not in the recorded run" in res.output
+
+
+def test_run_and_compare_print_their_summaries_as_json(recorded, tmp_path):
+    import json
+
+    plan_path, run_dir = recorded
+    args = ["run", str(plan_path), "--replay", str(run_dir), "--root", str(tmp_path / "re")]
+    res = CliRunner().invoke(app, [*args, "--run-id", "j", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    again = tmp_path / "re" / "h200" / "j"
+    assert doc["run"] == str(again) and "best/base min" in doc["columns"]
+    assert [r[1] for r in doc["rows"]] == ["fp32"]
+    res = CliRunner().invoke(app, ["compare", str(run_dir), str(again), "--json"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    # a replay answers every cell with the recorded times: all agree exactly
+    assert rep["common_cells"] == len(read_trials(run_dir)[0])
+    assert rep["ratio"]["within"] == 1.0 and rep["ratio"]["p95_dev"] == 0.0

@@ -243,7 +243,7 @@ def test_plot_in_one_format_keeps_the_files_of_the_others(run):
 def test_a_run_id_that_is_not_a_folder_name_is_refused(run, tmp_path, run_id):
     root = tmp_path / "results"
     line = refused(
-        ["run", str(PLAN), "--replay", str(run), "--out", str(root), "--run-id", run_id],
+        ["run", str(PLAN), "--replay", str(run), "--root", str(root), "--run-id", run_id],
         tmp_path,
     )
     assert line == (
@@ -258,7 +258,7 @@ def test_a_new_run_is_not_appended_to_a_folder_holding_trials(run, tmp_path):
     orphan.mkdir()
     shutil.copy2(run / "trials.jsonl.gz", orphan / "trials.jsonl.gz")
     line = refused(
-        ["run", str(PLAN), "--replay", str(run), "--out", str(root), "--run-id", "x"], tmp_path
+        ["run", str(PLAN), "--replay", str(run), "--root", str(root), "--run-id", "x"], tmp_path
     )
     assert line == (
         f"error: {orphan} already holds trials.jsonl.gz; use `sweeper run --resume --run-dir "

@@ -13,7 +13,7 @@ runner = CliRunner()
 
 
 def test_list_prints_ids_and_counts():
-    res = runner.invoke(app, ["kernels", "list", "--dtype", "fp16"])
+    res = runner.invoke(app, ["kernels", "list", "--dtypes", "fp16"])
     assert res.exit_code == 0, res.output
     assert default_grid(["fp16"])[0].id in res.output
     grid = default_grid(["fp16"])
@@ -21,8 +21,15 @@ def test_list_prints_ids_and_counts():
     assert f"{n} variants (fp16: {n}); {keys} distinct compiles" in res.output
 
 
+def test_list_takes_several_dtypes():
+    res = runner.invoke(app, ["kernels", "list", "--dtypes", "fp16,int8"])
+    assert res.exit_code == 0, res.output
+    n16, n8 = len(default_grid(["fp16"])), len(default_grid(["int8"]))
+    assert f"{n16 + n8} variants (fp16: {n16}, int8: {n8})" in res.output
+
+
 def test_list_extended_counts():
-    res = runner.invoke(app, ["kernels", "list", "--grid", "extended", "--dtype", "int8"])
+    res = runner.invoke(app, ["kernels", "list", "--grid", "extended", "--dtypes", "int8"])
     assert res.exit_code == 0
     assert "13440 variants (int8: 13440); 1440 distinct compiles" in res.output
 
@@ -30,7 +37,7 @@ def test_list_extended_counts():
 def test_unknown_grid_dtype_or_id_is_one_line_exit_1():
     for args in (
         ["kernels", "list", "--grid", "huge"],
-        ["kernels", "list", "--dtype", "fp64"],
+        ["kernels", "list", "--dtypes", "fp64"],
         ["kernels", "ptx", "fp32-nope"],
         ["kernels", "ptx", default_grid(["fp32"])[0].id[:-8] + "00000000"],  # stale hash
     ):
@@ -45,3 +52,30 @@ def test_ptx_prints_the_variants_ptx():
     assert res.exit_code == 0, res.output
     assert ".target sm_89" in res.output
     assert len(re.findall(r"ld\.global[.\w:]*\.u32\s", res.output)) == v.unroll + 1
+
+
+def test_every_command_has_an_example_that_parses():
+    """Each command's --help ends with an example; its command line parses (the example of
+    `kernels ptx` names a variant of the default grid)."""
+    import shlex
+
+    import typer
+
+    root = typer.main.get_command(app)
+
+    def commands(group, path):
+        for name, cmd in group.commands.items():
+            if hasattr(cmd, "commands"):  # a group of commands
+                yield from commands(cmd, [*path, name])
+            else:
+                yield [*path, name], cmd
+
+    seen = 0
+    for path, cmd in commands(root, []):
+        assert cmd.epilog and cmd.epilog.startswith("Example: sweeper "), path
+        args = shlex.split(cmd.epilog.removeprefix("Example: sweeper "))
+        assert args[: len(path)] == path, (path, args)
+        ctx = cmd.make_context(" ".join(path), args[len(path) :], resilient_parsing=True)
+        assert ctx.params is not None
+        seen += 1
+    assert seen >= 14

@@ -345,7 +345,12 @@ def test_cli_select_policy_export(tmp_path):
     r = cli.invoke(app, ["select", str(run)])
     assert r.exit_code == 0, r.output
     assert (run / "selection.csv").exists() and (run / "selection.md").exists()
-    r = cli.invoke(app, ["policy", "build", str(run)])
+    r = cli.invoke(app, ["policy", "build", str(run), "--modes", "hot,cold"])
+    assert r.exit_code == 1 and not (run / "policy.json").exists()
+    assert r.output.strip().splitlines() == [
+        "error: --modes hot,cold: a policy is built for one mode; build one per mode"
+    ]
+    r = cli.invoke(app, ["policy", "build", str(run), "--modes", "hot"])
     assert r.exit_code == 0, r.output
     assert "bracketed" in r.output and (run / "policy.json").exists()
     r = cli.invoke(app, ["export", str(run / "policy.json"), "--format", "cuda"])
