@@ -67,6 +67,7 @@ def test_notebook_on_two_mode_run_with_policy(tmp_path, monkeypatch):
     run_dir = write_run(tmp_path / "testgpu" / "r1", synthetic_manifest(), synthetic_results())
     doc = policy.build_policy(synthetic_results(), synthetic_manifest())
     policy.write_policy(run_dir / "policy.json", doc)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     out = "\n".join(execute(run_dir, monkeypatch))
     # the envelope cliff at L2 (64 -> 72 MiB) in hot mode, for both dtypes
     assert re.search(r"hot\s+fp16\s+64\s+72", out) and re.search(r"hot\s+fp32\s+64\s+72", out)
@@ -75,18 +76,19 @@ def test_notebook_on_two_mode_run_with_policy(tmp_path, monkeypatch):
     assert "No policy built yet" not in out
     assert "pick a different config in hot and cold" in out
     assert int(re.search(r"IMAGES=(\d+)", out).group(1)) >= 4 + 1 + 1  # 2 per mode, policy, modes
-    assert (run_dir / "REPORT.md").exists()
+    # the notebook only reads: the run folder is as it was, byte for byte
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 def test_notebook_on_one_mode_run_without_policy(tmp_path, monkeypatch):
     from sweeper.analyze.store import write_run
 
     run_dir = write_run(tmp_path / "r", synthetic_manifest(("cold",)), synthetic_results(("cold",)))
-    monkeypatch.setenv("SWEEPER_NOTEBOOK_WRITE_REPORT", "0")
+    monkeypatch.setenv("SWEEPER_NOTEBOOK_WRITE_REPORT", "1")  # asked to: it writes the report
     out = "\n".join(execute(run_dir, monkeypatch))
     assert "No policy built yet" in out
     assert "Only one residency mode in this run (cold)" in out
-    assert not (run_dir / "REPORT.md").exists()
+    assert (run_dir / "REPORT.md").exists()
 
 
 def test_notebook_on_the_newest_shipped_run(monkeypatch, tmp_path):
@@ -98,7 +100,6 @@ def test_notebook_on_the_newest_shipped_run(monkeypatch, tmp_path):
         run_dir = newest_run(REPO / "results", complete=True)
     except SweeperError:
         pytest.skip("no run folder under results/ yet")
-    monkeypatch.setenv("SWEEPER_NOTEBOOK_WRITE_REPORT", "0")  # leave the shipped run untouched
     out = "\n".join(execute(run_dir, monkeypatch))
     from sweeper.analyze.store import load_manifest
 
