@@ -430,15 +430,33 @@ def verify(
     timing: bool = True,
     passes: int = 2,
     sizes: str | None = None,
+    configs: str | None = None,
+    dtypes: str | None = None,
 ) -> dict:
     """GPU: build the exported header, check it bit-exact on every dtype, and (timing) time it
     over the run's sizes against its Numba variant and the baseline, in `passes` passes; a
     size fails only if it fails in every pass (see verify.py). `sizes` ("LO:HI" MiB of working
-    set) times only that slice."""
+    set), `configs` (comma-separated patterns of the dispatched config) and `dtypes`
+    (comma-separated) time only that slice."""
+    from sweeper.dtypes import DTYPES
+    from sweeper.errors import SweeperError
     from sweeper.export.verify import verify as do_verify
 
     ws_range = parse_ws_range(sizes) if sizes else None
-    return do_verify(policy, out_dir, timing=timing, passes=passes, ws_range=ws_range)
+    pats = [c.strip() for c in configs.split(",") if c.strip()] if configs else None
+    dts = [d.strip() for d in dtypes.split(",") if d.strip()] if dtypes else None
+    for d in dts or ():
+        if d not in DTYPES:
+            raise SweeperError(f"--dtypes: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+    return do_verify(
+        policy,
+        out_dir,
+        timing=timing,
+        passes=passes,
+        ws_range=ws_range,
+        configs=pats,
+        dtypes_only=dts,
+    )
 
 
 # ---- kernels ---------------------------------------------------------------------------------

@@ -540,6 +540,12 @@ def verify_cmd(
     sizes: str = typer.Option(
         None, help="Time only working sets in LO:HI MiB (into verify_timing_slice.csv)."
     ),
+    configs: str = typer.Option(
+        None,
+        help="Time only sizes the policy dispatches to these configs (comma-separated, "
+        "wildcards: 'v16-u2-*-stride1').",
+    ),
+    dtypes: str = typer.Option(None, help="Time only these dtypes (comma-separated)."),
 ) -> None:
     """GPU: build the exported header with nvcc and check launch_relu bit-exact on every
     dtype (special values, tails, misaligned pointers) and its dispatch; then time it over the
@@ -547,7 +553,9 @@ def verify_cmd(
     from sweeper import api
 
     try:
-        rep = api.verify(policy, timing=timing, passes=passes, sizes=sizes)
+        rep = api.verify(
+            policy, timing=timing, passes=passes, sizes=sizes, configs=configs, dtypes=dtypes
+        )
     except USER_ERRORS as e:
         fail(str(e))
     bad = rep["failed"]

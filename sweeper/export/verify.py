@@ -27,6 +27,7 @@ from sweeper_kernels.toolkit import find_tool
 from sweeper.dtypes import DTYPES, ITEMSIZE, bits_view
 from sweeper.errors import NoGPUError, SweeperError
 from sweeper.export.verdict import timing_verdict
+from sweeper.slices import slice_sizes
 
 Launcher = Callable[[int, int, int, int], None]
 TAIL_NS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 255, 4097, 65537, 1000003)
@@ -369,12 +370,15 @@ def verify(
     timing: bool = True,
     passes: int = 2,
     ws_range: tuple[int, int] | None = None,
+    configs: list[str] | None = None,
+    dtypes_only: list[str] | None = None,
 ) -> dict:
     """Export the policy's header, build it, check bit-exactness on every dtype it covers and
     that the header's dispatch picks what the Python export picks on this device; with
     `timing`, time it at every size of the policy's run in `passes` passes (timing_verdict).
-    `ws_range` (bytes of working set) times only the sizes in it, into verify_timing_slice.csv
-    (the run's verify_timing.csv stays as it is)."""
+    `ws_range` (bytes of working set), `configs` (patterns of the config the policy dispatches
+    to) and `dtypes_only` time only that slice of the sizes, into verify_timing_slice.csv (the
+    run's verify_timing.csv stays as it is)."""
     import importlib.util
 
     from sweeper.analyze.policy import load_any
@@ -429,13 +433,14 @@ def verify(
     if timing:
         mode, sizes = run_sizes(Path(policy_path).parent, dtypes, doc)
         name = "verify_timing.csv"
-        if ws_range is not None:
-            lo, hi = ws_range
-            sizes = {
-                dt: [n for n in ns if lo <= 2 * n * ITEMSIZE[dt] <= hi] for dt, ns in sizes.items()
-            }
-            if not any(sizes.values()):
-                raise SweeperError("--sizes: the run measured no size in that range")
+        if ws_range is not None or configs or dtypes_only:
+            sizes = slice_sizes(
+                sizes,
+                dtypes=dtypes_only,
+                configs=configs,
+                ws_range=ws_range,
+                config_of=lambda dt, n: select_config(dt, n, cc, l2)[0],
+            )
             name = "verify_timing_slice.csv"
         result["timing_mode"] = mode
         csv_path = out_dir / name

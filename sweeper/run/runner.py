@@ -9,7 +9,6 @@ interrupted one stopped without repeating or losing a finished cell.
 from __future__ import annotations
 
 import datetime as _dt
-import fnmatch
 import random
 import shlex
 import subprocess
@@ -47,6 +46,7 @@ from sweeper.run.search import (
 )
 from sweeper.run.stats import Stopping
 from sweeper.runfolder import baseline_of
+from sweeper.slices import config_matches
 from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
@@ -126,7 +126,7 @@ class RunConfig:
         return bool(self.configs) or self.ws_range is not None
 
     def in_slice(self, config: str) -> bool:
-        return not self.configs or any(fnmatch.fnmatchcase(config, p) for p in self.configs)
+        return config_matches(config, self.configs)
 
     def sizes(self, entries: list[dict]) -> list[dict]:
         if self.ws_range is None:

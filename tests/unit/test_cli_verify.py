@@ -32,7 +32,7 @@ def test_more_than_20_losses_are_counted_not_silently_cut(monkeypatch):
             "ok": False,
         },  # fmt: skip
     }
-    monkeypatch.setattr(api, "verify", lambda policy, timing=True, passes=2, sizes=None: rep)
+    monkeypatch.setattr(api, "verify", lambda policy, **kw: rep)
     res = CliRunner().invoke(app, ["verify", "p.json"])
     assert res.exit_code == 1
     assert "66 losses; the first 20 are listed (x/verify_timing.csv)" in res.output
@@ -115,13 +115,19 @@ def test_cli_prints_every_pass_of_a_repeated_loss_and_the_pass_spread(monkeypatc
            "timing_csv": "x/verify_timing.csv", "timing": timing_verdict(rows)}  # fmt: skip
     seen = {}
 
-    def fake(policy, timing=True, passes=2, sizes=None):
-        seen["passes"], seen["sizes"] = passes, sizes
+    def fake(policy, timing=True, passes=2, sizes=None, configs=None, dtypes=None):
+        seen.update(passes=passes, sizes=sizes, configs=configs, dtypes=dtypes)
         return rep
 
     monkeypatch.setattr(api, "verify", fake)
-    res = CliRunner().invoke(app, ["verify", "p.json", "--passes", "3", "--sizes", "36:52"])
-    assert res.exit_code == 1 and seen["passes"] == 3 and seen["sizes"] == "36:52"
+    res = CliRunner().invoke(
+        app,
+        ["verify", "p.json", "--passes", "3", "--sizes", "36:52", "--configs", "*-stride1",
+         "--dtypes", "fp32"],
+    )  # fmt: skip
+    assert res.exit_code == 1 and seen == {
+        "passes": 3, "sizes": "36:52", "configs": "*-stride1", "dtypes": "fp32"
+    }  # fmt: skip
     assert "2 sizes x 2 passes" in res.output
     assert (
         "LOSES fp32 13874720 B: 0.983x [0.973, 0.989]; 0.988x [0.978, 0.993] vs torch" in res.output
