@@ -90,13 +90,15 @@ def plot(
     return render_plots(resolve_run(run, root), formats, top, heatmap_top)
 
 
-def report(run: str | None = None, root: str = "results"):
-    """Write <run>/REPORT.md (default run: the newest under `root`), rendering the plots
-    first if they are missing or older than the results or the policy; returns its Path."""
+def report(run: str | None = None, root: str = "results", targets: str | None = None):
+    """Write <run>/REPORT.md (default run: the newest complete one under `root`), rendering
+    the plots first if they are missing or older than the results or the policy; returns its
+    Path. `targets`: a targets file checked instead of `sweeper/report/checks.py`'s
+    defaults (read and validated before anything is written)."""
     from sweeper.report.report import write_report
     from sweeper.runfolder import resolve_run
 
-    return write_report(resolve_run(run, root))
+    return write_report(resolve_run(run, root), targets=targets)
 
 
 # ---- run -----------------------------------------------------------------------------------

@@ -369,13 +369,33 @@ def report_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
     ),
+    targets: str = typer.Option(
+        None,
+        "--targets",
+        metavar="FILE.json",
+        help="Check these targets instead of the defaults in sweeper/report/checks.py "
+        "(the H200 project targets).",
+    ),
 ) -> None:
-    """Write <run>/REPORT.md: environment, plan coverage, selection, policy bands, plots,
-    guard findings, pruned configs and timing; says which stages are not built yet."""
+    """Write <run>/REPORT.md: a summary first (verdict, the targets and where they fail,
+    the ratio plot, what failed), then the detail. Says which stages are not built yet.
+
+    A targets file: metric is ratio, ratio_hi (the CI's upper end), pct_ceiling
+    or pct_copy; sizes in MiB, from_mib (inclusive) or above_mib (exclusive) and
+    to_mib (inclusive), default every size; dtypes and modes default to all.
+
+    \b
+    {"targets": [{"name": "1.4x in [42, 52] MiB", "metric": "ratio",
+                  "floor": 1.4, "from_mib": 42, "to_mib": 52, "modes": ["hot"]}]}
+
+    \b
+    Example:
+      sweeper report results/h200/hot-4 --targets targets.json
+    """
     from sweeper import api
 
     try:
-        path = api.report(run)
+        path = api.report(run, targets=targets)
     except USER_ERRORS as e:
         fail(str(e))
     typer.echo(str(path))

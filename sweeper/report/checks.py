@@ -5,7 +5,9 @@ from the run's own measurements, with the ratio to the baseline measured side by
 or, for the verify scorecard, the exported header's own timing over verify's passes, where a
 size fails a target only if it fails in every pass.
 
-Targets (defaults; the L2-resident ceiling is the run's own, `manifest.json` `ceiling`):
+`sweeper report --targets FILE.json` checks the targets of a file (`load_targets`); without
+one, these defaults, the H200 project targets (the L2-resident ceiling is the run's own,
+`manifest.json` `ceiling`):
   * never slower than the baseline: at no planned size does the ratio's whole CI lie below 1;
   * no loss of more than 1% (ratio >= 0.99), in every mode;
   * hot, fp32/fp16/bf16: at least 1.3x the baseline at every size in [42, 52] MiB, and at least
@@ -17,21 +19,50 @@ Targets (defaults; the L2-resident ceiling is the run's own, `manifest.json` `ce
 
 from __future__ import annotations
 
+import math
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweeper.analyze.columns import MODES
+from sweeper.dtypes import DTYPES
 from sweeper.units import MiB
+
+# what a target's value is checked on, as the report names it
+METRICS = {
+    "ratio": "ratio",
+    "ratio_hi": "ratio CI upper end",
+    "pct_ceiling": "% of the L2-resident ceiling",
+    "pct_copy": "% of the copy kernel",
+}
+
+DEFAULT_SOURCE = "defaults from `sweeper/report/checks.py` (the H200 project targets)"
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
     dtypes: tuple[str, ...]
-    lo_bytes: float  # exclusive
+    lo_bytes: float  # exclusive, inclusive when lo_closed
     hi_bytes: float  # inclusive
-    metric: str  # "ratio_hi" | "ratio" | "pct_copy" | "pct_ceiling"
+    metric: str  # a key of METRICS
     floor: float
     modes: tuple[str, ...] = MODES
+    lo_closed: bool = False
+
+    def sizes_text(self) -> str:
+        """The sizes it applies to, e.g. "[42, 52] MiB", "> 32 MiB", "every size"."""
+        lo, hi = self.lo_bytes / MiB, self.hi_bytes / MiB
+        if not self.lo_bytes and self.hi_bytes == float("inf"):
+            return "every size"
+        if self.hi_bytes == float("inf"):
+            return f"{'>=' if self.lo_closed else '>'} {lo:g} MiB"
+        return f"{'[' if self.lo_closed else '('}{lo:g}, {hi:g}] MiB"
+
+    def contains(self, ws_bytes):
+        """A mask (or bool) of the working sets this target applies to."""
+        above = ws_bytes >= self.lo_bytes if self.lo_closed else ws_bytes > self.lo_bytes
+        return above & (ws_bytes <= self.hi_bytes)
 
 
 def targets(l2_bytes: int) -> list[Target]:
@@ -41,7 +72,7 @@ def targets(l2_bytes: int) -> list[Target]:
     return [
         Target("never below the baseline (CI)", all4, 0, inf, "ratio_hi", 1.0),
         Target("no loss over 1%", all4, 0, inf, "ratio", 0.99),
-        Target("1.3x in [42, 52] MiB", float3, 42 * MiB - 1, 52 * MiB, "ratio", 1.3, ("hot",)),
+        Target("1.3x in [42, 52] MiB", float3, 42 * MiB, 52 * MiB, "ratio", 1.3, ("hot",), True),
         Target(
             ">= 97% of the L2 ceiling in (32, 48] MiB",
             float3,
@@ -51,7 +82,7 @@ def targets(l2_bytes: int) -> list[Target]:
             97.0,
             ("hot",),
         ),
-        Target("int8 1.2x at >= 8 MiB", ("int8",), 8 * MiB - 1, inf, "ratio", 1.2, ("hot",)),
+        Target("int8 1.2x at >= 8 MiB", ("int8",), 8 * MiB, inf, "ratio", 1.2, ("hot",), True),
         Target(
             "after-write 1.05x in (36 MiB, 2 x L2]",
             float3,
@@ -61,7 +92,9 @@ def targets(l2_bytes: int) -> list[Target]:
             1.05,
             ("after-write",),
         ),
-        Target(">= 97% of copy at >= 4 x L2", all4, 4 * l2_bytes - 1, inf, "pct_copy", 97.0),
+        Target(
+            ">= 97% of copy at >= 4 x L2", all4, 4 * l2_bytes, inf, "pct_copy", 97.0, MODES, True
+        ),
     ]
 
 
@@ -90,16 +123,25 @@ def policy_rows(results, policy: dict, mode: str = "hot"):
 
 
 def scorecard(
-    results, policy: dict, l2_bytes: int, mode: str = "hot", ceiling_gbps: float | None = None
+    results,
+    policy: dict,
+    l2_bytes: int,
+    mode: str = "hot",
+    ceiling_gbps: float | None = None,
+    chosen: Sequence[Target] | None = None,
 ) -> list[dict]:
     """One line per (target, dtype) of this mode: sizes checked, worst value, pass, failing
-    sizes (MiB)."""
+    sizes (MiB). `chosen`: the targets to check (default: `targets(l2_bytes)`)."""
     rows = policy_rows(results, policy, mode)
-    return _card(_with_ceiling(rows, ceiling_gbps), l2_bytes, mode)
+    return _card(_with_ceiling(rows, ceiling_gbps), l2_bytes, mode, chosen)
 
 
 def verify_scorecard(
-    verify, l2_bytes: int, mode: str = "hot", ceiling_gbps: float | None = None
+    verify,
+    l2_bytes: int,
+    mode: str = "hot",
+    ceiling_gbps: float | None = None,
+    chosen: Sequence[Target] | None = None,
 ) -> list[dict]:
     """The targets on `sweeper verify`'s timing of the exported header (verify_timing.csv):
     per size the best of its passes, so a size fails only where it fails in every pass. Verify
@@ -108,7 +150,7 @@ def verify_scorecard(
 
     v = verify[verify["mode"] == mode]
     if v.empty:
-        return _card(v.assign(pct_copy=[]), l2_bytes, mode)
+        return _card(v.assign(pct_copy=[]), l2_bytes, mode, chosen)
     best = (
         v.groupby(["dtype", "ws_bytes"], as_index=False)
         .agg(
@@ -119,30 +161,28 @@ def verify_scorecard(
         )
         .assign(pct_copy=pd.NA)
     )
-    return _card(_with_ceiling(best, ceiling_gbps), l2_bytes, mode)
+    return _card(_with_ceiling(best, ceiling_gbps), l2_bytes, mode, chosen)
 
 
 def _with_ceiling(rows, ceiling_gbps: float | None):
     return rows.assign(pct_ceiling=100 * rows.gbps / ceiling_gbps if ceiling_gbps else float("nan"))
 
 
-def _card(rows, l2_bytes: int, mode: str) -> list[dict]:
+def _card(rows, l2_bytes: int, mode: str, chosen: Sequence[Target] | None = None) -> list[dict]:
     """The targets of this mode, for the dtypes these rows hold."""
     card = []
     present = set(rows.dtype)
-    for t in targets(l2_bytes):
+    for t in targets(l2_bytes) if chosen is None else chosen:
         if mode not in t.modes:
             continue
         for dtype in (d for d in t.dtypes if d in present):
-            r = rows[
-                (rows.dtype == dtype) & (rows.ws_bytes > t.lo_bytes) & (rows.ws_bytes <= t.hi_bytes)
-            ]
+            r = rows[(rows.dtype == dtype) & t.contains(rows.ws_bytes)]
             # n/a where the metric was not measured at all (verify times no copy kernel; a run
             # without a ceiling); a NaN among measured values counts as failing its floor
             if r.empty or r[t.metric].isna().all():
                 card.append(
                     {"target": t.name, "dtype": dtype, "sizes": 0, "worst": None,
-                     "floor": t.floor, "ok": None, "failing_mib": []}
+                     "floor": t.floor, "ok": None, "failing_mib": [], "spec": t}
                 )  # fmt: skip
                 continue
             # A missing value (NaN) can never count as meeting a floor.
@@ -157,6 +197,7 @@ def _card(rows, l2_bytes: int, mode: str) -> list[dict]:
                     "ok": bad.empty,
                     "failing_mib": [round(float(w) / MiB, 2) for w in bad.ws_bytes],
                     "lowest_ratio": _lowest_ratio(r) if t.metric.startswith("ratio") else None,
+                    "spec": t,
                 }
             )
     return card
@@ -173,26 +214,152 @@ def _lowest_ratio(r) -> dict | None:
             "mib": round(float(w["ws_bytes"]) / MiB, 2)}  # fmt: skip
 
 
-def scorecard_markdown(card: list[dict]) -> str:
-    lines = [
-        "| target | dtype | sizes | worst | floor | met | lowest ratio [95% CI] @ MiB "
-        "| failing sizes (MiB) |",
-        "|---|---|---:|---:|---:|:---:|---|---|",
-    ]
+def scorecard_markdown(card: list[dict], verify: list[dict] | None = None) -> str:
+    """The scorecard as a Markdown table; with `verify` (verify_scorecard's lines), each
+    line gets the same target's sizes, worst, met and failing sizes on verify's timing."""
+    head = "| target | dtype | sizes | worst | floor | met | lowest ratio [95% CI] @ MiB "
+    head += "| failing sizes (MiB) |"
+    align = "|---|---|---:|---:|---:|:---:|---|---|"
+    if verify is not None:
+        head += " verify: sizes | verify: worst | verify: met | verify: failing sizes (MiB) |"
+        align += "---:|---:|:---:|---|"
+    by_key = {(c["target"], c["dtype"]): c for c in verify or []}
+    lines = [head, align]
     for c in card:
-        worst = "-" if c["worst"] is None else f"{c['worst']:.3f}"
         low = c.get("lowest_ratio")
         low_s = (
             ""
             if not low
             else f"{low['ratio']:.3f} [{low['lo']:.3f}, {low['hi']:.3f}] @ {low['mib']}"
         )
-        met = "n/a" if c["ok"] is None else ("yes" if c["ok"] else "**no**")
-        fails = ", ".join(str(x) for x in c["failing_mib"][:12])
-        if len(c["failing_mib"]) > 12:
-            fails += f", ... ({len(c['failing_mib'])} in all)"
-        lines.append(
-            f"| {c['target']} | {c['dtype']} | {c['sizes']} | {worst} | {c['floor']} | {met} "
-            f"| {low_s} | {fails} |"
+        line = (
+            f"| {c['target']} | {c['dtype']} | {c['sizes']} | {_worst(c)} | {c['floor']} "
+            f"| {_met(c)} | {low_s} | {_fails(c)} |"
         )
+        if verify is not None:
+            v = by_key.get((c["target"], c["dtype"]))
+            line += (
+                " - | - | - | - |"
+                if v is None
+                else f" {v['sizes']} | {_worst(v)} | {_met(v)} | {_fails(v)} |"
+            )
+        lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _worst(c: dict) -> str:
+    return "-" if c["worst"] is None else f"{c['worst']:.3f}"
+
+
+def _met(c: dict) -> str:
+    return "n/a" if c["ok"] is None else ("yes" if c["ok"] else "**no**")
+
+
+def _fails(c: dict) -> str:
+    fails = ", ".join(str(x) for x in c["failing_mib"][:12])
+    if len(c["failing_mib"]) > 12:
+        fails += f", ... ({len(c['failing_mib'])} in all)"
+    return fails
+
+
+# ---- targets from a file ------------------------------------------------------------------
+
+_TARGET_FIELDS = {"name", "metric", "floor", "from_mib", "above_mib", "to_mib", "dtypes", "modes"}
+
+
+def load_targets(path: str | os.PathLike) -> list[Target]:
+    """The targets of a JSON file: `{"targets": [{"name", "metric", "floor", and optionally
+    "from_mib" (inclusive) or "above_mib" (exclusive), "to_mib" (inclusive), "dtypes",
+    "modes"}, ...]}`; sizes default to every size, dtypes and modes to all. SchemaError
+    naming the file and field on anything else."""
+    import json
+    from pathlib import Path
+
+    from sweeper.errors import FieldError, SchemaError
+
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SchemaError(path, None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SchemaError(path, None, f"cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise SchemaError(path, None, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    try:
+        return _parse_targets(doc)
+    except FieldError as e:
+        raise SchemaError(path, e.field, str(e)) from None
+
+
+def _parse_targets(doc: object) -> list[Target]:
+    from sweeper.errors import FieldError
+
+    if not isinstance(doc, dict):
+        raise FieldError("targets", 'expected a JSON object {"targets": [...]}')
+    extra = sorted(set(doc) - {"targets"})
+    if extra:
+        raise FieldError(extra[0], 'unknown field; the file holds only "targets"')
+    items = doc.get("targets")
+    if not isinstance(items, list) or not items:
+        raise FieldError("targets", "expected a non-empty list of targets")
+    out: list[Target] = []
+    for i, t in enumerate(items):
+        where = f"targets[{i}]"
+        if not isinstance(t, dict):
+            raise FieldError(where, "expected an object")
+        extra = sorted(set(t) - _TARGET_FIELDS)
+        if extra:
+            raise FieldError(
+                f"{where}.{extra[0]}", f"unknown field; known: {', '.join(sorted(_TARGET_FIELDS))}"
+            )
+        name = t.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise FieldError(f"{where}.name", "expected a non-empty string")
+        if any(name == o.name for o in out):
+            raise FieldError(f"{where}.name", f"{name!r} is used by an earlier target")
+        metric = t.get("metric")
+        if metric not in METRICS:
+            raise FieldError(
+                f"{where}.metric", f"expected one of {', '.join(METRICS)}, found {metric!r}"
+            )
+        floor = _number(t, "floor", where, required=True)
+        if "from_mib" in t and "above_mib" in t:
+            raise FieldError(f"{where}.above_mib", "give from_mib or above_mib, not both")
+        closed = "from_mib" in t
+        lo = _number(t, "from_mib" if closed else "above_mib", where) or 0.0
+        hi = _number(t, "to_mib", where)
+        hi = math.inf if hi is None else hi
+        if lo < 0 or hi < lo or (hi == lo and not closed):
+            raise FieldError(f"{where}.to_mib", f"no size lies in {lo:g} .. {hi:g} MiB")
+        dtypes = _names(t, "dtypes", DTYPES, where)
+        modes = _names(t, "modes", MODES, where)
+        out.append(Target(name.strip(), dtypes, lo * MiB, hi * MiB, metric, floor, modes, closed))
+    return out
+
+
+def _number(t: dict, key: str, where: str, required: bool = False) -> float | None:
+    from sweeper.errors import FieldError
+
+    if key not in t:
+        if required:
+            raise FieldError(f"{where}.{key}", "missing")
+        return None
+    v = t[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise FieldError(f"{where}.{key}", f"expected a finite number, found {v!r}")
+    return float(v)
+
+
+def _names(t: dict, key: str, known: Sequence[str], where: str) -> tuple[str, ...]:
+    from sweeper.errors import FieldError
+
+    if key not in t:
+        return tuple(known)
+    v = t[key]
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+        raise FieldError(f"{where}.{key}", "expected a non-empty list of names")
+    bad = [x for x in v if x not in known]
+    if bad:
+        raise FieldError(f"{where}.{key}", f"unknown {bad[0]!r}; known: {', '.join(known)}")
+    return tuple(v)

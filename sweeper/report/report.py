@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import MODES
 from sweeper.dtypes import DTYPES
+from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
 from sweeper.runfolder import PLOTS, REPORT, baseline_of
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SECTIONS = (
+    "Summary",
     "Environment",
     "Plan coverage",
     "Selection",
@@ -99,8 +102,12 @@ def environment(manifest: Mapping[str, Any]) -> list[str]:
         ("baseline", manifest.get("baseline", "-")),
         ("started / finished", f"{manifest.get('started', '-')} / {manifest.get('finished', '-')}"),
     ]
+    resumed = manifest.get("resumed") or []
+    if resumed:
+        rows.append(("resumed", f"{len(resumed)} time(s), at " + ", ".join(
+            str(r.get("at", "-")) for r in resumed)))  # fmt: skip
     versions = manifest.get("versions") or {}
-    rows += [(f"version: {k}", v) for k, v in sorted(versions.items())]
+    rows.append(("versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "-"))
     return _table(("", "value"), rows)
 
 
@@ -168,76 +175,72 @@ def selection(
     l2_bytes: int | None = None,
     baseline: str = "torch",
 ) -> list[str]:
+    """Per mode and dtype, a line of what was chosen: the table for every size is
+    selection.md / selection.csv."""
     if sel is None:
         out = [
             "**No selection built yet** (`sweeper select` writes selection.csv and "
-            "selection.md into the run folder). Shown instead: the fastest ok config at each "
-            "size, without the noise-aware tie handling of the selection.",
+            "selection.md into the run folder). Summarised instead: the fastest ok config at "
+            "each size, without the noise-aware tie handling of the selection.",
             "",
         ]
-        table = best_per_size(results).rename(columns={"pct_of_copy": "pct_copy"})
+        table = best_per_size(results)
     else:
         out = [
-            "From `selection.csv` (details, runner-up and ties: [selection.md](selection.md)).",
+            "The chosen config at every size, with runner-up, margin and ties: "
+            "[selection.md](selection.md) ([selection.csv](selection.csv)). Per mode and "
+            f"dtype: the configs chosen, how often the choice changes from one size to the "
+            f"next, and the chosen config's ratio to {baseline}, lowest-highest per range of "
+            "working set.",
             "",
         ]
         table = sel
     if table.empty:
         return [*out, "No ok candidate cell in this run: nothing to select from."]
+    return out + selection_summary(table, l2_bytes)
+
+
+# ranges of working set the selection's ratios are summarised over, as multiples of L2
+RANGES = ((0, 1 / 8, "<= L2/8"), (1 / 8, 1 / 2, "L2/8 - L2/2"), (1 / 2, 1, "L2/2 - L2"),
+          (1, 4, "L2 - 4 x L2"), (4, math.inf, "> 4 x L2"))  # fmt: skip
+
+
+def selection_summary(table: pd.DataFrame, l2_bytes: int | None) -> list[str]:
+    """One row per (mode, pattern, dtype): sizes, distinct configs chosen, changes of config
+    between consecutive sizes, the ratio's lowest-highest per range of working set (where L2
+    is known, else over every size), the lowest ratio and where, and how many sizes have a
+    ratio below 1."""
+    by_pattern = table["pattern"].nunique() > 1
     groups = sorted(
         table.groupby(["mode", "pattern", "dtype"], sort=False),
         key=lambda g: (_rank(g[0][0], MODES), g[0][1], _rank(g[0][2], DTYPES), g[0][2]),
     )
+    ranges = [(lo * l2_bytes, hi * l2_bytes, name) for lo, hi, name in RANGES] if l2_bytes else []
+    rows = []
     for (mode, pattern, dtype), grp in groups:
         grp = grp.sort_values("ws_bytes")
-        runs = "; ".join(
-            f"{c} {fmt_mib(a)}..{fmt_mib(b)}"
-            for c, a, b in config_runs(grp["config"], grp["ws_bytes"])
-        )
-        out += [
-            "<details>",
-            f"<summary><b>{dtype}</b>, mode {mode}, pattern {pattern}: {runs} (MiB)</summary>",
-            "",
-        ]
-        rows = [
+        ratio = grp["ratio"].astype(float)
+        cells = []
+        for lo, hi, _ in ranges or [(0, math.inf, "")]:
+            r = ratio[(grp.ws_bytes > lo) & (grp.ws_bytes <= hi)].dropna()
+            cells.append(f"{r.min():.2f}-{r.max():.2f}" if len(r) else "-")
+        low = grp.loc[ratio.idxmin()] if ratio.notna().any() else None
+        rows.append(
             (
-                fmt_mib(r["ws_bytes"]),
-                f"`{r['config']}`",
-                _num(r["gbps"]),
-                _num(r["pct_copy"], ".1f"),
-                _ratio_ci(r["ratio"], r["ratio_lo"], r["ratio_hi"]),
+                f"{mode}-{pattern}" if by_pattern else mode,
+                dtype,
+                len(grp),
+                grp["config"].nunique(),
+                len(config_runs(grp["config"], grp["ws_bytes"])) - 1,
+                *cells,
+                "-" if low is None else f"{low['ratio']:.3f} @ {fmt_mib(low['ws_bytes'])}",
+                int((ratio < 1).sum()),
             )
-            for _, r in grp.sort_values("ws_bytes").iterrows()
-        ]
-        header = ("size (MiB)", "config", "GB/s", "% of copy", f"vs {baseline} [95% CI]")
-        out += _table(header, rows, "r-rrr") + ["", "</details>", ""]
-    return out + modes_side_by_side(table, l2_bytes)
-
-
-def modes_side_by_side(table: pd.DataFrame, l2_bytes: int | None) -> list[str]:
-    """Where a run measured several modes: per dtype and range of working set, the lowest and
-    highest ratio of the selected config in each mode."""
-    modes = [m for m in MODES if m in set(table["mode"])]
-    if len(modes) < 2 or not l2_bytes:
-        return []
-    edges = [0, l2_bytes / 8, l2_bytes / 2, l2_bytes, 4 * l2_bytes, float("inf")]
-    names = ["<= L2/8", "L2/8 - L2/2", "L2/2 - L2", "L2 - 4 x L2", "> 4 x L2"]
-    rows = []
-    for dtype in [d for d in DTYPES if d in set(table["dtype"])]:
-        for mode in modes:
-            t = table[(table["dtype"] == dtype) & (table["mode"] == mode)]
-            cells = []
-            for lo, hi in zip(edges, edges[1:], strict=False):
-                r = t[(t.ws_bytes > lo) & (t.ws_bytes <= hi)].ratio
-                cells.append(f"{r.min():.2f}-{r.max():.2f}" if len(r) else "-")
-            rows.append((dtype, mode, *cells))
-    return [
-        "Modes side by side: the selected config's ratio to the baseline, lowest-highest per "
-        "range of working set.",
-        "",
-        *_table(("dtype", "mode", *names), rows, "--rrrrr"),
-        "",
-    ]
+        )
+    names = [name for _, _, name in ranges] or ["every size"]
+    header = ("mode", "dtype", "sizes", "configs", "changes", *names)
+    align = "--rrr" + "r" * len(names) + "rr"
+    return _table((*header, "lowest ratio @ MiB", "sizes below 1"), rows, align)
 
 
 def _rank(value: str, order: Sequence[str]) -> int:
@@ -291,18 +294,37 @@ def policy(doc: Mapping[str, Any] | None) -> list[str]:
     return out + _table((*header, "worst % of best"), rows, "--r-rrr")
 
 
-def plots_section(run_dir: Path, plot_files: Sequence[Path]) -> list[str]:
+def headline_plot(plot_files: Sequence[Path], mode: str | None) -> Path | None:
+    """The summary's figure: the ratio plot of the policy's mode (else the first one)."""
+    ratios = [p for p in plot_files if p.suffix == ".png" and p.stem.startswith("ratio_")]
+    return next((p for p in ratios if p.stem == f"ratio_{mode}"), ratios[0] if ratios else None)
+
+
+def plots_section(
+    run_dir: Path, plot_files: Sequence[Path], headline: Path | None = None
+) -> list[str]:
     pngs = [p for p in plot_files if p.suffix == ".png"]
     if not pngs:
         return ["**No plots** (`sweeper plot` writes them into plots/)."]
-    out = [f"Vector (SVG) versions: `sweeper plot {run_dir} --format svg`.", ""]
+    out = [f"Vector (SVG) versions: `sweeper plot {run_dir} --format svg`."]
+    if headline is not None:
+        out[0] += f" `{headline.stem}` is in the [Summary](#summary)."
     for png in pngs:
-        rel = Path(os.path.relpath(png, run_dir)).as_posix()
-        out += [f"**{png.stem}**", "", f"![{png.stem}]({rel})", ""]
+        if png != headline:
+            out += ["", f"![{png.stem}]({_rel(png, run_dir)})"]
     return out
 
 
-def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+def _rel(path: Path, run_dir: Path) -> str:
+    return Path(os.path.relpath(path, run_dir)).as_posix()
+
+
+LONGEST = 10  # rows of a listing shown in the report; the file named beside it has them all
+
+
+def guards(
+    results: pd.DataFrame, manifest: Mapping[str, Any], chk: pd.DataFrame | None = None
+) -> list[str]:
     bad = results[results["status"] != "ok"].sort_values(["mode", "dtype", "ws_bytes", "config"])
     logged = manifest.get("guards") or []
     out = [
@@ -321,16 +343,25 @@ def guards(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
                 r["status"],
                 r["status_detail"],
             )
-            for _, r in bad.iterrows()
+            for _, r in bad.head(LONGEST).iterrows()
         ]
         header = ("mode", "dtype", "size (MiB)", "role", "config", "status", "detail")
         out += _table(header, rows, "--r----") + [""]
+        out += _more(len(bad), "the trial log (`status`, `status_detail`)")
     if logged:
         out += ["Guard log (manifest):", ""]
-        rows = [(g.get("cell", "-"), g.get("status", "-"), g.get("detail", "")) for g in logged]
+        rows = [
+            (g.get("cell", "-"), g.get("status", "-"), g.get("detail", ""))
+            for g in logged[:LONGEST]
+        ]
         out += _table(("cell", "status", "detail"), rows)
-        out += [""]
-    return out + physical_limits(results, manifest) + pairing_check(results, manifest)
+        out += [""] + _more(len(logged), "the manifest's `guards`")
+    return out + physical_limits(results, manifest) + pairing_check(results, manifest, chk)
+
+
+def _more(n: int, where: str) -> list[str]:
+    """The line under a listing cut at LONGEST rows."""
+    return [f"The first {LONGEST} of {n}; every one: {where}.", ""] if n > LONGEST else []
 
 
 def physical_limits(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
@@ -352,7 +383,9 @@ def physical_limits(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[
     ]
 
 
-def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+def pairing_check(
+    results: pd.DataFrame, manifest: Mapping[str, Any], chk: pd.DataFrame | None = None
+) -> list[str]:
     """The baseline's time next to evict_last candidates vs next to the others, same size."""
     from sweeper.report.pairing import ALPHA, FLAG, evict_last_contamination
 
@@ -368,7 +401,7 @@ def pairing_check(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[st
             else "it was recorded before that guard."
         )
     )
-    chk = evict_last_contamination(results)
+    chk = evict_last_contamination(results) if chk is None else chk
     out = [
         "**Baseline next to evict_last candidates.** At one size the baseline's median time "
         "should not depend on the candidate it was paired with; if it is slower next to "
@@ -426,8 +459,9 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
         rows.append((mode, dtype, str(c.get("configs", "-")), str(len(ps)), str(failed),
                      str(c.get("rounds", "-")), conv))  # fmt: skip
     out = [
-        f"{len(items)} config(s) screened out before the full sweep (full list: the manifest's "
-        "`pruned`):",
+        f"{len(items)} config(s) screened out before the full sweep; every one, with where it "
+        "came closest to the best and why it was left out: `pruned` in "
+        "[manifest.json](manifest.json).",
         "",
         *_table(
             (
@@ -464,71 +498,358 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
     return out
 
 
+# the phases of one mode and dtype, in the order they run; "(part of ...)" ones are inside
+# another and are not added into the sum
+PHASES = {
+    "screen_s": "screen",
+    "climb_s": "climb (part of screen)",
+    "climb_compile_s": "climb compile (part of climb)",
+    "sweep_s": "sweep",
+    "refine_s": "refine",
+    "refine_points": "sizes added by refine",
+    "bracket_points": "sizes added by bracketing",
+}
+INSIDE = ("climb_s", "climb_compile_s")
+
+
+def run_seconds(manifest: Mapping[str, Any]) -> tuple[float | None, float, bool]:
+    """(total, sum of the phases, whether total is the run's recorded wall time): the total
+    is the manifest's `total_s`, else the sum of the phases; counts and the phases that run
+    inside another are never added."""
+    t = manifest.get("timing") or {}
+    parts = 0.0
+    for key, value in t.items():
+        if key == "total_s" or not key.endswith("_s") or key.rsplit("/", 1)[-1] in INSIDE:
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            parts += float(value)
+    total = t.get("total_s")
+    if isinstance(total, int | float) and not isinstance(total, bool):
+        return float(total), parts, True
+    return (parts if t else None), parts, False
+
+
 def timing(manifest: Mapping[str, Any]) -> list[str]:
     t = manifest.get("timing") or {}
     if not t:
         return ["No timing recorded in the manifest."]
-    rows, counts, parts = [], [], 0.0
+    groups: dict[str, dict[str, Any]] = {}
+    top = []
     for key, value in t.items():
         if key == "total_s":
             continue
-        if not key.endswith("_s"):  # refine_points, bracket_points: counts of sizes
-            counts.append(f"{key.replace('_', ' ')} {_cell(value)}")
-            continue
-        name = key.removesuffix("_s")
-        if name.endswith("/climb"):  # the climb runs inside its screen phase
-            rows.append((f"{name} (part of screen)", _duration(value)))
-            continue
-        rows.append((name, _duration(value)))
-        if isinstance(value, int | float):
-            parts += float(value)
-    total = t.get("total_s", parts)
-    what = "the run's wall time" if "total_s" in t else "sum of the phases"
-    rows.append((f"**total** ({what})", _duration(total)))
-    out = _table(("phase", "wall time"), rows, "-r")
-    return out + (["", "Sizes added: " + "; ".join(counts) + "."] if counts else [])
+        if key.count("/") == 2:  # mode/dtype/phase
+            group, phase = key.rsplit("/", 1)
+            groups.setdefault(group, {})[phase] = value
+        else:
+            top.append((key.removesuffix("_s"), value))
+    out = []
+    if top:
+        out += ["Before the sweeps: " + ", ".join(
+            f"{name} {_secs(v)}" if isinstance(v, int | float) else f"{name} {_cell(v)}"
+            for name, v in top) + "."]  # fmt: skip
+    if groups:
+        seen = {p for g in groups.values() for p in g}
+        cols = [p for p in PHASES if p in seen] + sorted(seen - set(PHASES))
+        rows = [(group, *(_phase(g.get(p), p) for p in cols)) for group, g in groups.items()]
+        out += ["", *_table(("mode/dtype", *(PHASES.get(p, p) for p in cols)), rows,
+                            "-" + "r" * len(cols))]  # fmt: skip
+    total, parts, recorded = run_seconds(manifest)
+    out += [
+        "",
+        f"**Total: {_duration(total)}**, "
+        + (
+            f"the run's wall time (`total_s`); the phases above add up to {_secs(parts)}."
+            if recorded
+            else "the sum of the phases (the manifest records no `total_s`)."
+        ),
+    ]
+    return out[1:] if out[0] == "" else out
+
+
+def _secs(v: Any) -> str:
+    return f"{float(v):,.1f} s"
+
+
+def _phase(v: Any, phase: str) -> str:
+    if v is None:
+        return "-"
+    if not phase.endswith("_s"):
+        return _cell(v)
+    return _secs(v) if isinstance(v, int | float) else _cell(v)
 
 
 # ---- the document -------------------------------------------------------------------------
 
 
-def targets_section(
+@dataclass
+class Findings:
+    """What the summary and the detail sections both read, computed once."""
+
+    mode: str  # the mode the targets are checked in: the policy's
+    targets: list[Target]  # the targets checked
+    targets_source: str  # where the targets came from, as the report names it
+    card: list[dict] | None  # the targets on the run's measurements; None without a policy
+    vcard: list[dict] | None  # the same on verify's timing; None without verify_timing.csv
+    verify: dict | None  # sweeper verify's verdict (timing_verdict); None without verify
+    pairing: pd.DataFrame  # the pairing check (pairing.evict_last_contamination)
+    ceiling_gbps: float | None
+
+
+def findings(
     results: pd.DataFrame,
     manifest: Mapping[str, Any],
     doc: Mapping[str, Any] | None,
-    vt: pd.DataFrame | None = None,
-) -> list[str]:
-    if doc is None:
-        return ["No policy yet: the targets are checked on the policy's configs."]
-    from sweeper.report.checks import scorecard, scorecard_markdown, verify_scorecard
+    vt: pd.DataFrame | None,
+    chosen: Sequence[Target] | None = None,
+    targets_source: str = DEFAULT_SOURCE,
+) -> Findings:
+    from sweeper.export.verdict import timing_verdict
+    from sweeper.report.checks import scorecard, targets, verify_scorecard
+    from sweeper.report.pairing import evict_last_contamination
 
-    mode = (doc.get("provenance") or {}).get("mode", "hot")
-    l2 = int(doc.get("l2_bytes") or manifest["device"]["l2_bytes"])
+    modes = list(manifest.get("modes") or [manifest.get("mode") or "hot"])
+    mode = (doc.get("provenance") or {}).get("mode", modes[0]) if doc else modes[0]
+    l2 = int((doc or {}).get("l2_bytes") or manifest["device"]["l2_bytes"])
     ceiling = (manifest.get("ceiling") or {}).get("gbps")
-    card = scorecard(results, dict(doc), l2, mode=mode, ceiling_gbps=ceiling)
-    ceiling_s = f"{ceiling:.0f} GB/s" if ceiling else "not measured in this run"
-    out = [
-        f"The policy's config at every measured size ({mode} mode), against the targets "
-        "(`sweeper/report/checks.py`). Ratios are to the baseline, measured side by side. "
-        "`worst` is the value the target is checked on (for the CI target, the lowest upper "
-        "end of a ratio's CI); the lowest point ratio is shown beside it. L2-resident "
-        f"ceiling: {ceiling_s}.",
-        "",
-        scorecard_markdown(card),
-    ]
-    if vt is not None and "ratio" in vt:
-        vcard = verify_scorecard(vt, l2, mode=mode, ceiling_gbps=ceiling)
-        out += [
-            "",
-            "The same targets on the exported header's own timing (`sweeper verify`): a size "
-            "fails only where it fails in every pass.",
-            "",
-            scorecard_markdown(vcard),
+    chosen = list(targets(l2) if chosen is None else chosen)
+    card = vcard = checked = None
+    if doc is not None:
+        card = scorecard(results, dict(doc), l2, mode=mode, ceiling_gbps=ceiling, chosen=chosen)
+    if vt is not None:
+        checked = timing_verdict(vt.to_dict("records"))
+        if "ratio" in vt:
+            vcard = verify_scorecard(vt, l2, mode=mode, ceiling_gbps=ceiling, chosen=chosen)
+    chk = evict_last_contamination(results)
+    return Findings(mode, chosen, targets_source, card, vcard, checked, chk, ceiling)
+
+
+def _checked(card: list[dict] | None) -> tuple[int, int]:
+    """(checks with data, of them failing) of a scorecard."""
+    rows = [c for c in card or [] if c["ok"] is not None]
+    return len(rows), sum(1 for c in rows if not c["ok"])
+
+
+def verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
+    """("pass" | "fail" | "incomplete", the sentence after it). Fail: a target check fails
+    on the run's measurements or on verify's timing, or verify fails. Incomplete, where
+    nothing fails: no policy, not verified, the run not complete or a boundary bracketed
+    more widely than the plan resolution."""
+    said, missing = [], []  # in order: the run's targets, verify's targets, verify
+    n, bad = _checked(f.card)
+    if f.card is None:
+        missing.append("no policy, so no target is checked (`sweeper policy build RUN`)")
+    elif bad:
+        said.append(f"{bad} of {n} target checks fail on the run's measurements")
+    else:
+        said.append(f"all {n} target checks are met on the run's measurements")
+    vn, vbad = _checked(f.vcard)
+    if f.vcard is not None:
+        said.append(f"{vbad} of {vn} fail on verify's timing" if vbad else
+                    f"all {vn} are met on verify's timing")  # fmt: skip
+    v = f.verify
+    if v is None:
+        missing.append("not verified (`sweeper verify RUN/policy.json` on a GPU)")
+    elif not v["ok"]:
+        what = [
+            f"{len(v['bit_failures'])} row(s) not bit-exact after timing",
+            f"{len(v['baseline_losses'])} size(s) lose to the baseline in every pass",
+            f"{len(v['parity_failures'])} size(s) off the Numba kernel by more than 5% in "
+            "every pass",
         ]
+        keep = [w for w, k in zip(what, ("bit_failures", "baseline_losses", "parity_failures"),
+                                  strict=True) if v[k]]  # fmt: skip
+        said.append("verify fails (" + "; ".join(keep) + ")")
+    else:
+        said.append("verify passes")
+    if manifest.get("status") not in (None, "complete"):
+        missing.append(f"the run is {manifest['status']}")
+    if manifest.get("open_brackets"):
+        missing.append("a band boundary is bracketed more widely than the plan resolution")
+    failed = bool(bad or vbad or (v is not None and not v["ok"]))
+    word = "fail" if failed else ("incomplete" if missing else "pass")
+    return word, "; ".join(said + missing) + "."
+
+
+SHOWN = 6  # failing sizes named per dtype in the summary; the Targets section lists more
+
+
+def _target_result(entries: list[dict]) -> str:
+    """One cell of the summary's target table: met, n/a, or the failing dtypes and sizes."""
+    if not entries:
+        return "-"
+    if all(c["ok"] is None for c in entries):
+        return "n/a"
+    failing = [c for c in entries if c["ok"] is False]
+    na = [c["dtype"] for c in entries if c["ok"] is None]
+    if not failing:
+        return "met" + (f" ({', '.join(na)} n/a)" if na else "")
+    parts = []
+    for c in failing:
+        sizes = ", ".join(f"{x:g}" for x in c["failing_mib"][:SHOWN])
+        more = len(c["failing_mib"]) - SHOWN
+        parts.append(f"{c['dtype']} at {sizes}" + (f", ... ({len(c['failing_mib'])} sizes)"
+                                                  if more > 0 else ""))  # fmt: skip
+    return "**no**: " + "; ".join(parts) + " MiB"
+
+
+def summary(
+    run_dir: Path,
+    manifest: Mapping[str, Any],
+    results: pd.DataFrame,
+    f: Findings,
+    missing: Sequence[str],
+    headline: Path | None,
+) -> list[str]:
+    from sweeper.report.checks import METRICS
+    from sweeper.run.ceilings import ABOVE_CEILING
+
+    word, why = verdict(manifest, f)
+    cand = results[results["role"] == "candidate"]
+    per = cand.groupby(["mode", "dtype"])["ws_bytes"].nunique() if len(cand) else None
+    sizes = "no" if per is None else (
+        f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}")  # fmt: skip
+    total, _, recorded = run_seconds(manifest)
+    modes = ", ".join(manifest.get("modes") or [str(manifest.get("mode", "-"))])
+    out = [
+        f"**Verdict: {word}.** {why[0].upper()}{why[1:]}",
+        "",
+        f"`{run_dir.as_posix()}`: {modes} mode; {', '.join(dtypes_in(results))}; "
+        f"{sizes} sizes per dtype; {len(results)} measured cells against "
+        f"{baseline_of(manifest)}"
+        + (f"; wall time {_duration(total)}" if total is not None and recorded else "")
+        + ". "
+        + ("Not built yet: " + "; ".join(missing) + "." if missing else "Every stage built.")
+        + " Written by `sweeper report`.",
+        "",
+    ]
+    if baseline_of(manifest) != "torch":
+        out += [
+            f"**The baseline is `{manifest['baseline']}`, not torch**: every ratio in this "
+            "report is against it (torch was not importable, or another baseline was asked "
+            "for; `pip install -e '.[torch]'`).",
+            "",
+        ]
+    if manifest.get("status") not in (None, "complete"):
+        out += [f"**The run is {manifest['status']}**: `sweeper run --resume` completes it.", ""]
+    if manifest.get("open_brackets"):
+        out += [
+            "**A band boundary is bracketed more widely than the plan resolution** in "
+            + ", ".join(manifest["open_brackets"])
+            + " (the run's bracketing stopped at its round limit): `sweeper policy build` "
+            "refuses it; `sweeper run --resume --run-dir RUN` samples that stretch.",
+            "",
+        ]
+    if f.card is None:
+        out += [f"Targets: {f.targets_source}; none checked without a policy.", ""]
+    else:
+        out += [
+            f"Targets: {f.targets_source}; checked on the policy's config at every measured "
+            f"size ({f.mode} mode)"
+            + (
+                " and on verify's timing of the exported header (a size fails there only "
+                "where it fails in every pass)"
+                if f.vcard is not None
+                else ""
+            )
+            + ". Detail: [Targets](#targets).",
+            "",
+        ]
+    if f.card is not None:
+        specs: dict[str, Any] = {}
+        for c in [*f.card, *(f.vcard or [])]:
+            specs.setdefault(c["target"], c["spec"])
+        rows = []
+        for name, t in specs.items():
+            run = [c for c in f.card if c["target"] == name]
+            ver = [c for c in f.vcard or [] if c["target"] == name]
+            rule = (
+                f"{METRICS.get(t.metric, t.metric)} >= {t.floor:g}, {t.sizes_text()}, "
+                + "/".join(c["dtype"] for c in run or ver)
+            )
+            rows.append((name, rule, _target_result(run),
+                         "not verified" if f.vcard is None else _target_result(ver)))  # fmt: skip
+        out += _table(("target", "rule", "run", "verify"), rows) + [""]
+        idle = [t.name for t in f.targets if t.name not in specs]
+        if idle:
+            out += ["Not applicable to this run's mode and dtypes: " + "; ".join(idle) + ".", ""]
+    out += ["What failed, and where:", ""]
+    v = f.verify
+    if v is not None:
+        for title, key in (
+            ("not bit-exact after timing", "bit_failures"),
+            ("losses to the baseline in every pass", "baseline_losses"),
+            ("off the Numba kernel by more than 5% in every pass", "parity_failures"),
+            ("losses in some passes only", "unrepeated_losses"),
+        ):
+            items = v[key]
+            if not items:
+                continue
+            what = "parity" if key == "parity_failures" else "ratio"
+            named = [
+                f"{r['dtype']} {fmt_bytes(r['ws_bytes'])}"
+                + ("" if key == "bit_failures" else f" ({_pass_ratios(r, what)})")
+                for r in items[:SHOWN]
+            ]
+            more = f", ... ({len(items)} in all)" if len(items) > SHOWN else ""
+            out.append(f"- Verify, {title} ({len(items)}): " + "; ".join(named) + more + ".")
+        if not (v["bit_failures"] or v["baseline_losses"] or v["parity_failures"]):
+            out.append(
+                "- Verify: bit-exact; no size loses or is off its Numba kernel in every pass."
+            )
+    bad = results[results["status"] != "ok"]
+    statuses = ", ".join(f"{n} {s}" for s, n in bad["status"].value_counts().sort_index().items())
+    chk = f.pairing
+    flagged = chk[chk["flagged"]] if len(chk) else chk
+    from sweeper.report.pairing import ALPHA
+
+    above = int((results["status"] == ABOVE_CEILING).sum())
+    out += [
+        f"- Guards: {len(bad)} of {len(results)} cells not ok"
+        + (f" ({statuses})" if len(bad) else "")
+        + f"; {len(manifest.get('guards') or [])} guard-log finding(s); {above} above a "
+        f"physical limit; baseline slower next to evict_last candidates at {len(flagged)} of "
+        f"{len(chk)} sizes ({int((flagged['p'] < ALPHA).sum()) if len(flagged) else 0} with "
+        f"p < {ALPHA}). Detail: [Guards](#guards).",
+        "",
+    ]
+    if headline is not None:
+        out += [f"![{headline.stem}]({_rel(headline, run_dir)})", ""]
+    out.append(" · ".join(f"[{s}](#{s.lower().replace(' ', '-')})" for s in SECTIONS[1:]))
     return out
 
 
-def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
+def _pass_ratios(r: Mapping[str, Any], what: str) -> str:
+    rows = r.get("passes") or [r]
+    if what == "parity":
+        return " / ".join(f"{float(x['vs_numba']):.3f}x of Numba" for x in rows)
+    return " / ".join(f"{float(x['ratio']):.3f}x" for x in rows)
+
+
+def targets_section(f: Findings) -> list[str]:
+    if f.card is None:
+        return ["No policy yet: the targets are checked on the policy's configs."]
+    from sweeper.report.checks import scorecard_markdown
+
+    ceiling_s = f"{f.ceiling_gbps:.0f} GB/s" if f.ceiling_gbps else "not measured in this run"
+    return [
+        f"Targets: {f.targets_source}. The policy's config at every measured size "
+        f"({f.mode} mode); ratios are to the baseline, measured side by side. `worst` is the "
+        "value the target is checked on (for the CI target, the lowest upper end of a "
+        "ratio's CI); the lowest point ratio is shown beside it. L2-resident "
+        f"ceiling: {ceiling_s}."
+        + (
+            " The `verify:` columns: the same targets on the exported header's own timing "
+            "(`sweeper verify`), where a size fails only where it fails in every pass."
+            if f.vcard is not None
+            else " Not verified: no `verify:` columns."
+        ),
+        "",
+        scorecard_markdown(f.card, f.vcard),
+    ]
+
+
+def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None) -> list[str]:
     """What `sweeper verify` measured for this run's policy (verify_timing.csv): the verdict
     as verify computes it, with every repeated failure and the pass-to-pass noise."""
     if vt is None:
@@ -539,7 +860,7 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
     from sweeper.export.verdict import pass_values, timing_verdict
 
     rows = vt.to_dict("records")
-    v = timing_verdict(rows)
+    v = timing_verdict(rows) if v is None else v
     mode = rows[0].get("mode", "?") if rows else "?"
     txt = run_dir / "verify.txt"
     out = [
@@ -582,10 +903,11 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
                 f"`{r['config']}`",
                 "; ".join(pass_values(r, what)),
             ]
-            for r in v[key]
+            for r in v[key][:LONGEST]
         ]
         out += ["", f"**{title}**", ""]
         out += _table(["dtype", "size", "config", "each pass"], body, "----")
+        out += [""] + _more(len(v[key]), "verify_timing.csv") if len(v[key]) > LONGEST else []
     return out
 
 
@@ -597,8 +919,11 @@ def build_report(
     selection_table: pd.DataFrame | None = None,
     policy_doc: Mapping[str, Any] | None = None,
     verify_table: pd.DataFrame | None = None,
+    targets: Sequence[Target] | None = None,
+    targets_source: str = DEFAULT_SOURCE,
 ) -> str:
-    """The REPORT.md text. Links are relative to run_dir."""
+    """The REPORT.md text. Links are relative to run_dir. `targets`: the targets to check
+    (default: `checks.targets`), `targets_source` where they came from."""
     run_dir = Path(run_dir)
     missing = []
     if selection_table is None:
@@ -607,36 +932,10 @@ def build_report(
         missing.append("policy (run `sweeper policy`)")
     if not any(p.suffix == ".png" for p in plot_files):
         missing.append("plots (run `sweeper plot`)")
-    head = [
-        f"# Run report: {manifest.get('gpu', '?')} · {manifest.get('run_id', '?')}",
-        "",
-        f"Generated by `sweeper report` from `{run_dir.as_posix()}`. "
-        f"{len(results)} measured cells; only status-ok cells enter tables and plots.",
-        "",
-        "Not built yet: " + "; ".join(missing) + "." if missing else "All stages present.",
-        "",
-    ]
-    if baseline_of(manifest) != "torch":
-        head += [
-            f"**The baseline is `{manifest['baseline']}`, not torch**: every ratio in this "
-            "report is against it (torch was not importable, or another baseline was asked "
-            "for; `pip install -e '.[torch]'`).",
-            "",
-        ]
-    if manifest.get("status") not in (None, "complete"):
-        head += [f"**The run is {manifest['status']}**: `sweeper run --resume` completes it.", ""]
-    if manifest.get("open_brackets"):
-        head += [
-            "**A band boundary is bracketed more widely than the plan resolution** in "
-            + ", ".join(manifest["open_brackets"])
-            + " (the run's bracketing stopped at its round limit): `sweeper policy build` "
-            "refuses it; `sweeper run --resume --run-dir RUN` samples that stretch.",
-            "",
-        ]
-    head += [
-        " · ".join(f"[{s}](#{s.lower().replace(' ', '-')})" for s in SECTIONS),
-    ]
+    f = findings(results, manifest, policy_doc, verify_table, targets, targets_source)
+    headline = headline_plot(plot_files, f.mode)
     bodies = {
+        "Summary": summary(run_dir, manifest, results, f, missing, headline),
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(
@@ -646,30 +945,36 @@ def build_report(
             baseline_of(manifest),
         ),
         "Policy": policy(policy_doc),
-        "Targets": targets_section(results, manifest, policy_doc, verify_table),
-        "Verify": verify_section(run_dir, verify_table),
-        "Plots": plots_section(run_dir, plot_files),
-        "Guards": guards(results, manifest),
+        "Targets": targets_section(f),
+        "Verify": verify_section(run_dir, verify_table, f.verify),
+        "Plots": plots_section(run_dir, plot_files, headline),
+        "Guards": guards(results, manifest, f.pairing),
         "Pruned": pruned(manifest),
         "Timing": timing(manifest),
     }
-    lines = head
+    lines = [f"# Run report: {manifest.get('gpu', '?')} · {manifest.get('run_id', '?')}"]
     for name in SECTIONS:
         lines += ["", f"## {name}", "", *bodies[name]]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(run_dir: str | os.PathLike) -> Path:
-    """Write <run>/REPORT.md, rendering the plots first if they are missing or stale."""
+def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None = None) -> Path:
+    """Write <run>/REPORT.md, rendering the plots first if they are missing or stale.
+    `targets`: a targets file (`checks.load_targets`) instead of the defaults."""
     from sweeper.analyze.policy import load_policy
     from sweeper.analyze.select import read_selection
     from sweeper.analyze.store import load_run
     from sweeper.export.verdict import load_verify
+    from sweeper.report.checks import load_targets
     from sweeper.runfolder import POLICY
     from sweeper.schema import atomic_write_text
 
     run_dir = Path(run_dir)
     # every input is read and checked before anything is written
+    chosen, source = None, DEFAULT_SOURCE
+    if targets is not None:
+        chosen = load_targets(targets)
+        source = f"from `{Path(targets).as_posix()}` ({len(chosen)} targets)"
     run = load_run(run_dir)
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
@@ -677,5 +982,5 @@ def write_report(run_dir: str | os.PathLike) -> Path:
     if _plots_stale(run_dir):
         render_plots(run_dir)
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
-    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify)
+    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify, chosen, source)
     return atomic_write_text(run_dir / REPORT, text)

@@ -1,0 +1,414 @@
+"""The report's summary and its budget, on a four-dtype run built with known answers.
+
+The run: hot mode, fp32/fp16/bf16/int8, 130 sizes each (1..128 MiB in 1 MiB steps, 256 and
+512 MiB), L2 64 MiB. The baseline runs at 1000 GB/s everywhere; config A (the policy's, in
+nine bands per dtype) at 1400 GB/s (ratio 1.4), except fp32 at 10 and 13 MiB, where it runs
+at 970 GB/s (ratio 0.97, CI [0.96, 0.98]); config B at 900 GB/s, and 25 of B's cells are
+mismatches. The copy kernel and the L2-resident ceiling run at 1400 GB/s. Verify (2 passes)
+repeats the fp32 loss at 13 MiB in both passes, at 10 MiB in pass 1 only, and has 30 fp16
+sizes that lose in pass 2 only. Timing: 462 s of phases in a 500 s run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from sweeper.analyze import select
+from sweeper.analyze.store import coerce, load_run, write_run
+from sweeper.cli import app
+from sweeper.report.checks import load_targets
+from sweeper.report.report import SECTIONS, build_report, timing
+from sweeper.units import MiB
+
+try:
+    from tests.unit.test_plots import synthetic_manifest
+except ImportError:  # tests/ is not a package: pytest put tests/unit on sys.path
+    from test_plots import synthetic_manifest
+
+DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+SIZES = [m * MiB for m in range(1, 129)] + [256 * MiB, 512 * MiB]
+LOSSES = (10 * MiB, 13 * MiB)  # fp32: config A at ratio 0.97 in the run
+BAD = 25  # mismatching cells of config B (fp16, the 25 smallest sizes)
+PHASES = {"screen_s": 10.0, "climb_s": 4.0, "climb_compile_s": 2.0, "sweep_s": 100.0,
+          "refine_s": 5.0, "refine_points": 3, "bracket_points": 1}  # fmt: skip
+TOTAL_S = 500.0
+PHASE_SUM = 1.5 + 0.5 + 4 * (10.0 + 100.0 + 5.0)  # prepare, ceiling; climb is inside screen
+
+runner = CliRunner()
+
+
+def known_results() -> pd.DataFrame:
+    rows = []
+    for dtype, itemsize in DTYPES.items():
+        for i, ws in enumerate(SIZES):
+            base = dict(run_id="k1", gpu="testgpu", mode="hot", pattern="preallocated",
+                        dtype=dtype, n=ws // (2 * itemsize), ws_bytes=ws, phase="sweep",
+                        status="ok", status_detail="", n_samples=30, grid="g", variant_id="")  # fmt: skip
+            t_base = ws / 1000.0 / 1e3
+            rows.append({**base, "role": "baseline", "config": "torch", "gbps": 1000.0,
+                         "time_us": t_base, "copy_gbps": 1400.0})  # fmt: skip
+            rows.append({**base, "role": "copy", "config": "copy", "gbps": 1400.0,
+                         "time_us": ws / 1400.0 / 1e3, "copy_gbps": 1400.0})  # fmt: skip
+            for config, gbps in (("A", 1400.0), ("B", 900.0)):
+                if config == "A" and dtype == "fp32" and ws in LOSSES:
+                    gbps = 970.0
+                t = ws / gbps / 1e3
+                ratio = gbps / 1000.0
+                row = {**base, "role": "candidate", "config": config, "gbps": gbps,
+                       "time_us": t, "time_lo_us": t * 0.99, "time_hi_us": t * 1.01,
+                       "base_time_us": t_base, "ratio": ratio, "ratio_lo": ratio - 0.01,
+                       "ratio_hi": ratio + 0.01, "copy_gbps": 1400.0, "vec_bytes": 16,
+                       "unroll": 1, "block": 256, "load_hint": "default", "store_hint": "default",
+                       "variant_id": f"{dtype}-{config}"}  # fmt: skip
+                if config == "B" and dtype == "fp16" and i < BAD:
+                    row.update(status="mismatch", status_detail=f"max abs err 1.0 at index {i}")
+                rows.append(row)
+    return coerce(pd.DataFrame(rows))
+
+
+def known_manifest() -> dict:
+    m = synthetic_manifest(("hot",), run_id="k1")
+    m["ceiling"] = {"gbps": 1400.0}
+    m["baseline"] = "torch"
+    m["guards"] = []
+    m["pruned"] = [
+        {"mode": "hot", "dtype": d, "config": f"c{i}", "reason": "behind", "ws_bytes": 8 * MiB,
+         "shortfall": 0.01 + i / 1e4, "sizes": 1}
+        for d in DTYPES for i in range(750)
+    ]  # fmt: skip
+    m["climb"] = {f"hot/{d}": {"rounds": 1, "cells": 10, "configs": 752, "converged": True}
+                  for d in DTYPES}  # fmt: skip
+    timing = {"prepare_s": 1.5, "ceiling_s": 0.5}
+    for d in DTYPES:
+        timing.update({f"hot/{d}/{k}": v for k, v in PHASES.items()})
+    m["timing"] = {**timing, "total_s": TOTAL_S}
+    return m
+
+
+def known_policy() -> dict:
+    edges = [0, *(k * 16 * MiB for k in range(1, 9)), None]  # nine bands per dtype, all A
+    bands = [
+        {"lo_bytes": lo, "hi_bytes": hi, "config": "A", "first_measured": lo or MiB,
+         "last_measured": (hi or 513 * MiB) - MiB, "n_sizes": 16, "bracket_below": None,
+         "worst_frac_of_best": 1.0}
+        for lo, hi in zip(edges, edges[1:], strict=False)
+    ]  # fmt: skip
+    return {
+        "l2_bytes": 64 * MiB,
+        "provenance": {
+            "mode": "hot",
+            "pattern": "preallocated",
+            "tolerance": 0.02,
+            "resolution": 8,
+        },  # fmt: skip
+        "dtypes": {d: {"bands": bands} for d in DTYPES},
+    }
+
+
+def known_verify() -> pd.DataFrame:
+    rows = []
+    fp16_losses = SIZES[40:70]  # 30 sizes losing in pass 2 only
+    for p in (1, 2):
+        for dtype in DTYPES:
+            for ws in SIZES:
+                ratio = 1.4
+                if dtype == "fp32" and (ws == 13 * MiB or (ws == 10 * MiB and p == 1)):
+                    ratio = 0.97
+                if dtype == "fp16" and ws in fp16_losses and p == 2:
+                    ratio = 0.95
+                rows.append(
+                    {"pass": p, "mode": "hot", "dtype": dtype, "n": ws // 8, "ws_bytes": ws,
+                     "config": "A", "time_us": 1.0, "gbps": 1000.0 * ratio,
+                     "numba_time_us": 1.0, "vs_numba": 1.0, "vs_numba_lo": 0.99,
+                     "vs_numba_hi": 1.01, "baseline": "torch", "ratio": ratio,
+                     "ratio_lo": ratio - 0.01, "ratio_hi": ratio + 0.01,
+                     "bit_exact_after_timing": True, "x_addr": 1 << 32}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+PLOTS = [Path("plots") / f"{n}.png" for n in (
+    "bandwidth_hot", "ratio_hot", "policy", "verify_parity", "verify_ratio",
+    *(f"heatmap_hot_{d}" for d in DTYPES))]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+    """The run folder (trials and manifest) and its results as every reader loads them."""
+    d = write_run(tmp_path_factory.mktemp("k") / "k1", known_manifest(), known_results())
+    run = load_run(d)
+    return d, run.manifest, run.results, select.select(run.results)
+
+
+def _report(known, **kw) -> str:
+    d, manifest, results, sel = known
+    args = dict(plot_files=[d / p for p in PLOTS], selection_table=sel,
+                policy_doc=known_policy(), verify_table=known_verify())  # fmt: skip
+    args.update(kw)
+    return build_report(d, manifest, results, **args)
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def _row(text: str, first: str) -> str:
+    (row,) = [ln for ln in text.splitlines() if ln.startswith(f"| {first} |")]
+    return row
+
+
+def test_a_four_dtype_report_fits_300_lines_with_the_summary_first(known):
+    text = _report(known)
+    lines = text.splitlines()
+    assert len(lines) <= 300, len(lines)
+    verdict = next(i for i, ln in enumerate(lines) if ln.startswith("**Verdict:"))
+    assert verdict < 40
+    assert lines.index("## Environment") < 40  # the whole summary is on the first screen
+    assert list(_sections(text)) == list(SECTIONS)
+    assert "<details>" not in text  # per-size tables are selection.md / selection.csv
+
+
+def test_the_verdict_and_the_targets_table_of_a_known_run(known):
+    sec = _sections(_report(known))["Summary"]
+    assert (
+        "**Verdict: fail.** 2 of 19 target checks fail on the run's measurements; 2 of 15 "
+        "fail on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
+    ) in sec
+    assert "defaults from `sweeper/report/checks.py`" in sec
+    never = _row(sec, "never below the baseline (CI)")
+    assert never.endswith("| **no**: fp32 at 10, 13 MiB | **no**: fp32 at 13 MiB |")
+    assert "ratio CI upper end >= 1, every size, fp32/fp16/bf16/int8" in never
+    assert _row(sec, "no loss over 1%").endswith(
+        "| **no**: fp32 at 10, 13 MiB | **no**: fp32 at 13 MiB |"
+    )
+    band = _row(sec, "1.3x in [42, 52] MiB")
+    assert band.endswith("| ratio >= 1.3, [42, 52] MiB, fp32/fp16/bf16 | met | met |")
+    assert _row(sec, "int8 1.2x at >= 8 MiB").endswith(
+        "| ratio >= 1.2, >= 8 MiB, int8 | met | met |"
+    )
+    copy = _row(sec, ">= 97% of copy at >= 4 x L2")
+    assert copy.endswith(
+        "| % of the copy kernel >= 97, >= 256 MiB, fp32/fp16/bf16/int8 | met | n/a |"
+    )
+    assert (
+        "Not applicable to this run's mode and dtypes: after-write 1.05x in (36 MiB, 2 x L2]."
+        in sec
+    )
+    # what failed and where: verify's repeated and one-pass losses, guards
+    assert (
+        "- Verify, losses to the baseline in every pass (1): fp32 13 MiB (0.970x / 0.970x)."
+    ) in sec
+    one_pass = next(ln for ln in sec.splitlines() if "losses in some passes only" in ln)
+    assert one_pass.startswith(
+        "- Verify, losses in some passes only (31): fp32 10 MiB (0.970x / 1.400x);"
+    )
+    assert one_pass.endswith(", ... (31 in all).")
+    n = 4 * len(SIZES) * 4
+    assert f"- Guards: {BAD} of {n} cells not ok ({BAD} mismatch); 0 guard-log finding(s); " in sec
+    assert f"wall time {TOTAL_S:,.1f} s (0:08:20)" in sec
+    assert "130 sizes per dtype" in sec and f"{n} measured cells against torch" in sec
+    assert "![ratio_hot](plots/ratio_hot.png)" in sec
+
+
+def test_every_number_of_the_detail_sections_of_a_known_run(known):
+    sec = _sections(_report(known))
+    # selection: one row per dtype, ratio ranges per range of working set (L2 = 64 MiB)
+    sel = sec["Selection"]
+    assert "[selection.md](selection.md)" in sel and "[selection.csv](selection.csv)" in sel
+    assert (
+        "| hot | fp32 | 130 | 1 | 0 | 1.40-1.40 | 0.97-1.40 | 1.40-1.40 | 1.40-1.40 | 1.40-1.40 "
+        "| 0.970 @ 10 | 2 |"
+    ) in sel
+    assert (
+        "| hot | int8 | 130 | 1 | 0 | 1.40-1.40 | 1.40-1.40 | 1.40-1.40 | 1.40-1.40 | 1.40-1.40 "
+        "| 1.400 @ 1 | 0 |"
+    ) in sel
+    # targets: 19 rows, the run's and verify's columns side by side (copy: n/a on verify)
+    tg = sec["Targets"]
+    assert len([ln for ln in tg.splitlines() if ln.startswith("| ") and "| hot" not in ln]) == 20
+    assert (
+        "| no loss over 1% | fp32 | 130 | 0.970 | 0.99 | **no** | 0.970 [0.960, 0.980] @ 10.0 "
+        "| 10.0, 13.0 | 130 | 0.970 | **no** | 13.0 |"
+    ) in tg
+    assert (
+        "| >= 97% of copy at >= 4 x L2 | int8 | 2 | 100.000 | 97.0 | yes |  |  | 0 | - | n/a |  |"
+        in tg
+    )
+    assert tg.count("| **no** |") == 4 and tg.count("| n/a |") == 4
+    # verify
+    v = sec["Verify"]
+    assert f"{4 * len(SIZES)} sizes x 2 passes, hot mode" in v
+    assert "| sizes losing to the baseline in every pass | 1 |" in v
+    assert "| sizes losing in some passes only | 31 |" in v
+    assert "| lowest ratio to the baseline (any pass) | 0.950 |" in v
+    assert "The first 10 of 31; every one: verify_timing.csv." in v
+    # guards: the non-ok cells, cut at 10 rows
+    g = sec["Guards"]
+    assert g.strip().startswith(f"{BAD} of {4 * len(SIZES) * 4} measured cells are not ok")
+    assert len([ln for ln in g.splitlines() if "| mismatch |" in ln]) == 10
+    assert f"The first 10 of {BAD}; every one: the trial log" in g
+    # pruned: counts per dtype, the 10 closest misses, the full list in the manifest
+    p = sec["Pruned"]
+    assert p.strip().startswith("3000 config(s) screened out before the full sweep")
+    assert "| hot | fp32 | 752 | 750 | 0 | 1 | yes |" in p
+    assert [p.count(f"| {x} |") for x in ("1.00%", "1.01%", "1.02%")] == [4, 4, 2]
+    assert "[manifest.json](manifest.json)" in p
+    # plots: every figure but the headline one, which is in the summary
+    assert "ratio_hot.png" not in sec["Plots"] and "heatmap_hot_int8.png" in sec["Plots"]
+
+
+def test_the_timing_total_is_the_manifest_total_and_phases_are_not_double_counted(known):
+    t = _sections(_report(known))["Timing"]
+    assert "Before the sweeps: prepare 1.5 s, ceiling 0.5 s." in t
+    assert "| hot/fp32 | 10.0 s | 4.0 s | 2.0 s | 100.0 s | 5.0 s | 3 | 1 |" in t
+    assert (
+        f"**Total: {TOTAL_S:,.1f} s (0:08:20)**, the run's wall time (`total_s`); the phases "
+        f"above add up to {PHASE_SUM:,.1f} s."
+    ) in t
+    # without total_s: the sum of the phases, never the climb (inside screen), its compile
+    # (inside the climb) or a count of sizes
+    no_total = "\n".join(timing({"timing": {"prepare_s": 1.0, "m/d/screen_s": 5.0,
+                                            "m/d/climb_s": 4.0, "m/d/climb_compile_s": 3.0,
+                                            "m/d/sweep_s": 2.0, "m/d/refine_points": 7}}))  # fmt: skip
+    assert "**Total: 8.0 s (0:00:08)**, the sum of the phases" in no_total
+
+
+def test_the_verdict_without_verify_or_policy_and_when_everything_passes(known):
+    d, manifest, results, sel = known
+    text = _report(known, verify_table=None)
+    assert (
+        "**Verdict: fail.** 2 of 19 target checks fail on the run's measurements; not verified"
+    ) in text
+    text = _report(known, verify_table=None, policy_doc=None)
+    assert "**Verdict: incomplete.** No policy, so no target is checked" in text
+    assert "Not built yet: policy (run `sweeper policy`)." in text
+    good = results.copy()
+    hit = (good.config == "A") & good.ratio.lt(1)
+    good.loc[hit, ["gbps", "ratio", "ratio_lo", "ratio_hi"]] = [1400.0, 1.4, 1.39, 1.41]
+    text = build_report(d, manifest, good, [], sel, known_policy(), known_verify())
+    assert (
+        "**Verdict: fail.** All 19 target checks are met on the run's measurements; 2 of 15 fail "
+        "on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
+    ) in text
+    vt = known_verify()
+    vt.loc[vt.ratio < 1, ["ratio", "ratio_lo", "ratio_hi"]] = [1.4, 1.39, 1.41]
+    text = build_report(d, manifest, good, [d / p for p in PLOTS], sel, known_policy(), vt)
+    assert (
+        "**Verdict: pass.** All 19 target checks are met on the run's measurements; all 15 are "
+        "met on verify's timing; verify passes."
+    ) in text
+    interrupted = {**manifest, "status": "interrupted"}
+    text = build_report(d, interrupted, good, [], sel, known_policy(), vt)
+    assert "**Verdict: incomplete.**" in text and "the run is interrupted." in text
+
+
+def _targets_file(tmp_path, doc) -> Path:
+    path = tmp_path / "targets.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def test_a_targets_file_replaces_the_defaults_and_the_report_names_it(known, tmp_path):
+    d, manifest, results, sel = known
+    path = _targets_file(tmp_path, {"targets": [
+        {"name": "1.5x from 8 MiB", "metric": "ratio", "floor": 1.5, "from_mib": 8,
+         "dtypes": ["fp32"]},
+        {"name": "no loss", "metric": "ratio", "floor": 0.99, "above_mib": 10, "to_mib": 13},
+    ]})  # fmt: skip
+    chosen = load_targets(path)
+    assert [t.sizes_text() for t in chosen] == [">= 8 MiB", "(10, 13] MiB"]
+    text = _report(known, targets=chosen, targets_source=f"from `{path}` (2 targets)")
+    sec = _sections(text)["Summary"]
+    assert f"Targets: from `{path}` (2 targets)" in sec
+    big = [m for m in range(8, 129)] + [256, 512]  # every fp32 size from 8 MiB fails 1.5x
+    row = _row(sec, "1.5x from 8 MiB")
+    assert row.endswith(
+        f"| **no**: fp32 at 8, 9, 10, 11, 12, 13, ... ({len(big)} sizes) MiB | **no**: fp32 at "
+        f"8, 9, 10, 11, 12, 13, ... ({len(big)} sizes) MiB |"
+    )
+    # (10, 13] holds 11, 12, 13: the run loses at 13 MiB, verify at 13 MiB in every pass
+    assert _row(sec, "no loss").endswith("| **no**: fp32 at 13 MiB | **no**: fp32 at 13 MiB |")
+    assert (
+        "**Verdict: fail.** 2 of 5 target checks fail on the run's measurements; 2 of 5 fail on "
+        "verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
+    ) in sec
+    assert "never below the baseline" not in text  # the defaults are not checked
+
+
+def test_the_cli_reads_a_targets_file(tmp_path):
+    try:
+        from tests.unit.test_plots import write_synthetic_run
+    except ImportError:
+        from test_plots import write_synthetic_run
+    from sweeper.analyze import policy
+
+    d = write_synthetic_run(tmp_path / "results" / "testgpu" / "r1", modes=("hot",))
+    run = load_run(d)
+    policy.write_policy(d / "policy.json", policy.build_policy(run.results, run.manifest))
+    path = _targets_file(tmp_path, {"targets": [
+        {"name": "1.2x", "metric": "ratio", "floor": 1.2, "modes": ["hot"]}]})  # fmt: skip
+    result = runner.invoke(app, ["report", str(d), "--targets", str(path)])
+    assert result.exit_code == 0, result.output
+    text = (d / "REPORT.md").read_text()
+    assert f"Targets: from `{path.as_posix()}` (1 targets)" in text
+    assert re.search(
+        r"^\| 1\.2x \| ratio >= 1\.2, every size, fp32/fp16 \| \*\*no\*\*: ", text, re.M
+    )
+
+
+BAD_FILES = [
+    ("{", None, "not valid JSON (line 1"),
+    ([], "targets", 'expected a JSON object {"targets": [...]}'),
+    ({"targets": []}, "targets", "expected a non-empty list of targets"),
+    ({"targets": [], "x": 1}, "x", 'unknown field; the file holds only "targets"'),
+    ({"targets": [{"name": "a", "metric": "speed", "floor": 1}]}, "targets[0].metric",
+     "expected one of ratio, ratio_hi, pct_ceiling, pct_copy, found 'speed'"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": "1.3"}]}, "targets[0].floor",
+     "expected a finite number, found '1.3'"),
+    ('{"targets": [{"name": "a", "metric": "ratio", "floor": NaN}]}', "targets[0].floor",
+     "expected a finite number, found nan"),
+    ({"targets": [{"name": "a", "metric": "ratio"}]}, "targets[0].floor", "missing"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1, "dtypes": ["fp64"]}]},
+     "targets[0].dtypes", "unknown 'fp64'; known: fp32, fp16, bf16, int8"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1, "modes": ["warm"]}]},
+     "targets[0].modes", "unknown 'warm'; known: hot, cold, after-write"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1, "from_mib": 52, "to_mib": 42}]},
+     "targets[0].to_mib", "no size lies in 52 .. 42 MiB"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1, "from_mib": 1, "above_mib": 2}]},
+     "targets[0].above_mib", "give from_mib or above_mib, not both"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1, "min_mib": 1}]},
+     "targets[0].min_mib", "unknown field; known: above_mib, dtypes, floor, from_mib, "
+     "metric, modes, name, to_mib"),
+    ({"targets": [{"name": "a", "metric": "ratio", "floor": 1},
+                  {"name": "a", "metric": "ratio", "floor": 2}]},
+     "targets[1].name", "'a' is used by an earlier target"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("doc, field, message", BAD_FILES)
+def test_a_bad_targets_file_is_one_line_exit_1_and_nothing_written(
+    known, tmp_path, doc, field, message
+):
+    d = known[0]
+    path = _targets_file(tmp_path, doc)
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in d.rglob("*") if p.is_file()}
+    result = runner.invoke(app, ["report", str(d), "--targets", str(path)])
+    assert result.exit_code == 1
+    where = f"{path}: field '{field}'" if field else str(path)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {where}: {message}"), lines
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in d.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_a_missing_targets_file_is_one_line(known, tmp_path):
+    result = runner.invoke(app, ["report", str(known[0]), "--targets", str(tmp_path / "no.json")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {tmp_path / 'no.json'}: file not found"
