@@ -803,12 +803,15 @@ def summary(
     flagged = chk[chk["flagged"]] if len(chk) else chk
     from sweeper.report.pairing import ALPHA
 
-    above = int((results["status"] == ABOVE_CEILING).sum())
+    if "ceiling_check" in (manifest.get("harness") or {}):
+        above = f"{int((results['status'] == ABOVE_CEILING).sum())} above a physical limit"
+    else:
+        above = "recorded without the physical-limit check"
     out += [
         f"- Guards: {len(bad)} of {len(results)} cells not ok"
         + (f" ({statuses})" if len(bad) else "")
-        + f"; {len(manifest.get('guards') or [])} guard-log finding(s); {above} above a "
-        f"physical limit; baseline slower next to evict_last candidates at {len(flagged)} of "
+        + f"; {len(manifest.get('guards') or [])} guard-log finding(s); {above}; "
+        f"baseline slower next to evict_last candidates at {len(flagged)} of "
         f"{len(chk)} sizes ({int((flagged['p'] < ALPHA).sum()) if len(flagged) else 0} with "
         f"p < {ALPHA}). Detail: [Guards](#guards).",
         "",
