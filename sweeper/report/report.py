@@ -589,6 +589,17 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None) -> list[str]:
     return out
 
 
+def audit_section(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """The cliff of the users' kernels (sweeper.analyze.cliff), first in an audit's report;
+    nothing for a run without users' kernels."""
+    from sweeper.analyze.cliff import cliff_lines
+
+    lines = cliff_lines(results, dict(manifest))
+    if not lines:
+        return []
+    return ["## The cliff", "", "```", *lines, "```", ""]
+
+
 def build_report(
     run_dir: str | os.PathLike,
     manifest: Mapping[str, Any],
@@ -623,6 +634,7 @@ def build_report(
             "for; `pip install -e '.[torch]'`).",
             "",
         ]
+    head += audit_section(results, manifest)
     if manifest.get("status") not in (None, "complete"):
         head += [f"**The run is {manifest['status']}**: `sweeper run --resume` completes it.", ""]
     if manifest.get("open_brackets"):
