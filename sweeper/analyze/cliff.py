@@ -11,13 +11,10 @@ from typing import Any
 
 from sweeper.dtypes import ITEMSIZE
 from sweeper.units import MiB
+from sweeper.units import fmt_bytes as _fmt
 
 BAND_LO = 32 * MiB  # the (32 MiB, L2] band: the seeds' v2 rule switched loads at 32 MiB
 DEFAULT_THREADS_PER_SM = 2048  # where a manifest does not record the device's
-
-
-def _mib(b: float) -> str:
-    return f"{b / MiB:.2f} MiB"
 
 
 def below_runs(rows: list[dict]) -> list[tuple[int, int, float]]:
@@ -102,30 +99,30 @@ def cliff_lines(results, manifest: dict) -> list[str]:
             continue
         w, wb = c["worst"], c["worst_band"]
         band = (
-            f"worst {wb['ratio']:.3f}x at {_mib(wb['ws_bytes'])} in (32 MiB, {_mib(c['l2_bytes'])}]"
+            f"worst {wb['ratio']:.3f}x at {_fmt(wb['ws_bytes'])} in (32 MiB, {_fmt(c['l2_bytes'])}]"
             if wb
             else "no size measured in (32 MiB, L2]"
         )
         lines.append(
-            f"{head} {band}; worst overall {w['ratio']:.3f}x at {_mib(w['ws_bytes'])} "
+            f"{head} {band}; worst overall {w['ratio']:.3f}x at {_fmt(w['ws_bytes'])} "
             f"({c['sizes']} sizes ok, {c['not_ok']} not ok)"
         )
         if c["below"]:
             runs = ", ".join(
-                f"{_mib(lo)}-{_mib(hi)} (down to {r:.3f}x)" for lo, hi, r in c["below"]
+                f"{_fmt(lo)}-{_fmt(hi)} (down to {r:.3f}x)" for lo, hi, r in c["below"]
             )
             lines.append(f"  below {base} at {runs}")
         else:
             lines.append(f"  never below {base}")
         for e in c["edges"]:
-            where = f"edge at {_mib(e['ws_bytes'])} ({e['what']})"
+            where = f"edge at {_fmt(e['ws_bytes'])} ({e['what']})"
             if not e["unsampled"]:
-                lines.append(f"  {where}: sampled ({_mib(e['lo'])}, {_mib(e['hi'])})")
+                lines.append(f"  {where}: sampled ({_fmt(e['lo'])}, {_fmt(e['hi'])})")
             elif e["lo"] is None or e["hi"] is None:
                 lines.append(f"  {where}: outside the measured sizes")
             else:
                 lines.append(
-                    f"  {where}: in an UNSAMPLED gap {_mib(e['lo'])}-{_mib(e['hi'])}, "
+                    f"  {where}: in an UNSAMPLED gap {_fmt(e['lo'])}-{_fmt(e['hi'])}, "
                     "wider than the plan resolution"
                 )
     return lines

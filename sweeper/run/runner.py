@@ -227,6 +227,8 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "baseline": device.get("baseline", "torch"),
         "harness": device.get("harness", {}),
         "kernel_source": device.get("kernel_source", ""),
+        # users' kernels (sweeper_kernels.external): candidates and the baseline
+        **{k: device[k] for k in ("external", "baseline_kernel") if device.get(k)},
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,
