@@ -35,6 +35,11 @@ class LaunchShape:
     shift: int  # ntiles % blocks: rotates who does the leftovers
 
 
+def wave_blocks(waves: int, block: int, sm_count: int, max_threads_per_sm: int) -> int:
+    """Blocks in W waves: every SM full of resident blocks by thread count, W times."""
+    return waves * sm_count * max(1, max_threads_per_sm // block)
+
+
 def elems_per_vector(variant: Variant) -> int:
     return variant.vec_bytes // itemsize(variant.dtype)
 
@@ -58,8 +63,9 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
     tile = variant.unroll * variant.block
     blocks = -(-units // tile)
     if variant.waves is not None:
-        per_sm = max(1, max_threads_per_sm // variant.block)
-        blocks = min(blocks, variant.waves * sm_count * per_sm)
+        blocks = min(
+            blocks, wave_blocks(variant.waves, variant.block, sm_count, max_threads_per_sm)
+        )
     blocks = max(1, blocks)
     ntiles = nvec // tile
     return LaunchShape(blocks, variant.block, nvec, ntiles, ntiles % blocks)
@@ -145,9 +151,14 @@ class Launcher:
 
 
 def get_launcher(variant: Variant | str, **overrides):
-    """A launcher for a Variant, a variant id, or an adversarial id ("adv-<kind>-<id>").
+    """A launcher for a Variant, a variant id, an adversarial id ("adv-<kind>-<id>") or a
+    user's kernel (sweeper_kernels.external.ExternalVariant).
 
     Compiles (or loads from the disk cache) on its first call."""
+    from sweeper_kernels.external import ExternalLauncher, ExternalVariant
+
+    if isinstance(variant, ExternalVariant):
+        return ExternalLauncher(variant, **overrides)
     if isinstance(variant, str):
         if variant.startswith("adv-"):
             from sweeper_kernels.adversarial import get_adversarial_launcher

@@ -148,9 +148,19 @@ def run(
     configs: list[str] | None = None,
     sizes: str | None = None,
     producer: str = "sm",
+    kernel: str | None = None,
+    kernel_block: int = 256,
+    kernel_grid: str = "stride1",
+    baseline_block: int = 256,
+    baseline_grid: str = "stride1",
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
-    run folder. `resume` is True (newest run for this GPU) or a run folder. With
+    run folder. `kernel` (FILE.cu:NAME, docs/external-kernels.md) adds a user's kernel as
+    one more config, launched with `kernel_block` threads and the `kernel_grid` rule, swept
+    at every size; `baseline` FILE.cu:NAME times every candidate against a user's kernel
+    (`baseline_block`, `baseline_grid`). Users' kernels are compiled and checked for the
+    plan's compute capability before the GPU is touched, and for the device's before
+    anything is written. `resume` is True (newest run for this GPU) or a run folder. With
     `time_limit_s` the run stops cleanly after that many seconds (the cell in flight
     finishes) and raises TimeLimitReached; its folder resumes where it stopped. `configs`
     (fnmatch patterns of config names) and `sizes` ("LO:HI" MiB of working set) slice the run:
@@ -173,14 +183,14 @@ def run(
     for m in modes or ["hot"]:
         if m not in MODES:
             raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
-    if executor is None:
-        from sweeper.plan.gpus import detect, spec_for_device
+    from sweeper.run.external import kernels_from_manifest, user_kernels
 
-        info = detect()
-        spec, _notes = spec_for_device(info)
-        gpu_key = spec.key
-    else:
-        gpu_key = None
+    kernels, baseline_kernel = user_kernels(
+        kernel, kernel_block, kernel_grid, baseline, baseline_block, baseline_grid
+    )
+    gpu_key = None
+    if executor is None and (plan_path is None or resume is True):
+        gpu_key = _gpu_key()
 
     resume_dir = None
     if resume:
@@ -196,6 +206,7 @@ def run(
         recorded = m.get("slice") or {}
         configs = recorded.get("configs") or None
         ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
+        kernels, baseline_kernel = kernels_from_manifest(m)
     else:
         ws_range = parse_ws_range(sizes) if sizes else None
         stopping = (
@@ -210,6 +221,13 @@ def run(
         plan_path, plan_obj = find_plan(gpu_key)
     else:
         plan_obj = load_plan(plan_path)
+    from sweeper.run.external import check_kernels
+
+    run_dtypes = tuple(dtypes or plan_obj.dtypes)
+    check_kernels([*kernels, *([baseline_kernel] if baseline_kernel else [])], run_dtypes,
+                  plan_obj.cc)  # fmt: skip
+    if executor is None and gpu_key is None:
+        gpu_key = _gpu_key()
     if resume_dir is None:
         new_run_dir(out_root, plan_obj.gpu, run_id)
     if gpu_key is not None and plan_obj.gpu != gpu_key and not force:
@@ -224,7 +242,8 @@ def run(
         plan=plan_obj,
         plan_path=str(plan_path),
         grid=grid,
-        dtypes=tuple(dtypes or plan_obj.dtypes),
+        dtypes=run_dtypes,
+        keep_configs=tuple(k.config for k in kernels),
         modes=tuple(modes or ["hot"]),
         pattern="allocating" if allocating else "preallocated",
         stopping=stopping,
@@ -243,8 +262,89 @@ def run(
             dram_peak_gbps=plan_obj.dram_peak_gbps,
             workers=workers,
             producer=producer,
+            kernels=kernels,
+            baseline_kernel=baseline_kernel,
         )
+        if kernels or baseline_kernel:
+            executor.check_external(cfg.dtypes)
     return start(cfg, executor, resume=resume_dir, progress=progress)
+
+
+def _gpu_key() -> str:
+    """The spec-table key of device 0 (NoGPUError without one)."""
+    from sweeper.plan.gpus import detect, spec_for_device
+
+    spec, _notes = spec_for_device(detect())
+    return spec.key
+
+
+def audit(
+    kernel: str,
+    plan_path: str | None = None,
+    *,
+    kernel_block: int = 256,
+    kernel_grid: str = "stride1",
+    dtypes: list[str] | None = None,
+    modes: list[str] | None = None,
+    baseline: str = "auto",
+    baseline_block: int = 256,
+    baseline_grid: str = "stride1",
+    run_id: str | None = None,
+    out_root: str = "results",
+    quick: bool = False,
+    sizes: str | None = None,
+    producer: str = "sm",
+    progress=None,
+    executor=None,
+):
+    """Time a user's kernel (FILE.cu:NAME) alone against the baseline at every planned size,
+    with every guard, in the modes asked for; then write the selection and REPORT.md, whose
+    first section is the cliff (sweeper.analyze.cliff). Returns (run folder, cliff lines)."""
+    from sweeper.analyze.cliff import cliff_lines
+    from sweeper.analyze.store import load_run
+    from sweeper.run.executor import EXTERNAL_GRID
+
+    run_dir = run(
+        plan_path,
+        grid=EXTERNAL_GRID,
+        dtypes=dtypes,
+        modes=modes,
+        baseline=baseline,
+        full=True,
+        run_id=run_id,
+        out_root=out_root,
+        quick=quick,
+        sizes=sizes,
+        producer=producer,
+        progress=progress,
+        executor=executor,
+        kernel=kernel,
+        kernel_block=kernel_block,
+        kernel_grid=kernel_grid,
+        baseline_block=baseline_block,
+        baseline_grid=baseline_grid,
+    )
+    select(str(run_dir))
+    report(str(run_dir))
+    data = load_run(run_dir)
+    return run_dir, cliff_lines(data.results, data.manifest)
+
+
+def kernel_check(kernel: str, dtypes: list[str] | None = None, cc: int = 90,
+                 block: int = 256, grid: str = "stride1") -> dict:  # fmt: skip
+    """Compile and check a user's kernel (FILE.cu:NAME) for compute capability `cc` with
+    NVRTC, without a GPU: {"config", "symbols", "cc"}. KernelError on the first problem."""
+    from sweeper_kernels.dtypes import DTYPES
+    from sweeper_kernels.external import check, load_kernel
+
+    from sweeper.errors import SweeperError
+
+    if cc < 50 or cc > 129:
+        raise SweeperError(f"--cc {cc}: give the compute capability as two digits, e.g. 90")
+    k = load_kernel(kernel, block, grid)
+    ds = list(dtypes or DTYPES)
+    check(k, ds, (cc // 10, cc % 10))
+    return {"config": k.config, "symbols": [f"{k.name}_{d}" for d in ds], "cc": cc}
 
 
 def parse_ws_range(text: str) -> tuple[int, int]:

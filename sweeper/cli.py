@@ -243,7 +243,9 @@ def run_cmd(
     grid: str = typer.Option("default", help="Variant grid: default or extended."),
     dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: the plan's)."),
     modes: str = typer.Option("hot", help="Comma-separated: hot, cold, after-write."),
-    baseline: str = typer.Option("auto", help="torch, auto (torch if importable) or a config."),
+    baseline: str = typer.Option(
+        "auto", help="torch, auto (torch if importable), a config, or a kernel FILE.cu:NAME."
+    ),
     allocating: bool = typer.Option(False, help="Diagnostic: the doubled output footprint."),
     full: bool = typer.Option(False, help="Every config at every size (no screening)."),
     resume: bool = typer.Option(False, help="Continue the newest (or --run-dir) run."),
@@ -264,10 +266,22 @@ def run_cmd(
     producer: str = typer.Option(
         "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
     ),
+    kernel: str = typer.Option(
+        None, help="Also time your kernel FILE.cu:NAME (docs/external-kernels.md)."
+    ),
+    kernel_block: int = typer.Option(256, help="--kernel's threads per block."),
+    kernel_grid: str = typer.Option(
+        "stride1", help="--kernel's grid: onepass[E|KB], strideW or fixedG."
+    ),
+    baseline_block: int = typer.Option(256, help="A --baseline kernel's threads per block."),
+    baseline_grid: str = typer.Option("stride1", help="A --baseline kernel's grid rule."),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
-    """Time the variant grid over a plan against the baseline, with guards; resumable."""
+    """Time the variant grid over a plan against the baseline, with guards; resumable.
+
+    --kernel FILE.cu:NAME adds your kernel as one more config, swept at every size;
+    --baseline FILE.cu:NAME times everything against your kernel instead of torch."""
     from sweeper import api
     from sweeper.run.runner import TimeLimitReached
 
@@ -312,6 +326,11 @@ def run_cmd(
                 configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
                 sizes=sizes,
                 producer=producer,
+                kernel=kernel,
+                kernel_block=kernel_block,
+                kernel_grid=kernel_grid,
+                baseline_block=baseline_block,
+                baseline_grid=baseline_grid,
             )
         except USER_ERRORS as e:
             error = str(e)
@@ -340,6 +359,58 @@ def run_cmd(
     console.print(table)
     for line in summary["notes"]:
         console.print(line)
+
+
+@app.command(
+    "audit", epilog="Example: sweeper audit examples/relu_v2.cu:relu_v2 --modes hot,after-write"
+)
+def audit_cmd(
+    kernel: str = typer.Argument(..., help="Your kernel: FILE.cu:NAME (docs/external-kernels.md)."),
+    plan: str = typer.Option(None, "--plan", help="Plan file (default: newest for this GPU)."),
+    kernel_block: int = typer.Option(256, help="Threads per block."),
+    kernel_grid: str = typer.Option("stride1", help="Grid rule: onepass[E|KB], strideW, fixedG."),
+    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: the plan's)."),
+    modes: str = typer.Option("hot", help="Comma-separated: hot, cold, after-write."),
+    baseline: str = typer.Option(
+        "auto", help="torch, auto (torch if importable), a config, or a kernel FILE.cu:NAME."
+    ),
+    baseline_block: int = typer.Option(256, help="A --baseline kernel's threads per block."),
+    baseline_grid: str = typer.Option("stride1", help="A --baseline kernel's grid rule."),
+    run_id: str = typer.Option(None, help="Name of the new run folder."),
+    root: str = typer.Option(
+        "results", "--root", help="Results root: the run folder is ROOT/<gpu>/<run-id>."
+    ),
+    quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
+    sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
+) -> None:
+    """Time your kernel alone against the baseline at every planned size, with every guard.
+
+    Writes a run folder, its selection and REPORT.md, which opens with the cliff: where the
+    kernel falls below the baseline, its worst ratio in (32 MiB, L2] and overall, and whether
+    an edge of its launch rule lies in an unsampled gap of the plan."""
+    from sweeper import api
+
+    try:
+        path, lines = api.audit(
+            kernel,
+            plan,
+            kernel_block=kernel_block,
+            kernel_grid=kernel_grid,
+            dtypes=dtypes.split(",") if dtypes else None,
+            modes=modes.split(","),
+            baseline=baseline,
+            baseline_block=baseline_block,
+            baseline_grid=baseline_grid,
+            run_id=run_id,
+            out_root=root,
+            quick=quick,
+            sizes=sizes,
+        )
+    except USER_ERRORS as e:
+        fail(str(e))
+    for line in lines:
+        typer.echo(line)
+    typer.echo(f"report: {path}/REPORT.md")
 
 
 @app.command("plot", epilog="Example: sweeper plot results/h200/hot-4 --format png")
@@ -664,6 +735,28 @@ def kernels_list_cmd(
     console.print(
         f"{len(res['variants'])} variants ({counts}); {res['compiles']} distinct compiles"
     )
+
+
+@kernels_app.command(
+    "check", epilog="Example: sweeper kernels check examples/relu_vec.cu:relu_vec --cc 90"
+)
+def kernels_check_cmd(
+    kernel: str = typer.Argument(..., help="Your kernel: FILE.cu:NAME."),
+    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: all four)."),
+    cc: int = typer.Option(90, "--cc", help="Compute capability as two digits, e.g. 90."),
+    block: int = typer.Option(256, help="Threads per block."),
+    grid: str = typer.Option("stride1", help="Grid rule: onepass[E|KB], strideW, fixedG."),
+) -> None:
+    """Compile your kernel with NVRTC and check it against the contract; needs no GPU."""
+    from sweeper import api
+
+    try:
+        out = api.kernel_check(
+            kernel, dtypes.split(",") if dtypes else None, cc=cc, block=block, grid=grid
+        )
+    except USER_ERRORS as e:
+        fail(str(e))
+    typer.echo(f"{out['config']}: {', '.join(out['symbols'])} compile for sm_{out['cc']}")
 
 
 @kernels_app.command(

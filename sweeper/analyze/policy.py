@@ -103,6 +103,11 @@ def build_policy(
         raise SweeperError("the run manifest has no plan.resolution; pass --resolution")
     step = l2 / int(res)
     results = searched(results, manifest)
+    # A policy (and the header exported from it) serves sweeper's own kernels: users' kernels
+    # (docs/external-kernels.md) are compared in the selection and report, not chosen here.
+    users = [k.get("config") for k in manifest.get("external") or []]
+    if users:
+        results = results[~((results["role"] == "candidate") & results["config"].isin(users))]
     ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
     if ok.empty:
         raise SweeperError("the run has no ok candidate rows: nothing to build a policy from")

@@ -914,6 +914,17 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None
     return out
 
 
+def audit_section(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """The cliff of the users' kernels (sweeper.analyze.cliff), first in an audit's report;
+    nothing for a run without users' kernels."""
+    from sweeper.analyze.cliff import cliff_lines
+
+    lines = cliff_lines(results, dict(manifest))
+    if not lines:
+        return []
+    return ["### The cliff", "", "```", *lines, "```", ""]
+
+
 def build_report(
     run_dir: str | os.PathLike,
     manifest: Mapping[str, Any],
@@ -938,7 +949,11 @@ def build_report(
     f = findings(results, manifest, policy_doc, verify_table, targets, targets_source)
     headline = headline_plot(plot_files, f.mode)
     bodies = {
-        "Summary": summary(run_dir, manifest, results, f, missing, headline),
+        # an audit of a user's kernel opens with its cliff (empty for other runs)
+        "Summary": [
+            *audit_section(results, manifest),
+            *summary(run_dir, manifest, results, f, missing, headline),
+        ],
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(

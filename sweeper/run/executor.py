@@ -28,6 +28,8 @@ from sweeper.run.stats import PairTiming, Stopping
 from sweeper.run.timers import Bench, Graph, _cu, as_graph, check
 
 POISON = 0xABABABAB
+# The grid of `sweeper audit`: only the users' kernels, no grid configs.
+EXTERNAL_GRID = "external"
 # The baseline when torch is not importable: the plainest 16-byte variant.
 REFERENCE_CONFIG = "v16-u1-ld.def-st.def-b256-onepass"
 
@@ -104,7 +106,12 @@ class GpuExecutor:
         seed: int = 0,
         workers: int | None = None,
         producer: str = "sm",
+        kernels=(),
+        baseline_kernel=None,
     ):
+        """`kernels`: users' kernels (sweeper_kernels.external.ExternalKernel) timed as one
+        more config each; `baseline_kernel`: a user's kernel every candidate is timed
+        against instead of `baseline` (labelled by its config name)."""
         if producer not in PRODUCERS:
             raise SweeperError(f"unknown producer {producer!r}; use one of {', '.join(PRODUCERS)}")
         self.producer = producer
@@ -120,7 +127,13 @@ class GpuExecutor:
         self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
         self.torch = None
-        if baseline in ("auto", "torch"):
+        self.kernels = tuple(kernels)
+        self.baseline_kernel = baseline_kernel
+        self._ext_baselines: dict[str, Any] = {}  # dtype -> launcher of the baseline kernel
+        self._ext_checked: set[tuple[str, int]] = set()  # (dtype, n) whose baseline output passed
+        if baseline_kernel is not None:
+            self.baseline_name = baseline_kernel.config
+        elif baseline in ("auto", "torch"):
             try:
                 import torch
 
@@ -132,7 +145,7 @@ class GpuExecutor:
             except ImportError as e:
                 if baseline == "torch":
                     raise SweeperError(f"--baseline torch asked for, but {e}") from None
-        if self.torch is None:
+        if self.torch is None and baseline_kernel is None:
             self.baseline_name = baseline if baseline not in ("auto", "torch") else REFERENCE_CONFIG
             if baseline == "auto":
                 import sys
@@ -161,6 +174,10 @@ class GpuExecutor:
         dev = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(info).items()}
         if self.dram_peak_gbps is not None:
             dev.setdefault("dram_peak_gbps", self.dram_peak_gbps)
+        # the thread count of a wave, for the launch rules of users' kernels (cliff report)
+        dev.setdefault(
+            "max_threads_per_sm", self.cuda.get_current_device().MAX_THREADS_PER_MULTIPROCESSOR
+        )
         harness = {
             "buffer_swap": True,  # _pair_swapped: each side on both buffer sets
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
@@ -174,7 +191,13 @@ class GpuExecutor:
         }
         from sweeper_kernels.source import source_fingerprint
 
+        external = {}
+        if self.kernels:
+            external["external"] = [k.describe() for k in self.kernels]
+        if self.baseline_kernel is not None:
+            external["baseline_kernel"] = self.baseline_kernel.describe()
         return {
+            **external,
             "device": dev,
             "versions": versions,
             "baseline": self.baseline_name,
@@ -195,6 +218,9 @@ class GpuExecutor:
     def variant(self, dtype: str, config: str) -> Any:
         from sweeper_kernels import Variant
 
+        for k in self.kernels:
+            if k.config == config:
+                return k.variant(dtype)
         return Variant.parse(f"{dtype}-{config}")
 
     def neighbours(self, variant: Any) -> list[Any]:
@@ -202,11 +228,25 @@ class GpuExecutor:
         return variant.neighbours()
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
+        """The grid's variants and the users' kernels; grid "external" (sweeper audit): the
+        users' kernels alone."""
         from sweeper_kernels import GRIDS
 
+        external = [k.variant(dtype) for k in self.kernels]
+        if grid == EXTERNAL_GRID:
+            return external
         if grid not in GRIDS:
             raise SweeperError(f"unknown grid {grid!r}; known: {', '.join(GRIDS)}")
-        return list(GRIDS[grid]([dtype]))
+        return list(GRIDS[grid]([dtype])) + external
+
+    def check_external(self, dtypes) -> None:
+        """Compile, load and check every user's kernel (candidates and baseline) for this
+        device before anything is written: KernelError with one line on the first problem."""
+        from sweeper_kernels.external import ExternalLauncher
+
+        for k in (*self.kernels, *([self.baseline_kernel] if self.baseline_kernel else [])):
+            for d in dtypes:
+                ExternalLauncher(k.variant(d)).prepare()
 
     def prepare(self, variants: list[Any]) -> None:
         """Compile every distinct kernel in a process pool (filling Numba's disk cache), then
@@ -215,8 +255,13 @@ class GpuExecutor:
 
         import sweeper_kernels
         from sweeper_kernels.build import warm_kernels
+        from sweeper_kernels.external import ExternalVariant
 
         t0 = time.perf_counter()
+        external = [v for v in variants if isinstance(v, ExternalVariant)]
+        variants = [v for v in variants if not isinstance(v, ExternalVariant)]
+        for v in external:
+            sweeper_kernels.get_launcher(v).prepare()
         keys = sweeper_kernels.compile_keys(variants)
         results = warm_kernels(keys, workers=self.workers)
         for v in variants:
@@ -281,6 +326,12 @@ class GpuExecutor:
             return self._alternating(into, y1, y2)
         from sweeper_kernels import Variant, get_launcher
 
+        if self.baseline_kernel is not None:
+            launcher = self._ext_baselines.get(dtype)
+            if launcher is None:
+                launcher = get_launcher(self.baseline_kernel.variant(dtype))
+                self._ext_baselines[dtype] = launcher
+            return self._alternating(lambda y, s: launcher(x, y, n, s), y1, y2)
         ref = Variant.parse(f"{dtype}-{self.baseline_name}")
         launcher = get_launcher(ref)
         return self._alternating(lambda y, s: launcher(x, y, n, s), y1, y2)
@@ -432,6 +483,8 @@ class GpuExecutor:
         b = self._bufs(dtype, n)
         ws = 2 * n * itemsize(dtype)
         self.bench.reset_persisting()
+        if self.baseline_kernel is not None and (dtype, n) not in self._ext_checked:
+            self._check_baseline(dtype, b, n)
         res = self._pair_swapped(
             mode,
             lambda side: self._copy_launch(b, side),
@@ -474,6 +527,20 @@ class GpuExecutor:
         }
         self._copy_gbps = (dtype, n, copy_gbps)
         return [copy_row, base_row]
+
+    def _check_baseline(self, dtype: str, b: _Buffers, n: int) -> None:
+        """A user's baseline kernel must compute ReLU: its output at this size is checked
+        bit-exactly once before it is timed; every ratio would be meaningless otherwise."""
+        launch = self._baseline_launch(dtype, b, n, "B")
+        self._poison(b.y_b)
+        launch(self.bench.stream)
+        bad = self._mismatches(b.y_b, b)
+        if bad:
+            raise SweeperError(
+                f"the baseline {self.baseline_name} ({dtype}, n={n}) wrote {bad} 32-bit words "
+                "that differ from the reference ReLU; fix the kernel or pick another baseline"
+            )
+        self._ext_checked.add((dtype, n))
 
     def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
         from sweeper_kernels import itemsize

@@ -120,6 +120,9 @@ class RunConfig:
     # bytes; a sliced run times every selected config at every selected size, no search
     configs: tuple[str, ...] = ()
     ws_range: tuple[int, int] | None = None
+    # configs swept at every size whatever the screening says (users' kernels: a user asked
+    # to see them over the whole plan)
+    keep_configs: tuple[str, ...] = ()
 
     @property
     def sliced(self) -> bool:
@@ -224,6 +227,8 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "baseline": device.get("baseline", "torch"),
         "harness": device.get("harness", {}),
         "kernel_source": device.get("kernel_source", ""),
+        # users' kernels (sweeper_kernels.external): candidates and the baseline
+        **{k: device[k] for k in ("external", "baseline_kernel") if device.get(k)},
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,
@@ -459,6 +464,9 @@ class Runner:
                 self._measure_size(mode, dtype, n, variants, "screen")
             self._climb(mode, dtype, set(screen), by_config)
             keep, pruned = survivors(self._rows_for(mode, dtype, set(screen)), cfg.search)
+            kept_anyway = [c for c in cfg.keep_configs if c in by_config and c not in keep]
+            keep += kept_anyway
+            pruned = [p for p in pruned if p["config"] not in kept_anyway]
             self.manifest["pruned"] = [
                 p for p in self.manifest["pruned"] if (p["mode"], p["dtype"]) != (mode, dtype)
             ] + [{"mode": mode, "dtype": dtype, **p} for p in pruned]
