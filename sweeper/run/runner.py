@@ -360,6 +360,12 @@ class Runner:
             if r["mode"] == mode and r["dtype"] == dtype and (ns is None or r["n"] in ns)
         ]
 
+    def _screen_rows(self, mode: str, dtype: str, screen: set[int]) -> list[dict]:
+        """The screening and climb cells at the screening sizes: what the survivors and the
+        climb are decided on. The sweep later times every survivor at those sizes too; its
+        cells must not re-decide, on resume, what the screening decided."""
+        return [r for r in self._rows_for(mode, dtype, screen) if r.get("phase") == "screen"]
+
     # -- the search --------------------------------------------------------------------------
     def run(self) -> Path:
         cfg, plan = self.cfg, self.cfg.plan
@@ -463,7 +469,7 @@ class Runner:
             for n in screen:
                 self._measure_size(mode, dtype, n, variants, "screen")
             self._climb(mode, dtype, set(screen), by_config)
-            keep, pruned = survivors(self._rows_for(mode, dtype, set(screen)), cfg.search)
+            keep, pruned = survivors(self._screen_rows(mode, dtype, set(screen)), cfg.search)
             kept_anyway = [c for c in cfg.keep_configs if c in by_config and c not in keep]
             keep += kept_anyway
             pruned = [p for p in pruned if p["config"] not in kept_anyway]
@@ -546,7 +552,7 @@ class Runner:
 
         rounds, measured, converged, compile_s = 0, 0, True, 0.0
         while True:
-            moves = climb_moves(self._rows_for(mode, dtype, screen), neighbours, params)
+            moves = climb_moves(self._screen_rows(mode, dtype, screen), neighbours, params)
             if not moves:
                 break
             if rounds == params.max_climb_rounds:

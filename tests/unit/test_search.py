@@ -189,3 +189,30 @@ def test_a_band_on_one_measured_size_gets_samples_beside_it():
     # no single-size band: nothing to add
     rows = [x for x in rows if x["ws_bytes"] != 12 * mib]
     assert single_size_band_points(rows, 60 * mib, 32, 4) == []
+
+
+def test_a_resumed_run_keeps_the_survivors_its_screening_chose(tmp_path):
+    """Survivors come from the screening and climb rows only. A config the climb reached at
+    one screening size but never measured at another is swept there too; its sweep row at
+    that screening size must not re-decide, on resume, who survived the screening."""
+    plan = make_plan(lookup("h200"), dtypes=["fp32"])
+    last = max(screen_sizes(plan.sizes("fp32"), plan.l2_bytes))
+    b_ws = 2 * last * 4
+
+    def speed(i: int):
+        def curve(ws, l2):
+            if ws != b_ws:
+                return 3000.0 + 100 * (7 - abs(i - 7))  # the climb walks k0 -> k7
+            # at the last screening size k0 is a local peak the climb stops at, and k7, which
+            # it never reaches there, is far faster
+            return 4700.0 if i == 7 else 3000.0 - 100 * i  # below 1.2x the copy (4000)
+
+        return curve
+
+    run_dir = start(run_config(tmp_path), chain_model(speed=speed))
+    m = load_manifest(run_dir)
+    df = load_run(run_dir).results
+    at_b = df[(df.n == last) & (df.role == "candidate")]
+    assert set(at_b[at_b.phase == "sweep"].config) >= {"k7"}  # swept there, not screened
+    start(run_config(tmp_path), chain_model(speed=speed), resume=run_dir)
+    assert load_manifest(run_dir)["pruned"] == m["pruned"]
