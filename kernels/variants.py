@@ -248,9 +248,9 @@ def default_grid(dtypes=None) -> list[Variant]:
       on the H200, and bytes in flight are the usual lever.
     * launch shapes of 16-byte vectors (free: no recompile): block 128/256/512 x grid onepass
       (torch's shape: one tile per block, many small blocks), stride1 (grid-stride over one
-      wave of resident blocks: the best shape of the L2 band on the H200, 1.46x and 1.49x
-      torch at 43.1 and 50.6 MiB fp32 in run s1, where hot-11's grid without it reached 1.28x
-      and 1.27x) and stride4;
+      wave of resident blocks: the shape of the L2 band on the H200, chosen at 43.1 and
+      50.6 MiB for every dtype in run hot-4, 1.41x and 1.48x torch in fp32, where hot-11's
+      grid without it reached 1.28x and 1.27x) and stride4;
     * upper L2 band (7): `L2::evict_last:0.75` (unroll 1/2/4/8) and `:0.5` (2/4/8) loads with
       `.cs` stores: only that fraction of the input lines is kept evict_last, the rest is
       evict_first. On the H200 at 45-52.5 MiB a 0.75 fraction measured 1.25-1.40x torch where

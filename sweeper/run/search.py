@@ -26,9 +26,10 @@ BAND_FRACTIONS = (0.6, 0.72, 0.84, 0.96)  # the screening fractions inside the L
 class SearchParams:
     # survivors: every config whose ratio is within `margin` of the best ratio at some
     # screening size, and the top `min_survivors` there; no cap on how many. In the H200 run
-    # s1 (fp32, hot) 28 of 974 screened configs were within 0.5% somewhere, 62 within 1% and
-    # 91 within 1.5%, most of them at DRAM sizes, where every config with 16-byte vectors
-    # runs at the memory's speed (docs/methodology.md, "Which configs at which sizes")
+    # hot-4 (fp32, hot) 41 of 1078 screened configs were within 0.5% somewhere, 90 within 1%
+    # and 151 within 1.5%, about half of them only at the DRAM sizes, where every config with
+    # 16-byte vectors runs at the memory's speed (docs/methodology.md, "Which configs at
+    # which sizes")
     margin: float = 0.005
     min_survivors: int = 3
     # the climb: configs within the margin (or top min_survivors) at a screening size have

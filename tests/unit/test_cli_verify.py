@@ -169,9 +169,9 @@ def test_verify_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path):
     except Exception:  # noqa: BLE001 - no GPU, the case under test
         pass
     root = Path(__file__).resolve().parents[2]
-    run = tmp_path / "results" / "h200" / "s1"
+    run = tmp_path / "results" / "h200" / "hot-4"
     run.mkdir(parents=True)
-    shutil.copy(root / "results/h200/s1/policy.json", run / "policy.json")
+    shutil.copy(root / "results/h200/hot-4/policy.json", run / "policy.json")
     res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
     assert res.exit_code != 0 and res.output.count("\n") == 1, res.output
     assert "GPU" in res.output

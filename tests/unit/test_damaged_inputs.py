@@ -1,8 +1,10 @@
-"""Damaged and misdirected inputs on a copy of the shipped run s1: every command refuses in
-one line that names the file and the field, exits 1 and changes no file."""
+"""Damaged and misdirected inputs on a copy of the shipped run hot-4, cut to its fp32 cells:
+every command refuses in one line that names the file and the field, exits 1 and changes no
+file."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -11,22 +13,44 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sweeper import api
 from sweeper.analyze.store import read_trials, trials_to_frame, write_results
 from sweeper.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "results" / "h200" / "s1"
-PLAN = REPO / "sweeps" / "h200.json"  # the plan s1 was measured with (its manifest's plan.path)
+SHIPPED = REPO / "results" / "h200" / "hot-4"
+PLAN = REPO / "sweeps" / "h200.json"  # the plan hot-4 was measured with (its manifest's plan.path)
+DTYPE = "fp32"
+
+
+def _of_dtype(key: str) -> bool:
+    """A manifest key of `climb` or `timing` that names a dtype other than DTYPE is left out
+    ('hot/fp16/screen_s'); run-wide keys ('prepare_s') are kept."""
+    parts = key.split("/")
+    return len(parts) < 2 or parts[1] == DTYPE
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """What the cases read from s1 (manifest, trials, policy, selection, PNGs): copied once."""
+    """hot-4 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
+    (dtypes, pruned, climb, timing), the selection and policy that `sweeper select` and
+    `sweeper policy build` make from them, and the shipped PNGs (the plot case checks that
+    they are kept). The whole run has 49718 cells; its fp32 part has 10741."""
     root = tmp_path_factory.mktemp("base") / "results"
-    run = root / "h200" / "s1"
+    run = root / "h200" / "hot-4"
     (run / "plots").mkdir(parents=True)
-    for name in ("manifest.json", "trials.jsonl.gz", "policy.json", "selection.csv"):
-        shutil.copy2(SHIPPED / name, run / name)
+    with gzip.open(SHIPPED / "trials.jsonl.gz", "rt") as src:
+        lines = [line for line in src if json.loads(line)["dtype"] == DTYPE]
+    with gzip.open(run / "trials.jsonl.gz", "wt") as dst:
+        dst.writelines(lines)
+    m = json.loads((SHIPPED / "manifest.json").read_text())
+    m["dtypes"] = [DTYPE]
+    m["pruned"] = [p for p in m["pruned"] if p["dtype"] == DTYPE]
+    m["climb"] = {k: v for k, v in m["climb"].items() if _of_dtype(k)}
+    m["timing"] = {k: v for k, v in m["timing"].items() if _of_dtype(k)}
+    (run / "manifest.json").write_text(json.dumps(m, indent=1))
+    api.select(str(run))
+    api.policy_build(str(run))
     for png in sorted((SHIPPED / "plots").glob("*.png")):
         shutil.copy2(png, run / "plots" / png.name)
     return root
@@ -35,7 +59,7 @@ def base(tmp_path_factory) -> Path:
 @pytest.fixture
 def run(base, tmp_path) -> Path:
     shutil.copytree(base, tmp_path / "results")
-    return tmp_path / "results" / "h200" / "s1"
+    return tmp_path / "results" / "h200" / "hot-4"
 
 
 def hashes(folder: Path) -> dict[str, str]:
