@@ -51,6 +51,7 @@ file too (or empty the cache folder).
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import functools
 import hashlib
@@ -326,7 +327,7 @@ def _nvrtc():
     return nvrtc
 
 
-def nvrtc_version() -> tuple[int, int]:
+def _nvrtc_version_here() -> tuple[int, int]:
     nvrtc = _nvrtc()
     try:
         err, major, minor = nvrtc.nvrtcVersion()
@@ -334,6 +335,13 @@ def nvrtc_version() -> tuple[int, int]:
         raise KernelError(
             f"NVRTC could not be loaded ({e}): pip install nvidia-cuda-nvrtc"
         ) from None
+    return int(major), int(minor)
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's version, asked in a child process (see _in_child)."""
+    major, minor = _in_child({"op": "version"})["version"]
     return int(major), int(minor)
 
 
@@ -361,10 +369,12 @@ def shim(name: str, dtype: str) -> str:
     )
 
 
-def _compile(source: str, filename: str, opts: list[str], target: str) -> tuple[bytes | None, str]:
-    """(PTX or cubin bytes, log); None where NVRTC reports a compile error."""
+def _compile_here(
+    source: str, filename: str, opts: list[str], target: str
+) -> tuple[bytes | None, str]:
+    """(PTX or cubin bytes, log); None where NVRTC reports a compile error. In the child."""
     nvrtc = _nvrtc()
-    nvrtc_version()
+    _nvrtc_version_here()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], [])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise KernelError(f"NVRTC could not create a program: {err.name}")
@@ -391,6 +401,68 @@ def _compile(source: str, filename: str, opts: list[str], target: str) -> tuple[
         return out.rstrip(b"\x00") if target == "ptx" else out, log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _compile(source: str, filename: str, opts: list[str], target: str) -> tuple[bytes | None, str]:
+    """(PTX or cubin bytes, log); None where NVRTC reports a compile error. NVRTC runs in a
+    child process, like nvcc: a process that loaded libnvrtc could no longer import torch on
+    the H200 machine (torch's schema parser failed on its own ops), and sweeper's baseline is
+    torch."""
+    out = _in_child(
+        {"op": "compile", "source": source, "filename": filename, "opts": opts, "target": target}
+    )
+    code = out["code"]
+    return (None if code is None else base64.b64decode(code)), out["log"]
+
+
+def _in_child(request: dict) -> dict:
+    """Run one NVRTC request in a child Python (this interpreter, this import path): the
+    request as JSON on stdin, the answer as JSON on stdout; a KernelError there is raised
+    here with its one line."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from sweeper_kernels.external import _child; _child()"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KernelError(
+            f"the NVRTC child process failed (exit {proc.returncode}): {last}"
+        ) from None
+    if "error" in answer:
+        raise KernelError(answer["error"])
+    return answer
+
+
+def _child() -> None:
+    """The child's side of _in_child."""
+    import sys
+
+    request = json.loads(sys.stdin.read())
+    try:
+        if request["op"] == "version":
+            answer: dict = {"version": list(_nvrtc_version_here())}
+        else:
+            code, log = _compile_here(
+                request["source"], request["filename"], request["opts"], request["target"]
+            )
+            answer = {
+                "code": None if code is None else base64.b64encode(code).decode(),
+                "log": log,
+            }
+    except KernelError as e:
+        answer = {"error": str(e)}
+    sys.stdout.write(json.dumps(answer))
 
 
 def _diagnose(kernel: ExternalKernel, dtype: str, cc: tuple[int, int], log: str) -> KernelError:

@@ -19,25 +19,34 @@ CONFIGS = {
 }  # fmt: skip
 
 
+RESOLUTION = 32
+
+
 def small_policy(cc, l2):
-    """Four bands at tiny relative sizes so the tail sizes (1 .. 1000003) hit every config."""
+    """Four bands at tiny relative sizes so the tail sizes (1 .. 1000003) hit every config; a
+    whole policy as `sweeper policy build` writes one (every band stands on a measured size,
+    every boundary inside its bracket), so it passes the policy's validation."""
     names = list(CONFIGS)
-    cuts = [0.0, 2e-6, 2e-5, 2e-4]
+    cuts = [0, int(2e-6 * l2), int(2e-5 * l2), int(2e-4 * l2)]
+    measured = [64, 10 * cuts[1] // 8, 10 * cuts[2] // 8, 10 * cuts[3] // 8]  # one per band
     bands = []
     for k, name in enumerate(names):
-        lo = int(cuts[k] * l2)
-        hi = int(cuts[k + 1] * l2) if k + 1 < len(cuts) else None
+        lo = cuts[k]
+        hi = cuts[k + 1] if k + 1 < len(cuts) else None
         bands.append(
             {"lo_bytes": lo, "hi_bytes": hi, "lo_rel": lo / l2,
              "hi_rel": None if hi is None else hi / l2, "config": name,
-             "first_measured": None, "last_measured": None, "worst_frac_of_best": 1.0,
-             "bracket_below": None}
+             "first_measured": measured[k], "last_measured": measured[k], "n_sizes": 1,
+             "worst_frac_of_best": 1.0, "mean_frac_of_best": 1.0,
+             "bracket_below": None if k == 0 else [measured[k - 1], measured[k]]}
         )  # fmt: skip
+    generic = {"config": names[0], "worst_ratio": 1.0}
     return {
-        "provenance": {"run_ids": ["synthetic-gpu-test"], "gpu": "this", "device": {}, "mode": "hot",
-                       "tolerance": 0.02, "plan_hash": "none"},
-        "cc": list(cc), "l2_bytes": l2, "configs": CONFIGS,
-        "dtypes": {dt: {"bands": bands} for dt in ("fp32", "fp16", "bf16", "int8")},
+        "provenance": {"run_ids": ["synthetic-gpu-test"], "gpu": "this", "device": {},
+                       "mode": "hot", "pattern": "preallocated", "tolerance": 0.02,
+                       "plan_hash": "none", "resolution": RESOLUTION},
+        "cc": list(cc), "l2_bytes": l2, "resolution_bytes": l2 / RESOLUTION, "configs": CONFIGS,
+        "dtypes": {dt: {"bands": bands, "generic": generic} for dt in ("fp32", "fp16", "bf16", "int8")},
     }  # fmt: skip
 
 

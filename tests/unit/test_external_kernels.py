@@ -487,3 +487,23 @@ def test_a_policy_never_serves_a_users_kernel(tmp_path):
         "error: the run has no ok candidate rows: nothing to build a policy from"
     )
     assert not (run_dir / "policy.json").exists()
+
+
+def test_nvrtc_runs_in_a_child_process_and_never_loads_here(tmp_path):
+    """Compiling a user's kernel leaves libnvrtc out of sweeper's own process (a process that
+    had loaded it could not import torch, the baseline, on the H200 machine)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from sweeper_kernels import external as ex; "
+        f"k = ex.load_kernel({str(VEC) + ':relu_vec'!r}); "
+        "ptx = ex.ptx(k, 'fp32', (9, 0)); "
+        "maps = open('/proc/self/maps').read(); "
+        "print('.entry relu_vec_fp32' in ptx, 'cuda.bindings.nvrtc' in sys.modules, "
+        "'libnvrtc' in maps)"
+    )
+    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr
