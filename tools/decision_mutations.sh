@@ -14,13 +14,19 @@ mutate() {  # NAME FILE OLD NEW TESTFILE
   rm -rf "$copy" && mkdir -p "$copy"
   cp -r "$ROOT"/sweeper "$ROOT"/tests "$ROOT"/sweeps "$ROOT"/results "$ROOT"/pyproject.toml "$copy"/
   ln -s "$ROOT/kernels" "$copy/sweeper_kernels"
-  "$PY" - "$copy/$file" "$old" "$new" <<'PYCODE'
+  if ! "$PY" - "$copy/$file" "$old" "$new" <<'PYCODE'
 import sys
 path, old, new = sys.argv[1:]
 text = open(path).read()
-assert text.count(old) == 1, f"{path}: the line to mutate is not there once: {old!r}"
+if text.count(old) != 1:
+    sys.exit(f"{path}: the line to mutate is not there once: {old!r}")
 open(path, "w").write(text.replace(old, new))
 PYCODE
+  then
+    echo "MISSING   $name: update the mutation to the code ($file)"
+    status=1
+    return
+  fi
   if (cd "$copy" && PYTHONPATH="$copy" timeout 600 "$PY" -m pytest -q -x -p no:cacheprovider \
       "$test" > "$WORK/log" 2>&1); then
     echo "SURVIVED  $name ($test)"
@@ -40,8 +46,8 @@ mutate "below_baseline: < 1 -> <= 1" sweeper/analyze/select.py \
 mutate "brackets up to 2x the plan resolution accepted" sweeper/analyze/policy.py \
   "step = l2 / int(res)" "step = 2 * l2 / int(res)" tests/unit/test_policy.py
 mutate "the ratio bootstrap resamples the two sides independently" sweeper/run/stats.py \
-  "logs += np.log(stat(*(x[idx] for x in p), axis=1))" \
-  "logs += np.log(stat(*(x[rng.integers(0, x.size, size=idx.shape)] for x in p), axis=1))" \
+  "return point, _resample_medians(num, counts) / _resample_medians(den, counts)" \
+  "return point, _resample_medians(num, counts) / _resample_medians(den, counts[::-1])" \
   tests/unit/test_stats.py
 mutate "CI level 95% -> 90%" sweeper/run/stats.py \
   "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95" \
