@@ -30,7 +30,8 @@ signature matches.
 
 NVRTC is called through cuda.bindings.nvrtc, the library cuda.core's Program wraps:
 cuda.core's PTX compile asks the driver for its version first, which fails on a machine with
-no NVIDIA driver, where the checks and the PTX tests must run too.
+no NVIDIA driver, where the checks and the PTX tests must run too. It runs in a child process
+(_in_child), so this process never loads libnvrtc.
 
 Launch rules (`grid`), with block B threads:
   * onepass, onepassE, onepassKB: one tile per block, a tile being B threads x 1 element, x E
