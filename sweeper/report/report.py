@@ -747,8 +747,8 @@ def summary(
             f"Targets: {f.targets_source}; checked on the policy's config at every measured "
             f"size ({f.mode} mode)"
             + (
-                " and on verify's timing of the exported header (a size fails there only "
-                "where it fails in every pass)"
+                ' and on verify\'s timing of the exported header (an "at least" target must '
+                "hold in every pass; a loss counts only where every pass loses)"
                 if f.vcard is not None
                 else ""
             )
@@ -843,7 +843,9 @@ def targets_section(f: Findings) -> list[str]:
         f"ceiling: {ceiling_s}."
         + (
             " The `verify:` columns: the same targets on the exported header's own timing "
-            "(`sweeper verify`), where a size fails only where it fails in every pass."
+            '(`sweeper verify`): an "at least" target is checked on each size\'s lowest '
+            "pass, a loss target (below the baseline, a loss over 1%) on its best, so a loss "
+            "counts only where every pass loses."
             if f.vcard is not None
             else " Not verified: no `verify:` columns."
         ),

@@ -74,19 +74,45 @@ def test_the_ceiling_target_and_mode_specific_targets(tmp_path):
     assert none[">= 97% of the L2 ceiling in (32, 48] MiB"]["ok"] is None  # no ceiling: n/a
 
 
-def test_the_verify_scorecard_fails_a_size_only_where_every_pass_fails():
+def test_on_verify_a_floor_holds_in_every_pass_and_a_loss_counts_only_in_every_pass():
+    """`at least X` targets (the issue's "in both verify passes") are checked on each size's
+    lowest pass; the loss targets fail a size only where every pass loses."""
     import pandas as pd
 
     def row(p, ws, ratio):
         return {"pass": p, "mode": "hot", "dtype": "fp32", "ws_bytes": ws, "ratio": ratio,
                 "ratio_lo": ratio - 0.01, "ratio_hi": ratio + 0.01, "gbps": 6000.0 * ratio}  # fmt: skip
 
-    a, b = 44 * MiB, 50 * MiB
-    vt = pd.DataFrame([row(1, a, 1.25), row(2, a, 1.35), row(1, b, 1.28), row(2, b, 1.29)])
+    a, b, c, d = 44 * MiB, 50 * MiB, 8 * MiB, 9 * MiB
+    vt = pd.DataFrame([row(1, a, 1.25), row(2, a, 1.35), row(1, b, 1.31), row(2, b, 1.32),
+                       row(1, c, 0.985), row(2, c, 1.001), row(1, d, 0.985), row(2, d, 0.98)])  # fmt: skip
     card = {c["target"]: c for c in verify_scorecard(vt, L2) if c["dtype"] == "fp32"}
     band = card["1.3x in [42, 52] MiB"]
-    assert band["ok"] is False and band["failing_mib"] == [50.0] and band["sizes"] == 2
+    assert band["ok"] is False and band["failing_mib"] == [44.0] and band["sizes"] == 2
+    assert band["worst"] == 1.25  # the lowest pass
+    loss = card["no loss over 1%"]
+    assert loss["ok"] is False and loss["failing_mib"] == [9.0]  # 8 MiB lost in one pass only
     assert card[">= 97% of copy at >= 4 x L2"]["ok"] is None  # verify times no copy kernel
+
+
+def test_a_targets_file_says_how_verify_passes_count():
+    import json
+
+    from sweeper.errors import SchemaError
+    from sweeper.report.checks import load_targets
+
+    doc = {"targets": [{"name": "a", "metric": "ratio", "floor": 1.1},
+                       {"name": "b", "metric": "ratio", "floor": 0.99, "verify_passes": "any"}]}  # fmt: skip
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp()) / "t.json"
+    path.write_text(json.dumps(doc))
+    assert [t.passes for t in load_targets(path)] == ["every", "any"]
+    doc["targets"][0]["verify_passes"] = "both"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError, match=r"targets\[0\]\.verify_passes"):
+        load_targets(path)
 
 
 def test_compare_reports_agreement_of_two_runs(tmp_path):
