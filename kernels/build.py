@@ -31,11 +31,7 @@ def cache_dir() -> Path:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    _atomic_write_bytes(path, text.encode())
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
