@@ -179,3 +179,15 @@ def test_resampled_medians_equal_numpy_medians_of_the_drawn_values():
             drawn = [np.repeat(x, c) for c in counts]
             expect = np.array([np.median(d) for d in drawn])
             np.testing.assert_array_equal(_resample_medians(x, counts), expect)
+
+
+def test_the_two_quantiles_are_numpys_linear_ones():
+    from sweeper.run.stats import _quantiles
+
+    rng = np.random.default_rng(5)
+    for size in (1, 2, 3, 10, 400):
+        v = rng.random(size)
+        for qs in ((0.025, 0.975), (0.05, 0.95), (0.0, 1.0), (0.25, 0.5)):
+            got = _quantiles(v, qs)
+            want = np.quantile(v, qs)
+            assert got == pytest.approx(tuple(want), rel=1e-12, abs=1e-15)
