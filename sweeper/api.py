@@ -221,8 +221,13 @@ def run(
         plan_path, plan_obj = find_plan(gpu_key)
     else:
         plan_obj = load_plan(plan_path)
+    from sweeper_kernels import GRIDS
+
+    from sweeper.run.executor import EXTERNAL_GRID
     from sweeper.run.external import check_kernels
 
+    if grid not in GRIDS and grid != EXTERNAL_GRID:  # before anything is written
+        raise SweeperError(f"--grid {grid!r}: known grids are {', '.join(GRIDS)}")
     run_dtypes = tuple(dtypes or plan_obj.dtypes)
     check_kernels([*kernels, *([baseline_kernel] if baseline_kernel else [])], run_dtypes,
                   plan_obj.cc)  # fmt: skip

@@ -113,3 +113,17 @@ def test_run_and_compare_print_their_summaries_as_json(recorded, tmp_path):
     # a replay answers every cell with the recorded times: all agree exactly
     assert rep["common_cells"] == len(read_trials(run_dir)[0])
     assert rep["ratio"]["within"] == 1.0 and rep["ratio"]["p95_dev"] == 0.0
+
+
+def test_an_unknown_grid_is_one_line_and_writes_nothing(recorded, tmp_path):
+    plan_path, run_dir = recorded
+    root = tmp_path / "none"
+    res = CliRunner().invoke(
+        app,
+        ["run", str(plan_path), "--replay", str(run_dir), "--root", str(root), "--grid", "nope"],
+    )
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "error: --grid 'nope': known grids are default, extended"
+    ]
+    assert not root.exists()
