@@ -579,7 +579,11 @@ def figures(
         yield "verify_parity", verify_figure(verify, info, "parity")
 
 
-def save(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str]) -> list[Path]:
+def save(
+    fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str], inputs: str = ""
+) -> list[Path]:
+    """Write a figure in each format. `inputs`: the digest of what it was drawn from
+    (inputs_digest), stored in a PNG's text so a later report can tell it is current."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
@@ -587,7 +591,11 @@ def save(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str]) ->
     for fmt in formats:
         path = out_dir / f"{stem}.{fmt}"
         # the same figure gives the same bytes: no creation date, fixed SVG element ids
-        meta = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})
+        meta = {
+            "svg": {"Date": None},
+            "pdf": {"CreationDate": None},
+            "png": {INPUTS_KEY: inputs} if inputs else {},
+        }.get(fmt, {})
         import matplotlib
 
         with matplotlib.rc_context({"svg.hashsalt": "sweeper"}):
@@ -605,11 +613,12 @@ def write_plots(
     top: int = 3,
     heatmap_top: int = 40,
     verify: pd.DataFrame | None = None,
+    inputs: str = "",
 ) -> list[Path]:
     """Render every figure of a run into out_dir; return the files written."""
     paths: list[Path] = []
     for stem, fig in figures(results, info, bands, top, heatmap_top, verify):
-        paths += save(fig, out_dir, stem, formats)
+        paths += save(fig, out_dir, stem, formats, inputs)
     return paths
 
 
@@ -652,21 +661,57 @@ def render_plots(
     info = RunInfo.from_manifest(run.manifest)
     bands = load_bands(run.path)
     verify = load_verify(run.path)
-    written = write_plots(run.results, out, formats, info, bands, top, heatmap_top, verify)
+    digest = inputs_digest(run.path, top, heatmap_top)
+    written = write_plots(
+        run.results, out, formats, info, bands, top, heatmap_top, verify, inputs=digest
+    )
     for old in out.glob("*"):
         if old.suffix.lstrip(".") in formats and old not in written:
             old.unlink()
     return sorted(written, key=plot_order)
 
 
-def _plots_stale(run_dir: Path) -> bool:
-    from sweeper.runfolder import POLICY, RESULTS
+INPUTS_KEY = "sweeper-inputs"  # a PNG text chunk: the digest of what the figure was drawn from
 
+
+def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
+    """sha256 over what a run's figures are drawn from: the trial log's content (not its
+    file's bytes: gzip stores a time), the manifest, the policy and verify's timing where
+    they exist, the drawing options and sweeper's version."""
+    import gzip
+    import hashlib
+
+    from sweeper import __version__
+    from sweeper.runfolder import MANIFEST, POLICY, TRIALS, TRIALS_GZ, VERIFY_CSV
+
+    h = hashlib.sha256(f"sweeper {__version__} top={top} heatmap_top={heatmap_top}".encode())
+    for name in (TRIALS, TRIALS_GZ, MANIFEST, POLICY, VERIFY_CSV):
+        path = run_dir / name
+        if not path.exists():
+            continue
+        h.update(f"\n{name}\n".encode())
+        opener = gzip.open if name == TRIALS_GZ else open
+        with opener(path, "rb") as f:
+            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _png_inputs(path: Path) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.text.get(INPUTS_KEY)  # type: ignore[attr-defined]
+    except OSError:
+        return None
+
+
+def _plots_stale(run_dir: Path) -> bool:
+    """The figures must be drawn again: none yet, or a PNG drawn from other inputs (content,
+    not file times: a fresh clone's times say nothing)."""
     pngs = list((run_dir / PLOTS).glob("*.png"))
     if not pngs:
         return True
-    oldest = min(p.stat().st_mtime for p in pngs)
-    from sweeper.runfolder import VERIFY_CSV
-
-    inputs = [run_dir / RESULTS, run_dir / POLICY, run_dir / VERIFY_CSV]
-    return any(p.exists() and p.stat().st_mtime > oldest for p in inputs)
+    digest = inputs_digest(run_dir)
+    return any(_png_inputs(p) != digest for p in pngs)

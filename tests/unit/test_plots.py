@@ -458,3 +458,28 @@ def test_rendering_the_same_data_twice_gives_the_same_bytes(tmp_path):
         paths.append(save(fig, tmp_path / d, "ratio", ("png", "svg", "pdf")))
     for a, b in zip(*paths, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_plots_are_current_by_their_inputs_content_not_by_file_times(tmp_path):
+    """A PNG carries the digest of what it was drawn from: a report on a fresh clone (new file
+    times) draws nothing again; a changed input does; the same inputs give the same bytes."""
+    import os
+
+    from sweeper.analyze import policy
+    from sweeper.report.plots import _plots_stale, render_plots
+
+    run = write_synthetic_run(tmp_path / "r1", modes=("hot",))
+    render_plots(run)
+    pngs = sorted((run / "plots").glob("*.png"))
+    first = {p: p.read_bytes() for p in [*pngs, *(run / "plots").glob("*.svg")]}
+    assert pngs and not _plots_stale(run)
+    for p in run.rglob("*"):  # a checkout writes every file anew, in any order
+        os.utime(p, (1, 1 if p.suffix == ".png" else 2))
+    assert not _plots_stale(run)
+    render_plots(run)
+    assert {p: p.read_bytes() for p in first} == first  # drawn again: the same bytes
+    from sweeper.analyze.store import load_run
+
+    doc = policy.build_policy(load_run(run).results, load_run(run).manifest)
+    policy.write_policy(run / "policy.json", doc)
+    assert _plots_stale(run)  # a new input: the policy figure is missing, the rest outdated
