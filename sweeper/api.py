@@ -92,7 +92,7 @@ def plot(
 
 def report(run: str | None = None, root: str = "results", targets: str | None = None):
     """Write <run>/REPORT.md (default run: the newest complete one under `root`), rendering
-    the plots first if they are missing or older than the results or the policy; returns its
+    the plots first if they are missing or were drawn from other inputs; returns its
     Path. `targets`: a targets file checked instead of `sweeper/report/checks.py`'s
     defaults (read and validated before anything is written)."""
     from sweeper.report.report import write_report
