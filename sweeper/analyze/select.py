@@ -119,12 +119,12 @@ def searched(results: pd.DataFrame, manifest: dict) -> pd.DataFrame:
     brackets over the same rows."""
     import pandas as pd
 
-    pruned = {(p["mode"], p["dtype"], p["config"]) for p in manifest.get("pruned") or []}
-    if not pruned or results.empty:
+    pruned = [(p["mode"], p["dtype"], p["config"]) for p in manifest.get("pruned") or []]
+    if not pruned:
         return results
-    keys = zip(results["mode"], results["dtype"], results["config"], strict=True)
-    drop = [(r == "candidate") and k in pruned for r, k in zip(results["role"], keys, strict=True)]
-    return results[~pd.Series(drop, index=results.index, dtype=bool)]
+    keys = pd.MultiIndex.from_frame(results[["mode", "dtype", "config"]])
+    drop = keys.isin(pruned) & (results["role"] == "candidate").to_numpy()
+    return results[~drop]
 
 
 def _copy_lookup(results: pd.DataFrame) -> dict[tuple[str, str, int], float]:
@@ -271,9 +271,7 @@ def variants(results: pd.DataFrame, names: Iterable[str] | None = None) -> dict[
     return out
 
 
-def to_markdown(
-    sel: pd.DataFrame, l2_bytes: int | None, title: str, baseline: str = "torch"
-) -> str:
+def to_markdown(sel: pd.DataFrame, l2_bytes: int | None, title: str, baseline: str) -> str:
     lines = [f"# Selection: {title}", "", f"Baseline: `{baseline}`.", ""]
     lines.append(
         "Chosen config per size (ties inside the noise go to the smaller size's choice, "
@@ -301,7 +299,7 @@ def write_selection(
     sel: pd.DataFrame,
     l2_bytes: int | None,
     title: str,
-    baseline: str = "torch",
+    baseline: str,
 ) -> tuple[Path, Path]:
     """Atomically write selection.csv (with the baseline's name in a `baseline` column) and
     selection.md into the run folder."""
@@ -315,54 +313,3 @@ def write_selection(
     csv = atomic_write_text(run_dir / SELECTION_CSV, buf.getvalue())
     md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title, baseline))
     return csv, md
-
-
-SELECTION_COLUMNS = ("mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "ratio")
-
-
-def read_selection(run_dir: str | os.PathLike, results: pd.DataFrame) -> pd.DataFrame | None:
-    """<run>/selection.csv checked against the run's table (built from its trial log): one
-    row per measured size, each naming a config measured ok there with its GB/s and ratio.
-    None when `sweeper select` has not run; SchemaError naming the column otherwise."""
-    import numpy as np
-
-    from sweeper.analyze.store import read_table
-    from sweeper.errors import SchemaError
-
-    path = Path(run_dir) / SELECTION_CSV
-    sel = read_table(path)
-    if sel is None:
-        return None
-    fix = "run `sweeper select` to rebuild it from the trial log"
-    for col in SELECTION_COLUMNS:
-        if col not in sel.columns:
-            raise SchemaError(path, col, f"column missing; {fix}")
-    ok = ok_candidates(results)
-    key = ["mode", "pattern", "dtype", "n"]
-    try:
-        sel = sel.astype({"n": "int64", "ws_bytes": "int64", "gbps": "float64", "ratio": "float64"})
-    except (TypeError, ValueError):
-        raise SchemaError(path, None, f"a number column holds other text; {fix}") from None
-    if sel.duplicated(key).any():
-        raise SchemaError(path, "n", f"a size is listed twice; {fix}")
-    have = set(map(tuple, sel[key].astype(str).to_numpy()))
-    want = set(map(tuple, ok[key].drop_duplicates().astype(str).to_numpy()))
-    if have != want:
-        raise SchemaError(
-            path,
-            "n",
-            f"{len(have)} sizes, the trial log has {len(want)} with ok candidates; {fix}",
-        )
-    m = sel.merge(
-        ok[[*key, "ws_bytes", "config", "gbps", "ratio"]],
-        on=[*key, "config"],
-        how="left",
-        suffixes=("", "_trial"),
-    )
-    if m["gbps_trial"].isna().any():
-        raise SchemaError(path, "config", f"names a config not measured ok at that size; {fix}")
-    for col in ("ws_bytes", "gbps", "ratio"):
-        x, y = m[col].to_numpy(dtype=float), m[f"{col}_trial"].to_numpy(dtype=float)
-        if not (np.isclose(x, y, rtol=1e-9, atol=0.0) | (np.isnan(x) & np.isnan(y))).all():
-            raise SchemaError(path, col, f"differs from the trial log; {fix}")
-    return sel

@@ -422,3 +422,55 @@ def _plain(v: Any) -> Any:
     if hasattr(v, "item"):
         return v.item()
     return v
+
+
+# selection.csv: `sweeper select` writes it (sweeper.analyze.select.write_selection)
+SELECTION_COLUMNS = ("mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "ratio")
+
+
+def read_selection(run_dir: str | os.PathLike, results: pd.DataFrame) -> pd.DataFrame | None:
+    """<run>/selection.csv checked against the run's table (built from its trial log): one
+    row per measured size, each naming a config measured ok there with its GB/s and ratio.
+    None when `sweeper select` has not run; SchemaError naming the column otherwise."""
+    import numpy as np
+
+    from sweeper.analyze.select import ok_candidates
+    from sweeper.runfolder import SELECTION_CSV
+
+    path = Path(run_dir) / SELECTION_CSV
+    sel = read_table(path)
+    if sel is None:
+        return None
+    fix = "run `sweeper select` to rebuild it from the trial log"
+    for col in SELECTION_COLUMNS:
+        if col not in sel.columns:
+            raise SchemaError(path, col, f"column missing; {fix}")
+    ok = ok_candidates(results)
+    key = ["mode", "pattern", "dtype", "n"]
+    try:
+        sel = sel.astype({"n": "int64", "ws_bytes": "int64", "gbps": "float64", "ratio": "float64"})
+    except (TypeError, ValueError):
+        raise SchemaError(path, None, f"a number column holds other text; {fix}") from None
+    if sel.duplicated(key).any():
+        raise SchemaError(path, "n", f"a size is listed twice; {fix}")
+    have = set(map(tuple, sel[key].astype(str).to_numpy()))
+    want = set(map(tuple, ok[key].drop_duplicates().astype(str).to_numpy()))
+    if have != want:
+        raise SchemaError(
+            path,
+            "n",
+            f"{len(have)} sizes, the trial log has {len(want)} with ok candidates; {fix}",
+        )
+    m = sel.merge(
+        ok[[*key, "ws_bytes", "config", "gbps", "ratio"]],
+        on=[*key, "config"],
+        how="left",
+        suffixes=("", "_trial"),
+    )
+    if m["gbps_trial"].isna().any():
+        raise SchemaError(path, "config", f"names a config not measured ok at that size; {fix}")
+    for col in ("ws_bytes", "gbps", "ratio"):
+        x, y = m[col].to_numpy(dtype=float), m[f"{col}_trial"].to_numpy(dtype=float)
+        if not (np.isclose(x, y, rtol=1e-9, atol=0.0) | (np.isnan(x) & np.isnan(y))).all():
+            raise SchemaError(path, col, f"differs from the trial log; {fix}")
+    return sel

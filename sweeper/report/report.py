@@ -982,8 +982,7 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale.
     `targets`: a targets file (`checks.load_targets`) instead of the defaults."""
     from sweeper.analyze.policy import load_policy
-    from sweeper.analyze.select import read_selection
-    from sweeper.analyze.store import load_run
+    from sweeper.analyze.store import load_run, read_selection
     from sweeper.export.verdict import load_verify
     from sweeper.report.checks import load_targets
     from sweeper.runfolder import POLICY

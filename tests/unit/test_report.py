@@ -158,7 +158,7 @@ def test_report_with_selection_and_policy(run_dir):
 
     run = load_run(run_dir)
     sel = select.select(run.results)
-    select.write_selection(run_dir, sel, run.manifest["device"]["l2_bytes"], "test")
+    select.write_selection(run_dir, sel, run.manifest["device"]["l2_bytes"], "test", "torch")
     doc = policy.build_policy(run.results, run.manifest)
     policy.write_policy(run_dir / "policy.json", doc)
     text = api.report(str(run_dir)).read_text()

@@ -123,11 +123,14 @@ def test_negative_tolerance_refused():
 def test_write_selection(tmp_path):
     rows = [row("fp32", 1 << 20, "plain", 1000.0), row("fp32", 1 << 20, "stream", 900.0)]
     sel = select(frame(rows))
-    csv, md = write_selection(tmp_path, sel, 1 << 22, "r1")
+    csv, md = write_selection(tmp_path, sel, 1 << 22, "r1", "v4-u1-ld.def-st.def-b256-onepass")
     back = pd.read_csv(csv)
     assert back.loc[0, "config"] == "plain"
+    assert set(back["baseline"]) == {"v4-u1-ld.def-st.def-b256-onepass"}  # named in every row
     text = md.read_text()
     assert "`plain`" in text and "0.250" in text and not math.isnan(back.loc[0, "margin"])
+    assert "Baseline: `v4-u1-ld.def-st.def-b256-onepass`." in text
+    assert "| vs v4-u1-ld.def-st.def-b256-onepass [95% CI] |" in text
 
 
 def test_a_tie_never_goes_to_a_config_below_the_baseline_when_a_tied_one_is_not():
@@ -421,15 +424,17 @@ def test_the_markdown_does_not_depend_on_the_row_order():
 
     rows = [row(dt, ws, "plain", 1000.0) for dt in ("fp32", "fp16") for ws in (1 << 20, 2 << 20)]
     sel = select(frame(rows))
-    assert to_markdown(sel.iloc[::-1], 4 << 20, "t") == to_markdown(sel, 4 << 20, "t")
-    assert "| 0.250 |" in to_markdown(sel, 4 << 20, "t")
-    assert "| 0.250 |" not in to_markdown(sel, None, "t") and "|  |" in to_markdown(sel, None, "t")
+    md = to_markdown(sel, 4 << 20, "t", "torch")
+    assert to_markdown(sel.iloc[::-1], 4 << 20, "t", "torch") == md
+    assert "| 0.250 |" in md
+    no_l2 = to_markdown(sel, None, "t", "torch")
+    assert "| 0.250 |" not in no_l2 and "|  |" in no_l2
 
 
 def test_write_selection_writes_the_table_without_an_index_and_titles_the_markdown(tmp_path):
     from sweeper.analyze.select import write_selection
 
     sel = select(frame([row("fp32", 1 << 20, "plain", 1000.0)]))
-    csv, md = write_selection(tmp_path, sel, 4 << 20, "run-x")
+    csv, md = write_selection(tmp_path, sel, 4 << 20, "run-x", "torch")
     assert csv.read_text().splitlines()[0].startswith("mode,pattern,dtype,")
     assert md.read_text().startswith("# Selection: run-x\n")
