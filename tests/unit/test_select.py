@@ -113,11 +113,16 @@ def test_simplicity_order():
     assert order == ["plain", "u4", "stcs", "stream"]
 
 
-def test_negative_tolerance_refused():
+@pytest.mark.parametrize("tol", [-1, 1, 1.5, float("nan")])
+def test_a_tolerance_outside_0_to_1_is_refused(tol):
     with pytest.raises(
-        SweeperError, match=r"--tolerance -1: a relative GB/s difference in \[0, 1\)"
+        SweeperError, match=rf"--tolerance {tol}: a relative GB/s difference in \[0, 1\)"
     ):
-        select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=-1)
+        select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=tol)
+
+
+def test_a_tolerance_just_below_1_is_taken():
+    assert len(select(frame([row("fp32", 1 << 20, "plain", 1.0)]), tolerance=0.999)) == 1
 
 
 def test_write_selection(tmp_path):
