@@ -487,7 +487,8 @@ def policy_figure(
     lo, hi = x_range
     configs = sorted({c for d in dtypes for _, _, c in bands[d]})
     colours = _config_colours(configs)
-    fig = _new_figure(12, 0.7 * len(dtypes) + 1.8)
+    # tall enough for a row per dtype and for the legend's entry per config beside them
+    fig = _new_figure(12, max(0.7 * len(dtypes) + 1.8, 0.19 * len(configs) + 1.6))
     ax = fig.subplots()
     _byte_axis(ax, lo, hi)
     xmin, xmax = ax.get_xlim()
