@@ -66,6 +66,18 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
+def _named_run(run: str | None) -> str:
+    """The run a command reads: the one named, or the newest complete one, which is then
+    named on stderr (so the output says which run it describes)."""
+    if run is not None:
+        return run
+    from sweeper.runfolder import resolve_run
+
+    path = resolve_run(None)
+    typer.echo(f"run: {path} (the newest complete run)", err=True)
+    return str(path)
+
+
 def _echo_json(doc: dict) -> None:
     import json
 
@@ -428,6 +440,7 @@ def plot_cmd(
 
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     try:
+        run = _named_run(run)
         paths = api.plot(run, formats=formats, top=top, heatmap_top=heatmap_top)
     except USER_ERRORS as e:
         fail(str(e))
@@ -466,6 +479,7 @@ def report_cmd(
     from sweeper import api
 
     try:
+        run = _named_run(run)
         path = api.report(run, targets=targets)
     except USER_ERRORS as e:
         fail(str(e))
@@ -484,6 +498,7 @@ def select_cmd(
     from sweeper import api
 
     try:
+        run = _named_run(run)
         df = api.select(run, tolerance=tolerance)
     except USER_ERRORS as e:
         fail(str(e))
@@ -529,6 +544,7 @@ def policy_build_cmd(
                 fail(f"--tolerance {tolerance!r}: a number (0.02) or 'verify'")
         if modes is not None and "," in modes:
             fail(f"--modes {modes}: a policy is built for one mode; build one per mode")
+        run = _named_run(run)
         path, doc = api.policy_build(run, tolerance=tolerance, mode=modes, pattern=pattern)
         text = api.policy_show(str(path))
     except USER_ERRORS as e:

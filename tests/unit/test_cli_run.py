@@ -127,3 +127,13 @@ def test_an_unknown_grid_is_one_line_and_writes_nothing(recorded, tmp_path):
         "error: --grid 'nope': known grids are default, extended"
     ]
     assert not root.exists()
+
+
+def test_a_command_without_a_run_names_the_newest_complete_one(recorded, tmp_path, monkeypatch):
+    plan_path, run_dir = recorded
+    root = run_dir.parent.parent  # .../res, holding h200/rec
+    monkeypatch.chdir(root.parent)
+    (root.parent / "results").symlink_to(root)
+    res = CliRunner().invoke(app, ["select"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == "run: results/h200/rec (the newest complete run)"

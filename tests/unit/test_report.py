@@ -187,7 +187,9 @@ def test_cli_plot_defaults_to_newest_run(run_dir, monkeypatch):
     monkeypatch.chdir(run_dir.parents[2])
     result = runner.invoke(app, ["plot", "--format", "svg"])
     assert result.exit_code == 0, result.output
-    assert all(p.endswith(".svg") for p in result.output.split())
+    first, *paths = result.output.splitlines()
+    assert first.startswith("run: ") and first.endswith(" (the newest complete run)")
+    assert paths and all(p.endswith(".svg") for p in paths)
 
 
 def test_cli_report(run_dir):

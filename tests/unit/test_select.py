@@ -211,8 +211,10 @@ def test_the_shipped_cold_run_reselects_to_its_committed_selection(tmp_path):
     from sweeper.analyze.store import load_run
 
     run = Path(__file__).parents[2] / "results/h200/cold-5"
+    from sweeper.analyze.select import searched
+
     data = load_run(run)
-    sel = select(data.results)
+    sel = select(searched(data.results, data.manifest))  # as `sweeper select` does
     want = pd.read_csv(run / "selection.csv")
     base = data.manifest["baseline"]
     got = pd.read_csv(__import__("io").StringIO(sel.assign(baseline=base).to_csv(index=False)))
