@@ -81,13 +81,15 @@ def plot(
     root: str = "results",
     top: int = 3,
     heatmap_top: int = 40,
+    force: bool = False,
 ) -> list:
     """Render every figure of a run folder (default: the newest under `root`) into
-    <run>/plots/; returns the files written (list of Path). Never measures."""
+    <run>/plots/, unless they are current (`force` draws them anyway); returns the figure
+    files (list of Path). Never measures."""
     from sweeper.report.plots import render_plots
     from sweeper.runfolder import resolve_run
 
-    return render_plots(resolve_run(run, root), formats, top, heatmap_top)
+    return render_plots(resolve_run(run, root), formats, top, heatmap_top, force)
 
 
 def report(run: str | None = None, root: str = "results", targets: str | None = None):

@@ -433,6 +433,9 @@ def plot_cmd(
     fmt: str = typer.Option("png,svg", "--format", help="Comma-separated: png, svg, pdf."),
     top: int = typer.Option(3, "--top", help="Configs drawn besides the best-per-size curve."),
     heatmap_top: int = typer.Option(40, "--heatmap-top", help="Config rows per heatmap."),
+    force: bool = typer.Option(
+        False, "--force", help="Draw the figures even where they are current for these inputs."
+    ),
 ) -> None:
     """Draw a run's figures into <run>/plots/: bandwidth, speedup over torch, config heatmaps,
     the policy bands (when policy.json exists) and hot vs cold. Needs no GPU."""
@@ -441,7 +444,7 @@ def plot_cmd(
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     try:
         run = _named_run(run)
-        paths = api.plot(run, formats=formats, top=top, heatmap_top=heatmap_top)
+        paths = api.plot(run, formats=formats, top=top, heatmap_top=heatmap_top, force=force)
     except USER_ERRORS as e:
         fail(str(e))
     for p in paths:

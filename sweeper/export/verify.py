@@ -474,7 +474,7 @@ def run_sizes(run_dir: Path, dtypes, doc: dict) -> tuple[str, dict[str, list[int
 
     try:
         df = load_run(run_dir).results
-    except Exception as e:  # a merged policy lives outside a run folder
+    except SweeperError as e:  # a merged policy lives outside a run folder
         raise SweeperError(
             f"{run_dir}: timing needs the policy's run folder next to it ({e}); "
             "use --no-timing for a bit-exactness check only"

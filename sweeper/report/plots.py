@@ -640,9 +640,12 @@ def render_plots(
     formats: Sequence[str] = ("png", "svg"),
     top: int = 3,
     heatmap_top: int = 40,
+    force: bool = False,
 ) -> list[Path]:
     """Write every figure of a run into <run>/plots/; files of the formats drawn that no
-    longer have a figure are removed, files of other formats are left as they are."""
+    longer have a figure are removed, files of other formats are left as they are. Without
+    `force`, figures that are current (every PNG drawn from these inputs with these options,
+    and a file of each format asked for beside it) are left as they are and returned."""
     from sweeper.analyze.policy import load_bands
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
@@ -659,6 +662,10 @@ def render_plots(
     if run.results.empty:
         raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
     out = run.path / PLOTS
+    if not force:
+        current = _current_plots(run.path, formats, top, heatmap_top)
+        if current is not None:
+            return sorted(current, key=plot_order)
     info = RunInfo.from_manifest(run.manifest)
     bands = load_bands(run.path)
     verify = load_verify(run.path)
@@ -706,6 +713,19 @@ def _png_inputs(path: Path) -> str | None:
             return im.text.get(INPUTS_KEY)  # type: ignore[attr-defined]
     except OSError:
         return None
+
+
+def _current_plots(
+    run_dir: Path, formats: Sequence[str], top: int, heatmap_top: int
+) -> list[Path] | None:
+    """The figure files of these formats if every PNG is current for these options and each
+    has a file of every format asked for; None if anything must be drawn."""
+    pngs = list((run_dir / PLOTS).glob("*.png"))
+    digest = inputs_digest(run_dir, top, heatmap_top)
+    if not pngs or any(_png_inputs(p) != digest for p in pngs):
+        return None
+    files = [p.with_suffix(f".{fmt}") for p in pngs for fmt in formats]
+    return files if all(f.exists() for f in files) else None
 
 
 def _plots_stale(run_dir: Path) -> bool:

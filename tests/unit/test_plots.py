@@ -476,8 +476,13 @@ def test_plots_are_current_by_their_inputs_content_not_by_file_times(tmp_path):
     for p in run.rglob("*"):  # a checkout writes every file anew, in any order
         os.utime(p, (1, 1 if p.suffix == ".png" else 2))
     assert not _plots_stale(run)
-    render_plots(run)
+    assert render_plots(run) and all(p.stat().st_mtime == 1 for p in pngs)  # current: untouched
+    render_plots(run, force=True)
+    assert all(p.stat().st_mtime > 1 for p in pngs)
     assert {p: p.read_bytes() for p in first} == first  # drawn again: the same bytes
+    (run / "plots" / pngs[0].with_suffix(".svg").name).unlink()
+    render_plots(run)  # a format asked for is missing: drawn
+    assert {p: p.read_bytes() for p in first} == first
     from sweeper.analyze.store import load_run
 
     doc = policy.build_policy(load_run(run).results, load_run(run).manifest)
