@@ -51,7 +51,7 @@ def test_committed_notebook_is_clean_and_uses_the_public_api():
     imported = re.findall(r"^\s*from\s+(sweeper[\w.]*)\s+import\s+(.+)$", source, flags=re.M)
     public = {
         "sweeper": {"api", "runfolder", "units"},
-        "sweeper.analyze": {"policy", "store"},
+        "sweeper.analyze": {"policy", "select", "store"},
         "sweeper.report": {"plots", "tables"},
     }
     assert imported and all(
