@@ -90,8 +90,43 @@ def pass_spread(groups) -> dict | None:
     return {"median": float(q[0]), "p95": float(q[1]), "max": float(max(devs)), "n": len(devs)}
 
 
-def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
-    """`<run_dir>/verify_timing.csv` (what `sweeper verify` wrote), or None without one."""
-    from sweeper.analyze.store import read_table
+VERIFY_COLUMNS = (
+    "mode", "dtype", "n", "ws_bytes", "config", "gbps", "vs_numba", "ratio", "ratio_lo",
+    "ratio_hi",
+)  # fmt: skip
+_VERIFY_NUMBERS = ("n", "ws_bytes", "gbps", "vs_numba", "ratio", "ratio_lo", "ratio_hi")
 
-    return read_table(Path(run_dir) / VERIFY_CSV)
+
+def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
+    """`<run_dir>/verify_timing.csv` (what `sweeper verify` wrote), or None without one;
+    SchemaError naming the column when it is damaged (cut, a column gone, a value that is not
+    a positive number, a size listed twice in one pass)."""
+    import pandas as pd
+
+    from sweeper.analyze.store import read_table
+    from sweeper.dtypes import ITEMSIZE
+    from sweeper.errors import SchemaError
+
+    path = Path(run_dir) / VERIFY_CSV
+    vt = read_table(path)
+    if vt is None:
+        return None
+    fix = "run `sweeper verify` again to rewrite it"
+    for col in VERIFY_COLUMNS:
+        if col not in vt.columns:
+            raise SchemaError(path, col, f"column missing; {fix}")
+    if vt.empty:
+        raise SchemaError(path, None, f"no rows; {fix}")
+    for col in _VERIFY_NUMBERS:
+        x = pd.to_numeric(vt[col], errors="coerce").to_numpy(dtype=float)
+        if not (np.isfinite(x) & (x > 0)).all():
+            raise SchemaError(path, col, f"a value is missing or not a positive number; {fix}")
+    if not vt["dtype"].isin(list(ITEMSIZE)).all():
+        raise SchemaError(path, "dtype", f"an unknown dtype; {fix}")
+    ws = vt["n"].astype("int64") * 2 * vt["dtype"].map(ITEMSIZE).astype("int64")
+    if not (ws == vt["ws_bytes"].astype("int64")).all():
+        raise SchemaError(path, "ws_bytes", f"not 2 x n x the dtype's size; {fix}")
+    key = [c for c in ("pass", "mode", "dtype", "ws_bytes") if c in vt.columns]
+    if vt.duplicated(key).any():
+        raise SchemaError(path, "ws_bytes", f"a size is listed twice in one pass; {fix}")
+    return vt

@@ -479,10 +479,11 @@ def test_the_tie_tolerance_can_come_from_verifys_pass_to_pass_movement(tmp_path,
     sizes = new_sizes("fp32")
     write_run(run, manifest(), cliff_results({"fp32": sizes}))
     rows = [
-        {"pass": p, "mode": "hot", "dtype": "fp32", "ws_bytes": ws, "ratio": r}
+        {"pass": p, "mode": "hot", "dtype": "fp32", "n": ws // 8, "ws_bytes": ws, "config": "plain",
+         "gbps": 1000.0, "vs_numba": 1.0, "ratio": r, "ratio_lo": r - 0.01, "ratio_hi": r + 0.01}
         for ws in sizes[:20]
         for p, r in ((1, 1.0), (2, 1.0 + moved))
-    ]
+    ]  # fmt: skip
     pd.DataFrame(rows).to_csv(run / "verify_timing.csv", index=False)
     r = CliRunner().invoke(app, ["policy", "build", str(run), "--tolerance", "verify"])
     assert r.exit_code == 0, r.output

@@ -302,3 +302,37 @@ def test_guards_list_above_ceiling_cells_with_the_check_that_refused_them():
         "size, or from 2 x L2 on above 1.2x the copy kernel at its size or the DRAM peak "
         "(1008 GB/s), is `above-ceiling`: 1 cell(s) in this run."
     ) in text
+
+
+GOOD_VERIFY = (
+    "pass,mode,dtype,n,ws_bytes,config,gbps,vs_numba,ratio,ratio_lo,ratio_hi\n"
+    "1,hot,fp32,8192,65536,a,55.7,0.995,1.077,1.076,1.078\n"
+    "2,hot,fp32,8192,65536,a,55.9,0.998,1.071,1.070,1.072\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        (GOOD_VERIFY.replace(",ratio_hi\n", "\n").replace(",1.078\n", "\n").replace(",1.072\n", "\n"),
+         "field 'ratio_hi': column missing"),
+        (GOOD_VERIFY[: GOOD_VERIFY.rindex(",1.070")] + "\n", "field 'ratio_lo': a value is missing"),
+        (GOOD_VERIFY.replace("1,hot,fp32,8192,65536,a,55.7", "1,hot,fp32,8192,65536,a,nan"),
+         "field 'gbps': a value is missing or not a positive number"),
+        (GOOD_VERIFY.replace("2,hot,fp32", "1,hot,fp32"), "field 'ws_bytes': a size is listed twice"),
+        (GOOD_VERIFY.replace("65536", "65537"), "field 'ws_bytes': not 2 x n x the dtype's size"),
+        (GOOD_VERIFY.replace("fp32", "fp64"), "field 'dtype': an unknown dtype"),
+    ],
+    ids=["column-gone", "cut", "nan", "duplicate", "edited-size", "unknown-dtype"],
+)  # fmt: skip
+def test_a_damaged_verify_table_is_refused_in_one_line_and_nothing_changes(run_dir, text, field):
+    from sweeper.runfolder import VERIFY_CSV
+
+    (run_dir / VERIFY_CSV).write_text(text)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    result = runner.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {run_dir / VERIFY_CSV}: "), lines
+    assert field in lines[0]
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
