@@ -18,7 +18,9 @@ def gpus(gpu: str | None = None) -> list:
     if gpu is None:
         return list(gpumod.SPECS)
     if gpumod.is_spec_file_arg(gpu):
-        return [gpumod.load_spec_file(gpu)]
+        spec = gpumod.load_spec_file(gpu)
+        gpumod.require_plannable(spec)  # a spec file exists to plan from: a cut one is refused
+        return [spec]
     return [gpumod.lookup(gpu)]
 
 

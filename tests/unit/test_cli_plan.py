@@ -160,6 +160,15 @@ def test_gpus_shows_a_spec_file(tmp_path):
     assert "spec file lab.toml" in text  # fields given without a citation
 
 
+def test_gpus_refuses_a_cut_spec_file_as_plan_does(tmp_path):
+    cut = tmp_path / "cut.toml"
+    cut.write_text('key = "mygpu"\nname = "My GPU"\n')
+    before = cut.read_bytes()
+    line = _one_error_line(runner.invoke(app, ["gpus", str(cut)]))
+    assert line.startswith(f"error: spec file {cut}: l2_bytes, memory_bytes, sm_count, cc, ")
+    assert "so no plan can be made" in line and cut.read_bytes() == before
+
+
 def test_gpus_unknown_is_one_line():
     line = _one_error_line(runner.invoke(app, ["gpus", "voodoo3"]))
     assert "voodoo3" in line
