@@ -599,8 +599,14 @@ def save(
         }.get(fmt, {})
         import matplotlib
 
-        with matplotlib.rc_context({"svg.hashsalt": "sweeper"}):
-            fig.savefig(path, format=fmt, dpi=120 if fmt == "png" else None, metadata=meta)
+        # written beside and renamed: a failure leaves the figure that was there, not half a file
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            with matplotlib.rc_context({"svg.hashsalt": "sweeper"}):
+                fig.savefig(tmp, format=fmt, dpi=120 if fmt == "png" else None, metadata=meta)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         paths.append(path)
     return paths
 

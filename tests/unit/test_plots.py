@@ -410,8 +410,8 @@ def synthetic_verify(passes: int = 2) -> pd.DataFrame:
                     ratio = 0.97
                 vs_numba = 1.03 if dtype == "fp16" and ws == 1 * MiB else 1.0
                 rows.append(
-                    {"pass": p, "mode": "hot", "dtype": dtype, "n": ws // 8, "ws_bytes": ws,
-                     "config": CONFIGS[1], "time_us": 10.0, "gbps": ws / 1e4,
+                    {"pass": p, "mode": "hot", "dtype": dtype, "n": ws // (2 * ITEMSIZE[dtype]),
+                     "ws_bytes": ws, "config": CONFIGS[1], "time_us": 10.0, "gbps": ws / 1e4,
                      "numba_time_us": 10.0 / vs_numba, "vs_numba": vs_numba,
                      "vs_numba_lo": vs_numba - 0.01, "vs_numba_hi": vs_numba + 0.01,
                      "baseline": "torch", "ratio": ratio, "ratio_lo": ratio - 0.01,
