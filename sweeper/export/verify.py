@@ -389,13 +389,23 @@ def verify(
     doc = load_any(policy_path)
     from sweeper.run.timers import require_gpu
 
-    require_gpu()  # before anything is written
     out_dir = Path(out_dir) if out_dir else Path(policy_path).parent
     header = out_dir / "relu_policy.cuh"
+    pyfile = out_dir / "relu_policy.py"
+    texts = {header: render(doc, "cuda"), pyfile: render(doc, "python")}
+    for path, text in texts.items():  # verify checks this policy's export, never another file
+        if path.exists() and path.read_text() != text:
+            raise SweeperError(
+                f"{path} is not the export of {policy_path} (edited, or of another policy); "
+                f"`sweeper export {policy_path} --format "
+                f"{'cuda' if path == header else 'python'} -o {path} --force` rewrites it"
+            )
+    require_gpu()  # before anything is written
     from sweeper.schema import atomic_write_text
 
-    atomic_write_text(header, render(doc, "cuda"))
-    pyfile = atomic_write_text(out_dir / "relu_policy.py", render(doc, "python"))
+    for path, text in texts.items():
+        if not path.exists():
+            atomic_write_text(path, text)
     launchers = build_exported_launchers(header)
     dtypes = tuple(dt for dt in DTYPES if any(dt in e["dtypes"] for e in doc["entries"]))
     cases = verify_bits(launchers, dtypes)

@@ -176,3 +176,26 @@ def test_verify_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path):
     assert res.exit_code != 0 and res.output.count("\n") == 1, res.output
     assert "GPU" in res.output
     assert sorted(p.name for p in run.iterdir()) == ["policy.json"]
+
+
+def test_verify_refuses_a_header_that_is_not_its_policys_export_and_writes_nothing(tmp_path):
+    """verify builds and times the export of the policy it is given; a header beside it that
+    differs (edited by hand, or another policy's) is named in one line and left alone, before
+    any GPU work."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    run = tmp_path / "results" / "h200" / "hot-4"
+    run.mkdir(parents=True)
+    shutil.copy(root / "results/h200/hot-4/policy.json", run / "policy.json")
+    shutil.copy(root / "results/h200/hot-11/relu_policy.cuh", run / "relu_policy.cuh")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {run / 'relu_policy.cuh'} is not the export of {run / 'policy.json'} (edited, "
+        f"or of another policy); `sweeper export {run / 'policy.json'} --format cuda -o "
+        f"{run / 'relu_policy.cuh'} --force` rewrites it"
+    ]
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before

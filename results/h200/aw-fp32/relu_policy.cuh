@@ -431,7 +431,7 @@ using V_v16_u8_ld_cg_st_wt_b128_flat = Variant<16, 8, Ld_cg, St_wt, 128, -1>;
 using V_v16_u8_ld_def_st_wt_b128_flat32 = Variant<16, 8, Ld_default, St_wt, 128, -2>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-fp32, plan c3e620e4ee88, mode after-write, tolerance 0.02, file scratch/aw/aw-fp32/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-fp32, plan c3e620e4ee88, mode after-write, tolerance 0.02, file results/h200/aw-fp32/policy.json
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 4, d.l2);
   // [0.000000, 0.139189) x L2 = [0 B, 8.351 MiB) on the source GPU: v16-u1-ld.cg-st.wt-b256-flat; measured 64 KiB..8.234 MiB, worst 0.981 of the fastest
