@@ -394,7 +394,7 @@ def verify(
     pyfile = out_dir / "relu_policy.py"
     texts = {header: render(doc, "cuda"), pyfile: render(doc, "python")}
     for path, text in texts.items():  # verify checks this policy's export, never another file
-        if path.exists() and path.read_text() != text:
+        if path.exists() and not _same_export(path.read_text(), text):
             raise SweeperError(
                 f"{path} is not the export of {policy_path} (edited, or of another policy); "
                 f"`sweeper export {policy_path} --format "
@@ -474,6 +474,15 @@ def verify(
         result["timing"] = timing_verdict(rows)
         result["timing_csv"] = str(csv_path)
     return result
+
+
+def _same_export(a: str, b: str) -> bool:
+    """Two renderings of one policy: equal but for the policy file's path in the header's
+    entry comments, which follows how the path was spelled (relative, absolute, ./)."""
+    import re
+
+    strip = re.compile(r"(, file ).*$", flags=re.M)
+    return strip.sub(r"\1", a) == strip.sub(r"\1", b)
 
 
 def run_sizes(run_dir: Path, dtypes, doc: dict) -> tuple[str, dict[str, list[int]]]:

@@ -199,3 +199,13 @@ def test_verify_refuses_a_header_that_is_not_its_policys_export_and_writes_nothi
         f"{run / 'relu_policy.cuh'} --force` rewrites it"
     ]
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_the_export_check_ignores_how_the_policy_path_was_spelled():
+    from sweeper.export.verify import _same_export
+
+    a = "x\n// entry 0: h200 ... tolerance 0.02, file results/h200/hot-4/policy.json\ny\n"
+    b = "x\n// entry 0: h200 ... tolerance 0.02, file /abs/results/h200/hot-4/policy.json\ny\n"
+    assert _same_export(a, b)
+    assert not _same_export(a, b.replace("tolerance 0.02", "tolerance 0.03"))
+    assert not _same_export(a, a.replace("y\n", "z\n"))
