@@ -63,7 +63,7 @@ from pathlib import Path
 
 from sweeper_kernels.dtypes import DTYPES, ITEMSIZE
 from sweeper_kernels.errors import KernelError
-from sweeper_kernels.launch import _check_array, wave_blocks
+from sweeper_kernels.launch import check_io, element_count, wave_blocks
 
 # C++ element type of each dtype in the kernel's signature (int8 is `signed char`: NVRTC has
 # no <cstdint> without extra headers, and int8_t is a typedef of it)
@@ -667,16 +667,12 @@ class ExternalLauncher:
     def __call__(self, x, y, n: int, stream=0) -> None:
         from cuda.bindings import driver as cu
 
-        n = int(n)
-        if n < 0:
-            raise KernelError(f"n must be >= 0, got {n}")
+        n = element_count(n)
         if n == 0:
             return
         if self._func is None:
             self._first_call()
-        dtype = self.variant.dtype
-        _check_array(x, "x", dtype, n)
-        _check_array(y, "y", dtype, n)
+        check_io(x, y, self.variant.dtype, n)
         k = self.variant.kernel
         blocks = launch_blocks(
             k.grid, k.block, n, self._itemsize, self._sm_count, self._max_threads

@@ -71,6 +71,21 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
     return LaunchShape(blocks, variant.block, nvec, ntiles, ntiles % blocks)
 
 
+def element_count(n) -> int:
+    """A launch's element count as an int; KernelError when negative (0 launches nothing)."""
+    n = int(n)
+    if n < 0:
+        raise KernelError(f"n must be >= 0, got {n}")
+    return n
+
+
+def check_io(x, y, dtype: str, n: int) -> None:
+    """The input and output a launcher is given: 1-D contiguous arrays of the dtype's storage
+    type holding at least n elements (KernelError naming the one that is not)."""
+    _check_array(x, "x", dtype, n)
+    _check_array(y, "y", dtype, n)
+
+
 def _check_array(a, name: str, dtype: str, n: int) -> None:
     want = storage_dtype(dtype)
     if a.dtype != want:
@@ -132,16 +147,12 @@ class Launcher:
         return launch_shape(self.variant, n, self._sm_count, self._max_threads)
 
     def __call__(self, x, y, n: int, stream=0) -> None:
-        n = int(n)
-        if n < 0:
-            raise KernelError(f"n must be >= 0, got {n}")
+        n = element_count(n)
         if n == 0:
             return
         if self._kernel is None:
             self._first_call()
-        dtype = self.variant.dtype
-        _check_array(x, "x", dtype, n)
-        _check_array(y, "y", dtype, n)
+        check_io(x, y, self.variant.dtype, n)
         px = self._pointer(x, "x")
         py = self._pointer(y, "y")
         s = launch_shape(self.variant, n, self._sm_count, self._max_threads)

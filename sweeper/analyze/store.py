@@ -15,6 +15,7 @@ import io
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,18 +292,25 @@ def write_results(run_dir: str | os.PathLike, df: pd.DataFrame) -> Path:
     return atomic_write_text(Path(run_dir) / RESULTS, buf.getvalue())
 
 
-def read_table(path: str | os.PathLike) -> pd.DataFrame | None:
+def read_table(
+    path: str | os.PathLike, columns: Sequence[str] = (), fix: str = ""
+) -> pd.DataFrame | None:
     """A CSV a later stage left in a run folder (selection.csv, verify_timing.csv), or None
-    when the stage has not run; SchemaError when it is there but unreadable."""
+    when the stage has not run; SchemaError when it is there but unreadable or lacks one of
+    `columns` (the message ends with `fix`: how to rebuild it)."""
     import pandas as pd
 
     path = Path(path)
     if not path.exists():
         return None
     try:
-        return pd.read_csv(path)
+        table = pd.read_csv(path)
     except (OSError, ValueError) as e:
         raise SchemaError(path, None, f"cannot read: {e}") from None
+    for col in columns:
+        if col not in table.columns:
+            raise SchemaError(path, col, f"column missing; {fix}")
+    return table
 
 
 def read_results(run_dir: str | os.PathLike) -> pd.DataFrame:
@@ -438,13 +446,10 @@ def read_selection(run_dir: str | os.PathLike, results: pd.DataFrame) -> pd.Data
     from sweeper.runfolder import SELECTION_CSV
 
     path = Path(run_dir) / SELECTION_CSV
-    sel = read_table(path)
+    fix = "run `sweeper select` to rebuild it from the trial log"
+    sel = read_table(path, SELECTION_COLUMNS, fix)
     if sel is None:
         return None
-    fix = "run `sweeper select` to rebuild it from the trial log"
-    for col in SELECTION_COLUMNS:
-        if col not in sel.columns:
-            raise SchemaError(path, col, f"column missing; {fix}")
     ok = ok_candidates(results)
     key = ["mode", "pattern", "dtype", "n"]
     try:

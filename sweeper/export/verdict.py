@@ -108,13 +108,10 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
     from sweeper.errors import SchemaError
 
     path = Path(run_dir) / VERIFY_CSV
-    vt = read_table(path)
+    fix = "run `sweeper verify` again to rewrite it"
+    vt = read_table(path, VERIFY_COLUMNS, fix)
     if vt is None:
         return None
-    fix = "run `sweeper verify` again to rewrite it"
-    for col in VERIFY_COLUMNS:
-        if col not in vt.columns:
-            raise SchemaError(path, col, f"column missing; {fix}")
     if vt.empty:
         raise SchemaError(path, None, f"no rows; {fix}")
     for col in _VERIFY_NUMBERS:

@@ -737,8 +737,4 @@ def _current_plots(
 def _plots_stale(run_dir: Path) -> bool:
     """The figures must be drawn again: none yet, or a PNG drawn from other inputs (content,
     not file times: a fresh clone's times say nothing)."""
-    pngs = list((run_dir / PLOTS).glob("*.png"))
-    if not pngs:
-        return True
-    digest = inputs_digest(run_dir)
-    return any(_png_inputs(p) != digest for p in pngs)
+    return _current_plots(run_dir, ("png",), 3, 40) is None
