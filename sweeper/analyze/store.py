@@ -374,27 +374,40 @@ def check_results(run_dir: str | os.PathLike, rebuilt: pd.DataFrame) -> None:
 
 
 def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> None:
-    """Every variant id of the trials hashes the kernel-source fingerprint the manifest
-    records (`kernel_source`); SchemaError naming the manifest field when one does not."""
+    """Every variant id of the trials hashes the source it was measured with: the grid's
+    kernel-source fingerprint (`kernel_source`) or, for a user's kernel (config "ext-..."), the
+    file's sha256 the manifest lists under `external`. SchemaError naming the manifest field
+    when one does not."""
     import hashlib
 
+    from sweeper_kernels.external import PREFIX
+
+    sources = {
+        k["config"]: ("external", k.get("source_sha256", ""))
+        for k in manifest.get("external") or []
+    }
     fingerprint = manifest.get("kernel_source")
-    if not fingerprint:
-        return
     hashes: dict[tuple[str, str], str] = {}
     for t in trials:
         vid = t.get("variant_id") or ""
         if t["role"] != "candidate" or not vid.startswith(f"{t['dtype']}-{t['config']}-"):
             continue
+        if t["config"].startswith(PREFIX):
+            field, source = sources.get(t["config"], ("external", ""))
+        else:
+            field, source = "kernel_source", fingerprint
+            if not source:
+                continue
         key = (t["dtype"], t["config"])
         if key not in hashes:
-            text = f"{t['dtype']}|{t['config']}|{fingerprint}"
+            text = f"{t['dtype']}|{t['config']}|{source}"
             hashes[key] = hashlib.sha256(text.encode()).hexdigest()[:8]
         if vid[-8:] != hashes[key]:
+            what = f"{source[:12]}..." if source else "no source listed"
             raise SchemaError(
                 Path(run_dir) / MANIFEST,
-                "kernel_source",
-                f"{fingerprint[:12]}... is not the kernel source {vid} in "
+                field,
+                f"{what} is not the kernel source {vid} in "
                 f"{trials_file(run_dir).name} was measured with; restore the run's manifest",
             )
 

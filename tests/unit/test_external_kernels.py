@@ -4,6 +4,7 @@ CLI up to the point where a GPU is needed."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -371,7 +372,7 @@ class ModelWithKernel(ModelExecutor):
         doc = super().describe()
         doc["device"]["sm_count"] = 132
         doc["device"]["max_threads_per_sm"] = 2048
-        return {**doc, "external": [self.kernel.describe()]}
+        return {**doc, "external": [self.kernel.describe()], "kernel_source": "f" * 64}
 
 
 def _v2_curve(ws, l2):
@@ -470,6 +471,33 @@ class ModelRunningKernel(ModelWithKernel):
 
     def variants(self, grid, dtype):
         return [self.kernel.variant(dtype)]
+
+
+def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp_path):
+    """Its variant id hashes the file's sha256 the manifest lists under `external`; the grid's
+    fingerprint (`kernel_source`, recorded by every GPU run) does not apply to it."""
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
+    k = ex.load_kernel(f"{V2}:relu_v2")
+    model = ModelRunningKernel(
+        k, curve=_v2_curve, l2_bytes=L2, baseline=lambda ws, l2: 5000.0,
+        copy=lambda ws, l2: 5500.0, noise=0.0,
+    )  # fmt: skip
+    run_dir, _ = api.audit(f"{V2}:relu_v2", str(plan.path), executor=model,
+                           out_root=str(tmp_path / "res"), run_id="a")  # fmt: skip
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["kernel_source"] == "f" * 64 and manifest["external"][0]["source_sha256"]
+    (run_dir / "selection.csv").unlink()
+    assert CliRunner().invoke(app, ["select", str(run_dir)]).exit_code == 0
+    manifest["external"][0]["source_sha256"] = "0" * 64
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = (run_dir / "selection.csv").read_bytes()
+    res = CliRunner().invoke(app, ["select", str(run_dir)])
+    assert res.exit_code == 1
+    assert res.output.startswith(
+        f"error: {run_dir / 'manifest.json'}: field 'external': 000000000000... is not the "
+        "kernel source fp32-ext-relu_v2-b256-stride1-"
+    )
+    assert (run_dir / "selection.csv").read_bytes() == before
 
 
 def test_a_policy_never_serves_a_users_kernel(tmp_path):
