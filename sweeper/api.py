@@ -157,6 +157,8 @@ def run(
     kernel_grid: str = "stride1",
     baseline_block: int = 256,
     baseline_grid: str = "stride1",
+    policy: str = "none",
+    cold_flush: str = "queued",
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
     run folder. `kernel` (FILE.cu:NAME, docs/external-kernels.md) adds a user's kernel as
@@ -168,7 +170,10 @@ def run(
     `time_limit_s` the run stops cleanly after that many seconds (the cell in flight
     finishes) and raises TimeLimitReached; its folder resumes where it stopped. `configs`
     (fnmatch patterns of config names) and `sizes` ("LO:HI" MiB of working set) slice the run:
-    every selected config at every selected planned size, no screening or refinement."""
+    every selected config at every selected planned size, no screening or refinement.
+    `policy` ("none", "auto" or policy files, sweeper.run.dispatch) adds shipped policies'
+    dispatch as one more config each, timed in its policy's mode. `cold_flush` is how cold
+    mode flushes L2 before a sample (sweeper.run.timers: "queued" or nvbench's "synced")."""
     from pathlib import Path
 
     from sweeper.analyze.columns import MODES
@@ -182,6 +187,10 @@ def run(
 
     if producer not in ("sm", "memcpy"):
         raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
+    from sweeper.run.timers import COLD_FLUSHES
+
+    if cold_flush not in COLD_FLUSHES:
+        raise SweeperError(f"--cold-flush {cold_flush!r}: use {' or '.join(COLD_FLUSHES)}")
     if time_limit_s is not None and not time_limit_s > 0:
         raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
     for m in modes or ["hot"]:
@@ -207,10 +216,14 @@ def run(
         stopping = Stopping(**m["stopping"])
         search = SearchParams(**m["search"])
         producer = m.get("harness", {}).get("after_write_producer", "memcpy")
+        cold_flush = m.get("harness", {}).get("cold_flush", "queued")
         recorded = m.get("slice") or {}
         configs = recorded.get("configs") or None
         ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
         kernels, baseline_kernel = kernels_from_manifest(m)
+        from sweeper.run.dispatch import dispatch_from_manifest
+
+        dispatch = dispatch_from_manifest(m)
     else:
         ws_range = parse_ws_range(sizes) if sizes else None
         stopping = (
@@ -235,6 +248,10 @@ def run(
     run_dtypes = tuple(dtypes or plan_obj.dtypes)
     check_kernels([*kernels, *([baseline_kernel] if baseline_kernel else [])], run_dtypes,
                   plan_obj.cc)  # fmt: skip
+    if resume_dir is None:
+        from sweeper.run.dispatch import resolve
+
+        dispatch = resolve(policy, out_root, plan_obj.gpu, list(modes or ["hot"]))
     if executor is None and gpu_key is None:
         gpu_key = _gpu_key()
     if resume_dir is None:
@@ -273,6 +290,8 @@ def run(
             producer=producer,
             kernels=kernels,
             baseline_kernel=baseline_kernel,
+            dispatch=dispatch,
+            cold_flush=cold_flush,
         )
         if kernels or baseline_kernel:
             executor.check_external(cfg.dtypes)
@@ -305,10 +324,13 @@ def audit(
     producer: str = "sm",
     progress=None,
     executor=None,
+    policy: str = "auto",
 ):
-    """Time a user's kernel (FILE.cu:NAME) alone against the baseline at every planned size,
-    with every guard, in the modes asked for; then write the selection and REPORT.md, whose
-    first section is the cliff (sweeper.analyze.cliff). Returns (run folder, cliff lines)."""
+    """Time a user's kernel (FILE.cu:NAME) against the baseline at every planned size, with
+    every guard, in the modes asked for, beside the dispatch of the shipped policies `policy`
+    names (sweeper.run.dispatch: "auto" takes each mode's newest verified policy for the GPU);
+    then write the selection and REPORT.md, whose first section is the cliff
+    (sweeper.analyze.cliff). Returns (run folder, cliff lines)."""
     from sweeper.analyze.cliff import cliff_lines
     from sweeper.analyze.store import load_run
     from sweeper.run.executor import EXTERNAL_GRID
@@ -332,6 +354,7 @@ def audit(
         kernel_grid=kernel_grid,
         baseline_block=baseline_block,
         baseline_grid=baseline_grid,
+        policy=policy,
     )
     select(str(run_dir))
     report(str(run_dir))

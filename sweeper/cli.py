@@ -278,6 +278,11 @@ def run_cmd(
     producer: str = typer.Option(
         "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
     ),
+    cold_flush: str = typer.Option(
+        "queued",
+        help="Cold's L2 flush: queued before each call (default) or synced, nvbench's "
+        "(docs/methodology.md).",
+    ),
     kernel: str = typer.Option(
         None, help="Also time your kernel FILE.cu:NAME (docs/external-kernels.md)."
     ),
@@ -338,6 +343,7 @@ def run_cmd(
                 configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
                 sizes=sizes,
                 producer=producer,
+                cold_flush=cold_flush,
                 kernel=kernel,
                 kernel_block=kernel_block,
                 kernel_grid=kernel_grid,
@@ -394,12 +400,19 @@ def audit_cmd(
     ),
     quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
     sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
+    policy: str = typer.Option(
+        "auto",
+        help="Shipped policies timed beside it: auto (each mode's newest verified policy "
+        "under ROOT/<gpu>), none, or comma-separated policy.json files.",
+    ),
 ) -> None:
-    """Time your kernel alone against the baseline at every planned size, with every guard.
+    """Time your kernel against the baseline at every planned size, with every guard, beside
+    the shipped policy's dispatch.
 
     Writes a run folder, its selection and REPORT.md, which opens with the cliff: where the
-    kernel falls below the baseline, its worst ratio in (32 MiB, L2] and overall, and whether
-    an edge of its launch rule lies in an unsampled gap of the plan."""
+    kernel falls below the baseline and below the shipped policy, its worst ratio in
+    (32 MiB, L2] and overall, and whether an edge of its launch rule lies in an unsampled gap
+    of the plan."""
     from sweeper import api
 
     try:
@@ -417,6 +430,7 @@ def audit_cmd(
             out_root=root,
             quick=quick,
             sizes=sizes,
+            policy=policy,
         )
     except USER_ERRORS as e:
         fail(str(e))

@@ -1,5 +1,8 @@
 """The cliff of a user's kernel in an audit run: where it falls below the baseline, by how
-much, and whether an edge of its own launch rule lies in a stretch the run did not sample.
+much, whether an edge of its own launch rule lies in a stretch the run did not sample, and
+where it falls below a shipped policy's dispatch timed in the same run (sweeper.run.dispatch):
+there the comparison is the quotient of the two ratios to the baseline at each size both
+measured, each ratio timed side by side with the baseline.
 
 Pure: reads the results table and the manifest (no GPU), so `sweeper report` and tests can
 rebuild it from a run folder.
@@ -60,6 +63,12 @@ def cliff(results, manifest: dict) -> list[dict[str, Any]]:
     sms = int(device.get("sm_count") or 0)
     threads = int(device.get("max_threads_per_sm") or DEFAULT_THREADS_PER_SM)
     cand = results[(results["role"] == "candidate") & results["config"].isin(list(kernels))]
+    policies = [d["config"] for d in manifest.get("dispatch") or []]
+    pol = results[
+        (results["role"] == "candidate")
+        & results["config"].isin(policies)
+        & (results["status"] == "ok")
+    ]
     out = []
     for (mode, dtype, config), g in cand.groupby(["mode", "dtype", "config"], sort=True):
         ok = g[g["status"] == "ok"].sort_values("ws_bytes")
@@ -81,6 +90,34 @@ def cliff(results, manifest: dict) -> list[dict[str, Any]]:
                 "below": below_runs(rows),
                 "edges": edge_gaps(edges, [r["ws_bytes"] for r in rows], step),
                 "l2_bytes": l2,
+                "vs_policy": _vs_policies(rows, pol, mode, dtype, l2),
+            }
+        )
+    return out
+
+
+def _vs_policies(rows: list[dict], pol, mode: str, dtype: str, l2: int) -> list[dict[str, Any]]:
+    """Per policy timed at this mode and dtype: the user's ratio over the policy's at each
+    size both measured ok; the worst overall and in (32 MiB, L2], and the runs below 1."""
+    out = []
+    mine = {r["ws_bytes"]: r["ratio"] for r in rows}
+    here = pol[(pol["mode"] == mode) & (pol["dtype"] == dtype)]
+    for config, g in here.groupby("config", sort=True):
+        theirs = dict(zip(g["ws_bytes"], g["ratio"], strict=True))
+        rel = [
+            {"ws_bytes": ws, "ratio": mine[ws] / theirs[ws]}
+            for ws in sorted(set(mine) & set(theirs))
+        ]
+        if not rel:
+            continue
+        band = [r for r in rel if BAND_LO < r["ws_bytes"] <= l2]
+        out.append(
+            {
+                "config": config,
+                "sizes": len(rel),
+                "worst": min(rel, key=lambda r: r["ratio"]),
+                "worst_band": min(band, key=lambda r: r["ratio"]) if band else None,
+                "below": below_runs(rel),
             }
         )
     return out
@@ -114,6 +151,23 @@ def cliff_lines(results, manifest: dict) -> list[str]:
             lines.append(f"  below {base} at {runs}")
         else:
             lines.append(f"  never below {base}")
+        for v in c["vs_policy"]:
+            w, wb = v["worst"], v["worst_band"]
+            band = (
+                f"worst {wb['ratio']:.3f}x at {_fmt(wb['ws_bytes'])} in (32 MiB, "
+                f"{_fmt(c['l2_bytes'])}]; "
+                if wb
+                else ""
+            )
+            lines.append(
+                f"  vs {v['config']} (that policy's dispatch, timed in this run): {band}worst "
+                f"overall {w['ratio']:.3f}x at {_fmt(w['ws_bytes'])} ({v['sizes']} sizes)"
+            )
+            if v["below"]:
+                runs = ", ".join(
+                    f"{_fmt(lo)}-{_fmt(hi)} (down to {r:.3f}x)" for lo, hi, r in v["below"]
+                )
+                lines.append(f"    below {v['config']} at {runs}")
         for e in c["edges"]:
             where = f"edge at {_fmt(e['ws_bytes'])} ({e['what']})"
             if not e["unsampled"]:

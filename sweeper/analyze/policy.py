@@ -104,8 +104,10 @@ def build_policy(
     step = l2 / int(res)
     results = searched(results, manifest)
     # A policy (and the header exported from it) serves sweeper's own kernels: users' kernels
-    # (docs/external-kernels.md) are compared in the selection and report, not chosen here.
-    users = [k.get("config") for k in manifest.get("external") or []]
+    # (docs/external-kernels.md) and shipped policies' dispatch (an audit's) are compared in
+    # the selection and report, not chosen here.
+    users = [k.get("config") for k in (manifest.get("external") or [])]
+    users += [d.get("config") for d in (manifest.get("dispatch") or [])]
     if users:
         results = results[~((results["role"] == "candidate") & results["config"].isin(users))]
     ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]

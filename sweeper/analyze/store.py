@@ -375,25 +375,35 @@ def check_results(run_dir: str | os.PathLike, rebuilt: pd.DataFrame) -> None:
 
 def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> None:
     """Every variant id of the trials hashes the source it was measured with: the grid's
-    kernel-source fingerprint (`kernel_source`) or, for a user's kernel (config "ext-..."), the
-    file's sha256 the manifest lists under `external`. SchemaError naming the manifest field
-    when one does not."""
+    kernel-source fingerprint (`kernel_source`); for a user's kernel (config "ext-..."), the
+    file's sha256 the manifest lists under `external`; for a policy's dispatch ("policy-..."),
+    its header's sha256 under `dispatch`. SchemaError naming the manifest field when one
+    does not."""
     import hashlib
 
     from sweeper_kernels.external import PREFIX
+
+    from sweeper.run.dispatch import PREFIX as POLICY_PREFIX
 
     sources = {
         k["config"]: ("external", k.get("source_sha256", ""))
         for k in manifest.get("external") or []
     }
+    sources.update(
+        {
+            d["config"]: ("dispatch", d.get("header_sha256", ""))
+            for d in manifest.get("dispatch") or []
+        }
+    )
     fingerprint = manifest.get("kernel_source")
     hashes: dict[tuple[str, str], str] = {}
     for t in trials:
         vid = t.get("variant_id") or ""
         if t["role"] != "candidate" or not vid.startswith(f"{t['dtype']}-{t['config']}-"):
             continue
-        if t["config"].startswith(PREFIX):
-            field, source = sources.get(t["config"], ("external", ""))
+        if t["config"].startswith((PREFIX, POLICY_PREFIX)):
+            kind = "external" if t["config"].startswith(PREFIX) else "dispatch"
+            field, source = sources.get(t["config"], (kind, ""))
         else:
             field, source = "kernel_source", fingerprint
             if not source:

@@ -108,14 +108,18 @@ class GpuExecutor:
         producer: str = "sm",
         kernels=(),
         baseline_kernel=None,
+        dispatch=(),
+        cold_flush: str = "queued",
     ):
         """`kernels`: users' kernels (sweeper_kernels.external.ExternalKernel) timed as one
         more config each; `baseline_kernel`: a user's kernel every candidate is timed
-        against instead of `baseline` (labelled by its config name)."""
+        against instead of `baseline` (labelled by its config name); `dispatch`: shipped
+        policies (sweeper.run.dispatch.PolicyDispatch) timed as one more config each, in
+        their own mode. `cold_flush`: sweeper.run.timers.COLD_FLUSHES."""
         if producer not in PRODUCERS:
             raise SweeperError(f"unknown producer {producer!r}; use one of {', '.join(PRODUCERS)}")
         self.producer = producer
-        self.bench = Bench()
+        self.bench = Bench(cold_flush=cold_flush)
         self.cuda = self.bench.cuda
         self.stopping = stopping or Stopping()
         self.pattern = pattern
@@ -128,6 +132,7 @@ class GpuExecutor:
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
         self.torch = None
         self.kernels = tuple(kernels)
+        self.dispatch = tuple(dispatch)
         self.baseline_kernel = baseline_kernel
         self._ext_baselines: dict[str, Any] = {}  # dtype -> launcher of the baseline kernel
         self._ext_checked: set[tuple[str, int]] = set()  # (dtype, n) whose baseline output passed
@@ -184,6 +189,7 @@ class GpuExecutor:
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
             "after_write_producer": self.producer,
+            "cold_flush": self.bench.cold_flush,
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
             # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,
@@ -196,6 +202,8 @@ class GpuExecutor:
             external["external"] = [k.describe() for k in self.kernels]
         if self.baseline_kernel is not None:
             external["baseline_kernel"] = self.baseline_kernel.describe()
+        if self.dispatch:
+            external["dispatch"] = [d.describe() for d in self.dispatch]
         return {
             **external,
             "device": dev,
@@ -218,7 +226,7 @@ class GpuExecutor:
     def variant(self, dtype: str, config: str) -> Any:
         from sweeper_kernels import Variant
 
-        for k in self.kernels:
+        for k in (*self.kernels, *self.dispatch):
             if k.config == config:
                 return k.variant(dtype)
         return Variant.parse(f"{dtype}-{config}")
@@ -228,11 +236,12 @@ class GpuExecutor:
         return variant.neighbours()
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
-        """The grid's variants and the users' kernels; grid "external" (sweeper audit): the
-        users' kernels alone."""
+        """The grid's variants, the users' kernels and the policies' dispatch (for the dtypes
+        each covers); grid "external" (sweeper audit): the users' kernels and the policies."""
         from sweeper_kernels import GRIDS
 
         external = [k.variant(dtype) for k in self.kernels]
+        external += [d.variant(dtype) for d in self.dispatch if dtype in d.dtypes]
         if grid == EXTERNAL_GRID:
             return external
         if grid not in GRIDS:
@@ -257,9 +266,13 @@ class GpuExecutor:
         from sweeper_kernels.build import warm_kernels
         from sweeper_kernels.external import ExternalVariant
 
+        from sweeper.run.dispatch import DispatchVariant
+
         t0 = time.perf_counter()
         external = [v for v in variants if isinstance(v, ExternalVariant)]
-        variants = [v for v in variants if not isinstance(v, ExternalVariant)]
+        for v in [v for v in variants if isinstance(v, DispatchVariant)]:
+            v.launcher()  # nvcc builds the policy's header (cached)
+        variants = [v for v in variants if not isinstance(v, (ExternalVariant, DispatchVariant))]
         for v in external:
             sweeper_kernels.get_launcher(v).prepare()
         keys = sweeper_kernels.compile_keys(variants)
@@ -571,7 +584,7 @@ class GpuExecutor:
             self.bench.reset_persisting()
             from sweeper_kernels import get_launcher
 
-            launcher = get_launcher(variant)
+            launcher = variant.launcher() if hasattr(variant, "launcher") else get_launcher(variant)
             cand = self._candidate_launch(launcher, b, n, "A")
             self._poison(b.y_a)
             cand(self.bench.stream)

@@ -228,7 +228,7 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "harness": device.get("harness", {}),
         "kernel_source": device.get("kernel_source", ""),
         # users' kernels (sweeper_kernels.external): candidates and the baseline
-        **{k: device[k] for k in ("external", "baseline_kernel") if device.get(k)},
+        **{k: device[k] for k in ("external", "baseline_kernel", "dispatch") if device.get(k)},
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,
@@ -399,7 +399,9 @@ class Runner:
             self._ceilings = ceilings.ceilings_of(self.manifest)
             for mode in cfg.modes:
                 for dtype in cfg.dtypes:
-                    self._run_one(mode, dtype, all_variants[dtype])
+                    # a policy's dispatch is timed in the mode its policy was built for
+                    vs = [v for v in all_variants[dtype] if getattr(v, "mode", mode) == mode]
+                    self._run_one(mode, dtype, vs)
         except (KeyboardInterrupt, TimeLimitReached):
             self.manifest["status"] = "interrupted"
             self._finish(t0)

@@ -1,0 +1,141 @@
+"""An audit times the shipped policy's dispatch beside the user's kernel (sweeper.run.dispatch):
+which policy `--policy auto` takes, what is refused, and the cliff against it, on a model GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sweeper_kernels import external as ex
+from typer.testing import CliRunner
+
+from sweeper import api
+from sweeper.cli import app
+from sweeper.errors import SweeperError
+from sweeper.plan.gpus import lookup
+from sweeper.run import dispatch as dp
+from sweeper.run.replay import ModelExecutor
+from sweeper.units import MiB
+
+ROOT = Path(__file__).resolve().parents[2]
+V2 = str(ROOT / "examples" / "relu_v2.cu")
+SHIPPED = ROOT / "results"
+L2 = lookup("h200").l2_bytes
+
+
+def test_auto_takes_each_modes_newest_verified_policy():
+    got = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write", "cold"])
+    # hot-11 and hot-4 are both verified hot policies: hot-4 finished later; cold-5 has no
+    # verify.txt, so cold has none
+    assert [p.parent.name for p in got] == ["hot-4", "aw-fp32"]
+    d = dp.load_dispatch(got[0])
+    assert (d.config, d.mode, d.dtypes) == ("policy-hot-4", "hot", ("bf16", "fp16", "fp32", "int8"))
+    v = d.variant("fp16")
+    assert v.mode == "hot" and v.id.startswith("fp16-policy-hot-4-") and len(v.id) == 26
+    assert dp.shipped_policies(SHIPPED, "h200", ["cold"]) == []
+    assert dp.shipped_policies(SHIPPED, "4090", ["hot"]) == []
+
+
+def test_a_header_that_is_not_the_policys_export_is_refused(tmp_path):
+    folder = tmp_path / "h200" / "p"
+    shutil.copytree(SHIPPED / "h200" / "aw-fp32", folder, ignore=shutil.ignore_patterns("*.gz"))
+    header = folder / "relu_policy.cuh"
+    header.write_text(header.read_text().replace("v16", "v8", 1))
+    with pytest.raises(SweeperError, match=r"relu_policy.cuh is not the export of .*policy.json"):
+        dp.load_dispatch(folder / "policy.json")
+    header.unlink()
+    with pytest.raises(SweeperError, match=r"relu_policy.cuh: missing; `sweeper export"):
+        dp.load_dispatch(folder)
+    with pytest.raises(SweeperError, match=r"--policy nowhere.json: no such policy file"):
+        dp.load_dispatch("nowhere.json")
+
+
+def test_a_bad_policy_is_refused_in_one_line_before_anything_is_written(tmp_path):
+    res = CliRunner().invoke(
+        app,
+        ["audit", f"{V2}:relu_v2", "--plan", str(ROOT / "sweeps" / "h200.json"),
+         "--policy", str(tmp_path / "none.json"), "--root", str(tmp_path / "res")],
+    )  # fmt: skip
+    assert res.exit_code == 1
+    assert res.output == f"error: --policy {tmp_path / 'none.json'}: no such policy file\n"
+    assert not (tmp_path / "res").exists()
+
+
+class ModelWithPolicy(ModelExecutor):
+    """A model GPU timing a user's kernel and a policy's dispatch, described as GpuExecutor
+    describes them."""
+
+    def __init__(self, kernel, dispatch, *, curve, policy_curve, **kw):
+        super().__init__({kernel.config: curve, dispatch.config: policy_curve}, **kw)
+        self.kernel, self.dispatch = kernel, dispatch
+
+    def describe(self) -> dict:
+        doc = super().describe()
+        doc["device"].update(sm_count=132, max_threads_per_sm=2048)
+        return {**doc, "external": [self.kernel.describe()], "kernel_source": "f" * 64,
+                "dispatch": [self.dispatch.describe()]}  # fmt: skip
+
+    def variants(self, grid, dtype):
+        out = [self.kernel.variant(dtype)]
+        return out + ([self.dispatch.variant(dtype)] if dtype in self.dispatch.dtypes else [])
+
+
+def _audit(tmp_path, modes):
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32,fp16")
+    d = dp.load_dispatch(SHIPPED / "h200" / "aw-fp32")  # after-write, fp32 only
+    model = ModelWithPolicy(
+        ex.load_kernel(f"{V2}:relu_v2"), d,
+        curve=lambda ws, l2: 3000.0 if 32 * MiB < ws <= l2 else 5000.0,
+        policy_curve=lambda ws, l2: 4000.0, l2_bytes=L2, baseline=lambda ws, l2: 4000.0,
+        copy=lambda ws, l2: 5500.0, noise=0.0,
+    )  # fmt: skip
+    run_dir, lines = api.audit(f"{V2}:relu_v2", str(plan.path), executor=model,
+                               out_root=str(tmp_path / "res"), run_id="a", modes=modes,
+                               policy="none")  # fmt: skip
+    return run_dir, lines, model
+
+
+def test_the_cliff_compares_the_kernel_with_the_policy_timed_in_its_own_mode(tmp_path):
+    run_dir, lines, model = _audit(tmp_path, ["hot", "after-write"])
+    timed = {(c[0], c[1], c[3]) for c in model.calls}
+    # the after-write fp32 policy is timed after-write, fp32 only; the kernel everywhere
+    assert {t for t in timed if t[2] == "policy-aw-fp32"} == {
+        ("after-write", "fp32", "policy-aw-fp32")
+    }
+    assert {(m, d) for m, d, c in timed if c.startswith("ext-")} == {
+        (m, d) for m in ("hot", "after-write") for d in ("fp32", "fp16")
+    }
+    i = lines.index(
+        next(x for x in lines if x.startswith("ext-relu_v2-b256-stride1 fp32 after-write"))
+    )
+    vs = lines[i + 2]  # after the head line and the runs below torch
+    assert vs.startswith(
+        "  vs policy-aw-fp32 (that policy's dispatch, timed in this run): worst 0.750x at "
+    )
+    assert "in (32 MiB, 60 MiB]; worst overall 0.750x" in vs
+    assert (
+        lines[i + 3].startswith("    below policy-aw-fp32 at 32.")
+        and "(down to 0.750x)" in lines[i + 3]
+    )
+    assert not any("vs policy" in x for x in lines if " hot " in x or " fp16 " in x)
+    assert vs in (run_dir / "REPORT.md").read_text()
+    sel = pd.read_csv(run_dir / "selection.csv")
+    assert "policy-aw-fp32" in set(sel["config"])  # fastest outside the band
+
+
+def test_a_policys_dispatch_is_never_a_policy_and_its_header_hash_is_checked(tmp_path):
+    run_dir, _, _ = _audit(tmp_path, ["after-write"])
+    res = CliRunner().invoke(app, ["policy", "build", str(run_dir)])
+    assert res.exit_code == 1 and "no ok candidate rows" in res.output
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["dispatch"][0]["header_sha256"] = "0" * 64
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    res = CliRunner().invoke(app, ["select", str(run_dir)])
+    assert res.exit_code == 1
+    assert res.output.startswith(
+        f"error: {run_dir / 'manifest.json'}: field 'dispatch': 000000000000... is not the "
+        "kernel source fp32-policy-aw-fp32-"
+    )
