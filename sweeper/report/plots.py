@@ -59,6 +59,8 @@ class RunInfo:
     dense_lo_bytes: int | None = None
     dense_hi_bytes: int | None = None
     baseline: str = "torch"  # what the run timed every candidate against (manifest "baseline")
+    users: tuple[str, ...] = ()  # configs of users' kernels (manifest "external")
+    policies: tuple[str, ...] = ()  # configs of shipped policies' dispatch (manifest "dispatch")
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> RunInfo:
@@ -72,6 +74,8 @@ class RunInfo:
             persisting_l2_max_bytes=_int(device.get("persisting_l2_max_bytes")),
             dense_lo_bytes=_int(plan.get("dense_lo_bytes")),
             dense_hi_bytes=_int(plan.get("dense_hi_bytes")),
+            users=tuple(k["config"] for k in manifest.get("external") or []),
+            policies=tuple(d["config"] for d in manifest.get("dispatch") or []),
         )
 
     def markers(self) -> list[tuple[int, str]]:
@@ -321,6 +325,50 @@ def ratio_figure(
     return fig
 
 
+def cliff_figure(results: pd.DataFrame, info: RunInfo, facet: str | None = None) -> Figure:
+    """A user's kernel against the baseline per dtype (95% CI shaded, sizes below the baseline
+    marked), beside each shipped policy's dispatch timed in the same run, with (32 MiB, L2]
+    shaded: where the kernel falls off."""
+    from matplotlib.colors import to_rgba
+
+    dtypes = dtypes_in(results)
+    fig, axes = _panels(len(dtypes), height=2.6)
+    lo, hi = _size_range(results)
+    users = [c for c in info.users if c in set(results["config"])]
+    colours = _config_colours(users)
+    for i, (ax, dtype) in enumerate(zip(axes, dtypes, strict=True)):
+        d = ok_candidates(results[results["dtype"] == dtype])
+        _byte_axis(ax, lo, hi)
+        if info.l2_bytes:
+            ax.axvspan(V2_SWITCH_BYTES, info.l2_bytes, color=to_rgba("tab:orange", 0.10), lw=0,
+                       label="(32 MiB, L2]", gid="band")  # fmt: skip
+        for config in users:
+            k = d[d["config"] == config].sort_values("ws_bytes")
+            if k.empty:
+                continue
+            xs = [int(x) for x in k["ws_bytes"]]
+            c = colours[config]
+            ax.fill_between(xs, k["ratio_lo"].astype(float), k["ratio_hi"].astype(float),
+                            color=c, alpha=0.18, lw=0, gid=f"ci-{config}")  # fmt: skip
+            ax.plot(xs, k["ratio"], color=c, lw=1.8, marker="o", ms=2.5, label=config)
+            below = k[k["ratio"] < 1]
+            if not below.empty:
+                ax.plot([int(x) for x in below["ws_bytes"]], below["ratio"], ls="none",
+                        marker="o", ms=4.5, mfc="none", mec="tab:red", mew=1.0,
+                        label=f"below {info.baseline}", gid=f"below-{config}")  # fmt: skip
+        for config in info.policies:
+            p = d[d["config"] == config].sort_values("ws_bytes")
+            if not p.empty:
+                ax.plot([int(x) for x in p["ws_bytes"]], p["ratio"], color=_POLICY, lw=1.3,
+                        ls="--", label=f"{config} (dispatch)", gid=f"policy-{config}")  # fmt: skip
+        ax.axhline(1.0, color=_TORCH, lw=1.2, label=f"{info.baseline} (1.0×)", gid="parity")
+        _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
+        _finish_panel(ax, info, dtype, f"speedup vs {info.baseline} (×)", first=(i == 0))
+    axes[-1].set_xlabel(XLABEL)
+    fig.suptitle(_title(f"Your kernel against {info.baseline}", info, facet))
+    return fig
+
+
 def _verify_passes(vt: pd.DataFrame) -> list[int]:
     return sorted(int(x) for x in vt["pass"].unique()) if "pass" in vt.columns else [1]
 
@@ -565,6 +613,8 @@ def figures(
     info = info or RunInfo()
     many = facets(results)
     for facet, sub in many:
+        if info.users:
+            yield f"cliff_{facet}", cliff_figure(sub, info, facet)
         yield f"bandwidth_{facet}", bandwidth_figure(sub, info, bands, top, facet)
         yield f"ratio_{facet}", ratio_figure(sub, info, bands, facet)
         for dtype in dtypes_in(sub):
@@ -632,7 +682,7 @@ def write_plots(
 # ---- run-folder IO (what api.plot / api.report call) ---------------------------------------
 
 FORMATS = ("png", "svg", "pdf")
-_ORDER = ("bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
+_ORDER = ("cliff", "bandwidth", "ratio", "modes", "policy", "verify", "heatmap")
 
 
 def plot_order(path: Path) -> tuple:

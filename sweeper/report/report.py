@@ -723,7 +723,14 @@ def summary(
         + " Written by `sweeper report`.",
         "",
     ]
-    if baseline_of(manifest) != "torch":
+    if manifest.get("baseline_kernel"):
+        k = manifest["baseline_kernel"]
+        out += [
+            f"**The baseline is your kernel `{k['kernel']}`** ({manifest['baseline']}, asked for "
+            "with `--baseline`), not torch: every ratio in this report is against it.",
+            "",
+        ]
+    elif baseline_of(manifest) != "torch":
         out += [
             f"**The baseline is `{manifest['baseline']}`, not torch**: every ratio in this "
             "report is against it (torch was not importable, or another baseline was asked "

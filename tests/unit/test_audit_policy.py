@@ -139,3 +139,24 @@ def test_a_policys_dispatch_is_never_a_policy_and_its_header_hash_is_checked(tmp
         f"error: {run_dir / 'manifest.json'}: field 'dispatch': 000000000000... is not the "
         "kernel source fp32-policy-aw-fp32-"
     )
+
+
+def test_an_audit_draws_the_cliff_of_the_kernel_beside_the_policy(tmp_path):
+    from sweeper.analyze.store import load_run
+    from sweeper.report.plots import RunInfo, cliff_figure, render_plots
+
+    run_dir, _, _ = _audit(tmp_path, ["hot", "after-write"])
+    paths = [p.name for p in render_plots(run_dir, formats=("png",))]
+    assert sorted(paths[:2]) == ["cliff_after-write.png", "cliff_hot.png"]
+    run = load_run(run_dir)
+    info = RunInfo.from_manifest(run.manifest)
+    assert info.users == ("ext-relu_v2-b256-stride1",) and info.policies == ("policy-aw-fp32",)
+    res = run.results
+    fig = cliff_figure(res[res["mode"] == "after-write"], info, "after-write")
+    fp32, fp16 = fig.axes[:2]
+    gids = lambda ax: {ln.get_gid() for ln in ax.get_lines()}  # noqa: E731
+    assert {"policy-policy-aw-fp32", "below-ext-relu_v2-b256-stride1", "parity"} <= gids(fp32)
+    assert "policy-policy-aw-fp32" not in gids(fp16)  # the policy covers fp32 only
+    below = next(ln for ln in fp32.get_lines() if (ln.get_gid() or "").startswith("below-"))
+    xs = [int(x) for x in below.get_xdata()]
+    assert xs and all(32 * MiB < x <= L2 for x in xs)  # 0.75x of torch only in the band

@@ -535,3 +535,25 @@ def test_nvrtc_runs_in_a_child_process_and_never_loads_here(tmp_path):
     env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["True", "False", "False"], out.stderr
+
+
+def test_a_run_against_a_users_kernel_names_it_as_the_baseline_everywhere(tmp_path):
+    """results/h200/baseline-v2: every candidate timed against examples/relu_v2.cu on the H200."""
+    import shutil
+
+    run = tmp_path / "baseline-v2"
+    shutil.copytree(ROOT / "results" / "h200" / "baseline-v2", run,
+                    ignore=shutil.ignore_patterns("plots", "REPORT.md"))  # fmt: skip
+    assert CliRunner().invoke(app, ["report", str(run)]).exit_code == 0
+    text = (run / "REPORT.md").read_text()
+    assert (
+        "**The baseline is your kernel `examples/relu_v2.cu:relu_v2`** (ext-relu_v2-b256-stride1, "
+        "asked for with `--baseline`), not torch" in text
+    )
+    assert "torch was not importable" not in text
+    sel = pd.read_csv(run / "selection.csv")
+    assert set(sel["baseline"]) == {"ext-relu_v2-b256-stride1"}
+    from sweeper.analyze.store import load_run
+
+    res = load_run(run).results
+    assert set(res[res["role"] == "baseline"]["config"]) == {"ext-relu_v2-b256-stride1"}
