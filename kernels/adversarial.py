@@ -13,7 +13,18 @@ Each wraps a normal Variant and has the same launcher interface `launcher(x, y, 
     half of the output is written. A 1-thread kernel bumps a device counter; the real kernel
     does the first half; a gated element-wise kernel does the second half only while the
     counter is <= 3.
-No host sync or allocation after the first call (the counter is allocated then).
+  * skip_when_right ("adv-skipright-<base id>"): a 1-thread probe kernel compares the output's
+    first PROBE_HEAD words and its last word with ReLU of the input's; when all match it sets a
+    device flag, and the work kernel (a grid-stride ReLU over the whole buffer) reads the flag
+    and exits at once. Skipping costs two near-empty launches. A poisoned output always fails
+    the probe, so every poison-then-check guard sees correct output; only input that changes
+    outside the probed words shows the skip.
+  * one_call_in_2, one_call_in_4 ("adv-onein2-<base id>", "adv-onein4-<base id>"): a 1-thread
+    kernel bumps a device counter and sets the flag unless the count before it was a multiple
+    of k; the same gated work kernel then does the whole ReLU on one call in k and nothing on
+    the others (the output keeps what an earlier call wrote).
+No host sync or allocation after the first call (the counter and flag are allocated then), so
+every kind is capturable in a CUDA graph and keeps its count under replay.
 """
 
 from __future__ import annotations
@@ -22,18 +33,25 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda  # a module global, so the CUDA simulator can run the helper kernels
 from sweeper_kernels.bitmath import DTYPE_LANES
 from sweeper_kernels.errors import KernelError
-from sweeper_kernels.launch import Launcher, elems_per_vector
+from sweeper_kernels.launch import Launcher, check_io, elems_per_vector
 from sweeper_kernels.variants import Variant
 
 KINDS = {
     "persist": "persisting_window",
     "drift10": "drift_after_10",
     "half3": "half_work_after_warmup",
+    "skipright": "skip_when_right",
+    "onein2": "one_call_in_2",
+    "onein4": "one_call_in_4",
 }
 DRIFT_AFTER = 10
 HALF_AFTER = 3
+PROBE_HEAD = 4  # skip_when_right compares these first output words and the last one
+WORK_EVERY = {"onein2": 2, "onein4": 4}  # one_call_in_k: k per kind
+GATED_BLOCKS = 1024  # grid of the gated work kernel (grid-stride)
 
 
 @dataclass(frozen=True)
@@ -85,12 +103,23 @@ def half_work_after_warmup(base: Variant) -> AdversarialVariant:
     return AdversarialVariant("half3", base)
 
 
+def skip_when_right(base: Variant) -> AdversarialVariant:
+    return AdversarialVariant("skipright", base)
+
+
+def one_call_in_2(base: Variant) -> AdversarialVariant:
+    return AdversarialVariant("onein2", base)
+
+
+def one_call_in_4(base: Variant) -> AdversarialVariant:
+    return AdversarialVariant("onein4", base)
+
+
 # ---- helper kernels (int64 addresses, our intrinsics; compiled on first use) -------------------
 
 
 def helper_functions(dtype: str) -> dict:
     """name -> (python function, signature) of the helper kernels; PTX-checkable on the CPU."""
-    from numba import cuda
     from sweeper_kernels.intrinsics import (
         element_load,
         element_store,
@@ -99,6 +128,8 @@ def helper_functions(dtype: str) -> dict:
     )
 
     bits = DTYPE_LANES[dtype][0]
+    elem_bytes = bits // 8
+    ldw, stw = element_load(32, "default"), element_store(32, "default")
     lde, ste, rw = element_load(bits, "default"), element_store(bits, "default"), relu_word(dtype)
     ld32, st32 = element_load(32, "cg"), element_store(32, "default")
     ld8, st8 = element_load(8, "default"), element_store(8, "default")
@@ -125,17 +156,55 @@ def helper_functions(dtype: str) -> dict:
             ste(ya, i, rw(lde(xa, i)))
             i += cuda.gridsize(1)
 
+    def probe(x, y, nwords, flag):
+        # flag = 1 (skip the work) when the first PROBE_HEAD words and the last word of y
+        # already hold ReLU of x's
+        xa, ya = glob(x), glob(y)
+        wrong = 0 if nwords > 0 else 1
+        j = 0
+        while j < nwords and j <= PROBE_HEAD:
+            w = j if j < PROBE_HEAD else nwords - 1
+            if ldw(ya, w) != rw(ldw(xa, w)):
+                wrong += 1
+            j += 1
+        st32(glob(flag), 0, 1 if wrong == 0 else 0)
+
+    def every(counter, k, flag):
+        # flag = 1 (skip the work) unless the calls counted before this one are a multiple of k
+        c = glob(counter)
+        seen = ld32(c, 0)
+        st32(c, 0, seen + 1)
+        st32(glob(flag), 0, 0 if seen % k == 0 else 1)
+
+    def skippable(x, y, n, flag):
+        # the whole ReLU, grid-stride: whole 32-bit words, then the elements after the last
+        if ld32(glob(flag), 0) != 0:
+            return
+        xa, ya = glob(x), glob(y)
+        nwords = n * elem_bytes // 4
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        j = i
+        while j < nwords:
+            stw(ya, j, rw(ldw(xa, j)))
+            j += step
+        j = nwords * 4 // elem_bytes + i
+        while j < n:
+            ste(ya, j, rw(lde(xa, j)))
+            j += step
+
     return {
         "drift": (drift, "void(int64, int64)"),
         "tick": (tick, "void(int64)"),
         "gated": (gated, "void(int64, int64, int64, int64, int64)"),
+        "probe": (probe, "void(int64, int64, int64, int64)"),
+        "every": (every, "void(int64, int64, int64)"),
+        "skippable": (skippable, "void(int64, int64, int64, int64)"),
     }
 
 
 @functools.cache
 def _helper(name: str, dtype: str):
-    from numba import cuda
-
     fn, sig = helper_functions(dtype)[name]
     return cuda.jit(sig)(fn)
 
@@ -153,8 +222,9 @@ class AdversarialLauncher:
     def __init__(self, adv: AdversarialVariant, **overrides):
         self.variant = adv
         self.base = Launcher(adv.base, **overrides)
-        self._counter = None  # device uint32[1]
+        self._counter = None  # device uint32[2]: the call counter, then the skip flag
         self._counter_ptr = 0
+        self._flag_ptr = 0
         self._limit_set = False
         self._max_window = 0
 
@@ -164,16 +234,21 @@ class AdversarialLauncher:
         return 0 if self._counter is None else int(self._counter.copy_to_host()[0])
 
     def _first_call(self) -> None:
-        from numba import cuda
-
-        self._counter = cuda.to_device(np.zeros(1, np.uint32))
+        self._counter = cuda.to_device(np.zeros(2, np.uint32))
         self._counter_ptr = self._counter.device_ctypes_pointer.value
+        self._flag_ptr = self._counter_ptr + 4
         kind = self.variant.kind
         if kind == "drift10":
             _helper("drift", self.variant.dtype)
         elif kind == "half3":
             _helper("tick", self.variant.dtype)
             _helper("gated", self.variant.dtype)
+        elif kind == "skipright":
+            _helper("probe", self.variant.dtype)
+            _helper("skippable", self.variant.dtype)
+        elif kind in WORK_EVERY:
+            _helper("every", self.variant.dtype)
+            _helper("skippable", self.variant.dtype)
         elif kind == "persist":
             from cuda.bindings import driver as cu
 
@@ -231,6 +306,18 @@ class AdversarialLauncher:
             _helper("drift", self.variant.dtype)[1, 1, stream](
                 self._counter_ptr, y.device_ctypes_pointer.value
             )
+        elif kind in ("skipright", *WORK_EVERY):
+            check_io(x, y, self.variant.dtype, n)
+            px, py = x.device_ctypes_pointer.value, y.device_ctypes_pointer.value
+            if kind == "skipright":
+                nwords = n * x.dtype.itemsize // 4
+                _helper("probe", self.variant.dtype)[1, 1, stream](px, py, nwords, self._flag_ptr)
+            else:
+                _helper("every", self.variant.dtype)[1, 1, stream](
+                    self._counter_ptr, WORK_EVERY[kind], self._flag_ptr
+                )
+            blocks = max(1, min(GATED_BLOCKS, -(-n // 256)))
+            _helper("skippable", self.variant.dtype)[blocks, 256, stream](px, py, n, self._flag_ptr)
         else:  # half3
             e = elems_per_vector(self.variant.base)
             lo = (n // 2) - (n // 2) % e

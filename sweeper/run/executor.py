@@ -9,7 +9,22 @@ Per candidate cell:
   2. output poisoned, one call, output checked bit-exactly (pre-check);
   3. output poisoned again, timed ABBA against the baseline;
   4. output checked bit-exactly again (catches drift after N calls and skipped work);
-  5. persisting state read back (catches a candidate that set a window or raised the limit).
+  5. correctness on fresh input (sweeper.run.fresh), untimed: the candidate is replayed as it
+     was timed, with FRESH_WORDS input words at random positions rewritten before every call
+     and the output there checked on the device after every call (catches a kernel that skips
+     its work when its output already looks right, or works on one call in k); the input
+     words are restored from the pristine copy afterwards;
+  6. persisting state read back (catches a candidate that set a window or raised the limit).
+
+Guards: the output checks of 2 and 4 see what the last call wrote, on the same input every
+call; the fresh-input replay of 5 changes the input between calls. Its cost per candidate cell
+is extra untimed calls on each buffer set (A and B): in hot mode one warm-up call and one
+graph of the cell's calls per sample, each call bracketed by a one-block rewrite and check
+kernel (2 x (calls + 1) candidate calls and 4 x calls one-block kernels, the graph built from
+captured units like the timed one); in cold and after-write FRESH_BLOCKED_CALLS calls, each
+preceded by the flush or the producer (2 x FRESH_BLOCKED_CALLS candidate calls), launched
+one by one. No host sync inside the replay; one at its end to read the stale count. It runs
+after the timing and restores the input, so it never changes what is timed.
 
 The runner then compares the cell's throughput with the run's ceilings (sweeper.run.ceilings).
 """
@@ -24,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
+from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
 from sweeper.run.stats import PairTiming, Stopping
 from sweeper.run.timers import Bench, Graph, _cu, as_graph, check
 
@@ -163,6 +179,8 @@ class GpuExecutor:
                 )
         self._mismatch = _mismatch_kernel()
         self._count = self.cuda.device_array(1, dtype=np.uint64)
+        self._fresh_cells = 0  # candidate cells replayed on fresh input (seeds their tables)
+        self._fresh_loaded = False  # the replay's kernels launched once outside any capture
 
     # -- Executor protocol ------------------------------------------------------------------
     def describe(self) -> dict:
@@ -188,6 +206,8 @@ class GpuExecutor:
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
+            # sweeper.run.fresh: input words rewritten per call, blocked-mode calls per side
+            "fresh_input": {"words": FRESH_WORDS, "blocked_calls": FRESH_BLOCKED_CALLS},
             "after_write_producer": self.producer,
             "cold_flush": self.bench.cold_flush,
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
@@ -402,6 +422,68 @@ class GpuExecutor:
         self.bench.sync()
         return int(self._count.copy_to_host()[0])
 
+    def _fresh_input(self, mode: str, launcher, b: _Buffers, n: int, key: tuple) -> tuple:
+        """Replay the candidate untimed, as it was timed, on input that changes before every
+        call (sweeper.run.fresh), on buffer sets A and B in turn: `launcher` is the cell's
+        own, so a call counter in it continues; the calls alternate the side's output
+        buffers; hot mode replays one warm-up call and a graph of the cell's calls per
+        sample, cold and after-write FRESH_BLOCKED_CALLS calls each preceded by the flush or
+        the producer. Returns (stale words, checked words); the input words are restored
+        from the pristine copy."""
+        words = b.nbytes // 4
+        if not words:
+            return 0, 0
+        expected = self._host.get(key[0], n)[1]
+        calls = self._base_calls.get(key, 1) if mode == "hot" else FRESH_BLOCKED_CALLS
+        s = self.bench.stream
+        cell = self._fresh_cells
+        self._fresh_cells += 1
+        # both tables uploaded before anything is queued: an upload waits for the stream
+        replays = [
+            FreshInput(self.cuda, fresh_table(expected, calls, seed=(self.seed, cell, i)))
+            for i in range(2)
+        ]
+        for side, fresh in zip("AB", replays, strict=True):
+            x, y, y2 = b.side(side)
+            outs = [o for o in (y, y2) if o is not None]
+            state = {"i": 0}
+
+            def call(s, x=x, outs=outs, state=state):
+                out = outs[state["i"] % len(outs)]
+                state["i"] += 1
+                launcher(x, out, n, s)
+                return out
+
+            def unit(s, x=x, fresh=fresh, call=call):
+                fresh.rewrite(x, s)
+                fresh.check(call(s), s)
+
+            if mode == "hot":
+                if not self._fresh_loaded:
+                    fresh.load(x, y, b.src, s)
+                    self._fresh_loaded = True
+                # captured first, so the warm-up call writes the first output buffer
+                warm = Graph(call, 1, s)
+                graph = Graph(unit, calls, s)
+                fresh.reset(s)
+                try:
+                    warm.launch()
+                    graph.launch()
+                finally:
+                    self.bench.sync()
+                    warm.close()
+                    graph.close()
+            else:
+                before = self._producer(b, x) if mode == "after-write" else self.bench.flush
+                fresh.reset(s)
+                for _ in range(calls):
+                    before(s)
+                    unit(s)
+            fresh.restore(x, b.src, s)
+        self.bench.sync()
+        stale = sum(f.stale_words() for f in replays)
+        return stale, sum(f.table.calls * f.table.words for f in replays)
+
     # -- cells ----------------------------------------------------------------------------
     def _pair(
         self,
@@ -614,6 +696,9 @@ class GpuExecutor:
                     soak(self.bench.stream)
                 bad = self._mismatches_all(outputs, b)
                 where = f"after {SOAK_CALLS} calls (timed loop + untimed soak)"
+            stale = checked = 0
+            if not bad:
+                stale, checked = self._fresh_input(mode, launcher, b, n, (dtype, n))
             state = self.bench.persisting_state()
         except USER_ERRORS as e:
             return {**row, "status": "error", "status_detail": str(e)}
@@ -625,6 +710,12 @@ class GpuExecutor:
         if bad:
             row["status"] = "mismatch"
             row["status_detail"] = f"{where}: {bad} words differ from the reference"
+        elif stale:
+            row["status"] = "mismatch"
+            row["status_detail"] = (
+                f"fresh input: {stale} of {checked} checked words were stale (input rewritten "
+                "at random positions before every call, output checked after every call)"
+            )
         elif state["limit"] != 0 or state["window_bytes"] != 0:
             row["status"] = "guard"
             row["status_detail"] = (

@@ -34,7 +34,10 @@ first launch can load its module (CUDA lazy loading), which waits for the held s
 
 Guards: the persisting-L2 limit is set to 0, persisting lines are reset and the stream's
 access-policy window cleared (and read back) before every cell; `persisting_state()` is read
-again after the cell so a candidate that changes any of it is caught.
+again after the cell so a candidate that changes any of it is caught. The output checks and
+the fresh-input replay are the executor's (sweeper.run.executor, sweeper.run.fresh): the
+replay runs after the timers return, untimed, and builds its hot graph with `Graph` from
+captured units, so the candidate's calls are chained as in the timed graph.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runner's guards catch the three cheating variants (sweeper_kernels.adversarial)."""
+"""The runner's guards catch the cheating variants (sweeper_kernels.adversarial)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from sweeper.run.executor import GpuExecutor
 from sweeper.run.stats import Stopping
 
 N = 1 << 22  # 32 MiB working set in fp32
+MODES = ("hot", "cold", "after-write")
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +117,90 @@ def test_a_process_whose_first_cell_is_cold_does_not_deadlock_the_blocking_kerne
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["skipright", "onein2", "onein4"])
+def test_a_kernel_that_skips_work_is_caught_on_fresh_input(ex, base, mode, kind):
+    """Each passes the pre-check and every poison-then-check (a poisoned output makes it work
+    once); only the replay on input rewritten before every call sees its stale output."""
+    import re
+
+    from sweeper_kernels.adversarial import AdversarialVariant
+
+    row = ex.measure(mode, "fp32", N, AdversarialVariant(kind, base))
+    assert row["status"] == "mismatch", row
+    assert row["status_detail"].startswith("fresh input: "), row
+    stale, checked = map(
+        int, re.match(r"fresh input: (\d+) of (\d+) ", row["status_detail"]).groups()
+    )
+    assert 0 < stale <= checked
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["drift10", "half3"])
+def test_the_after_n_calls_fixtures_are_caught_before_the_replay(ex, base, mode, kind):
+    from sweeper_kernels.adversarial import AdversarialVariant
+
+    row = ex.measure(mode, "fp32", N, AdversarialVariant(kind, base))
+    assert row["status"] == "mismatch", row
+    assert "words differ from the reference" in row["status_detail"], row
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_honest_variant_passes_the_fresh_input_replay_in_every_mode(ex, base, mode):
+    cells = ex._fresh_cells
+    row = ex.measure(mode, "fp32", N, base)
+    assert row["status"] == "ok", row["status_detail"]
+    assert ex._fresh_cells == cells + 1  # the replay ran
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_replay_leaves_the_input_as_it_found_it(ex, base, mode):
+    import numpy as np
+    from sweeper_kernels.adversarial import one_call_in_2
+
+    ex.measure(mode, "fp32", N, base)
+    ex.measure(mode, "fp32", N, one_call_in_2(base))
+    b = ex._bufs("fp32", N)
+    src = b.src.copy_to_host().view(np.uint32)  # bits: the input holds NaN payloads
+    for side in "AB":
+        assert np.array_equal(b.side(side)[0].copy_to_host().view(np.uint32), src), side
+    x, _ = ex._host.get("fp32", N)
+    assert np.array_equal(src, x.view(np.uint32))
+
+
+def test_the_hot_replay_checks_every_call_of_a_samples_graph(ex, base):
+    """The hot replay checks every call of a sample's graph: a kernel that works on one call
+    in 4 is stale on three of every four checks on each buffer set."""
+    import re
+
+    from sweeper_kernels.adversarial import one_call_in_4
+
+    from sweeper.run.fresh import FRESH_WORDS
+
+    row = ex.measure("hot", "fp32", N, one_call_in_4(base))
+    stale, checked = map(
+        int, re.match(r"fresh input: (\d+) of (\d+) ", row["status_detail"]).groups()
+    )
+    calls = ex._base_calls[("fp32", N)]
+    assert checked == 2 * calls * FRESH_WORDS
+    assert stale >= FRESH_WORDS * (2 * (calls - 1) * 3 // 4)
+
+
+@pytest.mark.parametrize("mode", ["hot", "cold"])
+def test_with_two_output_buffers_the_replay_checks_the_one_each_call_wrote(mode):
+    """The allocating pattern alternates two output buffers per side; each check reads the
+    buffer its call wrote, so an honest kernel stays ok and a skipping one is caught."""
+    from sweeper_kernels import Variant
+    from sweeper_kernels.adversarial import skip_when_right
+
+    ex = GpuExecutor(
+        pattern="allocating",
+        stopping=Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=1),
+    )
+    base = Variant("fp32", 16, 2, "cs", "cs")
+    row = ex.measure(mode, "fp32", N, base)
+    assert row["status"] == "ok", row["status_detail"]
+    row = ex.measure(mode, "fp32", N, skip_when_right(base))
+    assert row["status"] == "mismatch" and row["status_detail"].startswith("fresh input: "), row

@@ -264,3 +264,52 @@ def test_persisting_window_sets_the_stream_attribute():
     finally:  # leave no persisting state for later tests
         cu.cuCtxResetPersistingL2Cache()
         cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0)
+
+
+@pytest.mark.parametrize("kind, k", [("onein2", 2), ("onein4", 4)])
+def test_one_call_in_k_works_only_on_every_kth_launch_also_under_graph_replay(kind, k):
+    base = Variant("fp32", 16, 2, "default", "cs", 256, "onepass")
+    x = random_bits(10_003, "fp32", seed=5)
+    want = reference_relu(x, "fp32")
+    dx, dy = cuda.to_device(x), cuda.to_device(_poison(x.size, "fp32"))
+    launch = _adv(kind, base)
+    stream = cuda.stream()
+    launch(dx, dy, x.size, stream)  # 1st launch: works (allocates the counter, compiles)
+    stream.synchronize()
+    assert not _first_bad(dy.copy_to_host(), want)
+    replay = _capture(stream, lambda: launch(dx, dy, x.size, stream))
+    for i in range(1, 2 * k + 1):
+        dy.copy_to_device(_poison(x.size, "fp32"))
+        replay()
+        stream.synchronize()
+        got = dy.copy_to_host()
+        if i % k == 0:
+            assert not _first_bad(got, want), i
+        else:
+            assert (got.view(np.uint8) == POISON).all(), f"launch {i + 1} wrote its output"
+    assert launch.launches_seen() == 2 * k + 1
+
+
+def test_skip_when_right_skips_while_the_probed_words_are_right_also_under_graph_replay():
+    base = Variant("fp16", 16, 4, "cs", "cs", 256, "stride4")
+    n = 100_001
+    x = random_bits(n, "fp16", seed=6)
+    dx, dy = cuda.to_device(x), cuda.to_device(_poison(n, "fp16"))
+    launch = _adv("skipright", base)
+    stream = cuda.stream()
+    launch(dx, dy, n, stream)  # poisoned output: the probe fails and the work is done
+    stream.synchronize()
+    assert not _first_bad(dy.copy_to_host(), reference_relu(x, "fp16"))
+    replay = _capture(stream, lambda: launch(dx, dy, n, stream))
+    x2 = x.copy()
+    x2[1000:1010] = np.float16(1.5)  # away from the probed words: skipped, output stale
+    dx.copy_to_device(x2)
+    replay()
+    stream.synchronize()
+    got = dy.copy_to_host()
+    assert not _first_bad(got, reference_relu(x, "fp16")), "the work was done"
+    x2[0] = np.float16(2.5)  # a probed word: the work is done
+    dx.copy_to_device(x2)
+    replay()
+    stream.synchronize()
+    assert not _first_bad(dy.copy_to_host(), reference_relu(x2, "fp16"))

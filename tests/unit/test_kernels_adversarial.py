@@ -9,7 +9,10 @@ from sweeper_kernels.adversarial import (
     drift_after_10,
     half_work_after_warmup,
     helper_functions,
+    one_call_in_2,
+    one_call_in_4,
     persisting_window,
+    skip_when_right,
 )
 from sweeper_kernels.errors import KernelError
 from sweeper_kernels.variants import default_grid
@@ -21,6 +24,9 @@ def test_ids_round_trip():
         (persisting_window, "persist"),
         (drift_after_10, "drift10"),
         (half_work_after_warmup, "half3"),
+        (skip_when_right, "skipright"),
+        (one_call_in_2, "onein2"),
+        (one_call_in_4, "onein4"),
     ):
         adv = make(base)
         assert adv.id == f"adv-{kind}-{base.id}"
@@ -38,6 +44,22 @@ def test_helper_kernels_compile_and_touch_what_they_should(dtype):
     assert "st.global.b8" in drift  # the corrupting byte store
     gated = cuda.compile_ptx(*fns["gated"], cc=(9, 0))[0]
     assert "ld.global.cg.b32" in gated  # reads the device counter, bypassing L1
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "int8"])
+def test_the_skipping_kernels_compile_and_touch_what_they_should(dtype):
+    fns = helper_functions(dtype)
+    probe = cuda.compile_ptx(*fns["probe"], cc=(9, 0))[0]
+    assert probe.count("ld.global.b32") >= 2  # an output word and its input word
+    assert probe.count("st.global.b32") == 1  # only the flag is written
+    every = cuda.compile_ptx(*fns["every"], cc=(9, 0))[0]
+    assert "ld.global.cg.b32" in every and every.count("st.global.b32") == 2  # count, flag
+    assert "rem." in every  # counter % k
+    work = cuda.compile_ptx(*fns["skippable"], cc=(9, 0))[0]
+    assert "ld.global.cg.b32" in work  # reads the flag
+    assert "st.global.b32" in work  # whole words
+    tail = {"fp32": "st.global.b32", "fp16": "st.global.b16", "int8": "st.global.b8"}[dtype]
+    assert tail in work  # and the elements after the last whole word
 
 
 def test_adversarial_variants_report_their_base_fields_to_the_runner():
