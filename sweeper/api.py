@@ -158,7 +158,6 @@ def run(
     baseline_block: int = 256,
     baseline_grid: str = "stride1",
     policy: str = "none",
-    cold_flush: str = "queued",
 ):
     """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
     run folder. `kernel` (FILE.cu:NAME, docs/external-kernels.md) adds a user's kernel as
@@ -172,8 +171,7 @@ def run(
     (fnmatch patterns of config names) and `sizes` ("LO:HI" MiB of working set) slice the run:
     every selected config at every selected planned size, no screening or refinement.
     `policy` ("none", "auto" or policy files, sweeper.run.dispatch) adds shipped policies'
-    dispatch as one more config each, timed in its policy's mode. `cold_flush` is how cold
-    mode flushes L2 before a sample (sweeper.run.timers: "queued" or nvbench's "synced")."""
+    dispatch as one more config each, timed in its policy's mode."""
     from pathlib import Path
 
     from sweeper.analyze.columns import MODES
@@ -187,10 +185,6 @@ def run(
 
     if producer not in ("sm", "memcpy"):
         raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
-    from sweeper.run.timers import COLD_FLUSHES
-
-    if cold_flush not in COLD_FLUSHES:
-        raise SweeperError(f"--cold-flush {cold_flush!r}: use {' or '.join(COLD_FLUSHES)}")
     if time_limit_s is not None and not time_limit_s > 0:
         raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
     for m in modes or ["hot"]:
@@ -216,7 +210,6 @@ def run(
         stopping = Stopping(**m["stopping"])
         search = SearchParams(**m["search"])
         producer = m.get("harness", {}).get("after_write_producer", "memcpy")
-        cold_flush = m.get("harness", {}).get("cold_flush", "queued")
         recorded = m.get("slice") or {}
         configs = recorded.get("configs") or None
         ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
@@ -291,7 +284,6 @@ def run(
             kernels=kernels,
             baseline_kernel=baseline_kernel,
             dispatch=dispatch,
-            cold_flush=cold_flush,
         )
         if kernels or baseline_kernel:
             executor.check_external(cfg.dtypes)

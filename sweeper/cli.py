@@ -278,11 +278,6 @@ def run_cmd(
     producer: str = typer.Option(
         "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
     ),
-    cold_flush: str = typer.Option(
-        "queued",
-        help="Cold's L2 flush: queued before each call (default) or synced, nvbench's "
-        "(docs/methodology.md).",
-    ),
     kernel: str = typer.Option(
         None, help="Also time your kernel FILE.cu:NAME (docs/external-kernels.md)."
     ),
@@ -343,7 +338,6 @@ def run_cmd(
                 configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
                 sizes=sizes,
                 producer=producer,
-                cold_flush=cold_flush,
                 kernel=kernel,
                 kernel_block=kernel_block,
                 kernel_grid=kernel_grid,

@@ -4,10 +4,11 @@ kernel at a few working sets, on a GPU:
     python tools/nvbench_cold.py --sizes 4,8,48,256 --out nvbench_cold.json
 
 nvbench times the kernel cold (its L2 flush, its blocking kernel; "GPU Time" is the mean of
-its cold samples). sweeper's Bench times the same launcher on the same buffers in cold mode with
-each `cold_flush` (sweeper.run.timers.COLD_FLUSHES). The table gives the mean per-call time of
-each and the ratio to nvbench; the JSON holds every figure. tests/gpu/test_nvbench_gpu.py runs
-this script and checks the agreement docs/methodology.md states.
+its cold samples). sweeper's Bench times the same launcher on the same buffers in cold mode,
+as a run does (time_pair_blocked: the flush queued before each call behind the blocking
+kernel). The table gives the mean per-call time of each and their ratio; the JSON holds every
+figure. tests/gpu/test_nvbench_gpu.py runs this script and checks the agreement
+docs/methodology.md states.
 """
 
 from __future__ import annotations
@@ -20,24 +21,23 @@ import tempfile
 
 import numpy as np
 
+from sweeper.units import MiB
+
 CONFIG = "v16-u1-ld.def-st.cs-b512-flat"  # 16-byte vectors, default loads, streaming stores
-MiB = 1 << 20
 
 
-def nvbench_means(launcher, dtype: str, sizes: list[int]) -> dict[int, float]:
-    """ws bytes -> nvbench's cold GPU mean in us."""
+def nvbench_means(launcher, sizes: list[int]) -> dict[int, float]:
+    """ws bytes -> nvbench's cold GPU mean in us, fp32."""
     import cuda.bench as bench
     from numba import cuda
 
-    itemsize = np.dtype(np.float32).itemsize if dtype == "fp32" else 2
-
     def relu(state):
         ws = state.get_int64("ws")
-        n = ws // (2 * itemsize)
+        n = ws // 8
         x = cuda.to_device(np.linspace(-1, 1, n, dtype=np.float32))
         y = cuda.device_array_like(x)
-        state.add_global_memory_reads(n * itemsize)
-        state.add_global_memory_writes(n * itemsize)
+        state.add_global_memory_reads(n * 4)
+        state.add_global_memory_writes(n * 4)
         stream = cuda.external_stream(state.get_stream().addressof())
         launcher(x, y, n, stream)  # compile and load outside any measurement
         cuda.synchronize()
@@ -59,14 +59,14 @@ def nvbench_means(launcher, dtype: str, sizes: list[int]) -> dict[int, float]:
     return out
 
 
-def sweeper_means(launcher, sizes: list[int], cold_flush: str) -> dict[int, dict]:
+def sweeper_means(launcher, sizes: list[int]) -> dict[int, dict]:
     """ws bytes -> sweeper's cold samples of the same launcher (mean and median, us)."""
     from numba import cuda
 
     from sweeper.run.stats import Stopping
     from sweeper.run.timers import Bench
 
-    b = Bench(cold_flush=cold_flush)
+    b = Bench()
     stop = Stopping(min_samples=64, max_samples=256, rel_tol=0.005, time_cap_s=4.0)
     out = {}
     for ws in sizes:
@@ -80,7 +80,6 @@ def sweeper_means(launcher, sizes: list[int], cold_flush: str) -> dict[int, dict
         t = b.time_pair_blocked(launch, launch, stop, mode="cold")
         us = np.concatenate([t.a_us, t.b_us])
         out[ws] = {"mean_us": float(us.mean()), "median_us": float(np.median(us)), "n": us.size}
-        del x, y
     return out
 
 
@@ -92,34 +91,34 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from sweeper_kernels import Variant, get_launcher
 
-    from sweeper.run.timers import COLD_FLUSHES
-
     sizes = [int(float(s) * MiB) for s in args.sizes.split(",")]
     launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
-    ours = {f: sweeper_means(launcher, sizes, f) for f in COLD_FLUSHES}
-    theirs = nvbench_means(launcher, "fp32", sizes)
+    ours = sweeper_means(launcher, sizes)
+    theirs = nvbench_means(launcher, sizes)
     rows = []
     for ws in sizes:
-        row = {"ws_bytes": ws, "nvbench_us": theirs.get(ws)}
-        for f in COLD_FLUSHES:
-            row[f"{f}_us"] = ours[f][ws]["mean_us"]
-            row[f"{f}_median_us"] = ours[f][ws]["median_us"]
-            row[f"{f}_vs_nvbench"] = ours[f][ws]["mean_us"] / theirs[ws] if ws in theirs else None
-        rows.append(row)
+        nvb = theirs.get(ws)
+        rows.append(
+            {
+                "ws_bytes": ws,
+                "nvbench_us": nvb,
+                "sweeper_us": ours[ws]["mean_us"],
+                "sweeper_median_us": ours[ws]["median_us"],
+                "sweeper_samples": ours[ws]["n"],
+                "sweeper_vs_nvbench": ours[ws]["mean_us"] / nvb if nvb else None,
+            }
+        )
     doc = {"config": f"fp32-{args.config}", "stat": "mean of cold samples", "rows": rows}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
-    head = f"{'ws MiB':>8} {'nvbench us':>11}" + "".join(
-        f" {f + ' us':>10} {'vs nvb':>7}" for f in COLD_FLUSHES
-    )
-    print(head)
+    print(f"{'ws MiB':>8} {'nvbench us':>11} {'sweeper us':>11} {'ratio':>7}")
     for r in rows:
-        line = f"{r['ws_bytes'] / MiB:>8g} {r['nvbench_us'] or float('nan'):>11.3f}"
-        for f in COLD_FLUSHES:
-            v = r[f"{f}_vs_nvbench"]
-            line += f" {r[f'{f}_us']:>10.3f} {v if v is not None else float('nan'):>7.3f}"
-        print(line)
+        ratio = r["sweeper_vs_nvbench"]
+        print(
+            f"{r['ws_bytes'] / MiB:>8g} {r['nvbench_us'] or float('nan'):>11.3f} "
+            f"{r['sweeper_us']:>11.3f} {ratio if ratio is not None else float('nan'):>7.3f}"
+        )
     return 0
 
 

@@ -61,6 +61,7 @@ class RunInfo:
     baseline: str = "torch"  # what the run timed every candidate against (manifest "baseline")
     users: tuple[str, ...] = ()  # configs of users' kernels (manifest "external")
     policies: tuple[str, ...] = ()  # configs of shipped policies' dispatch (manifest "dispatch")
+    audit: bool = False  # a `sweeper audit` run: the user's kernel and the policies alone
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> RunInfo:
@@ -76,6 +77,7 @@ class RunInfo:
             dense_hi_bytes=_int(plan.get("dense_hi_bytes")),
             users=tuple(k["config"] for k in manifest.get("external") or []),
             policies=tuple(d["config"] for d in manifest.get("dispatch") or []),
+            audit=manifest.get("grid") == "external",
         )
 
     def markers(self) -> list[tuple[int, str]]:
@@ -616,12 +618,13 @@ def figures(
         if info.users:
             yield f"cliff_{facet}", cliff_figure(sub, info, facet)
         yield f"bandwidth_{facet}", bandwidth_figure(sub, info, bands, top, facet)
-        yield f"ratio_{facet}", ratio_figure(sub, info, bands, facet)
+        if not info.audit:  # an audit's best per size mixes the kernel and the policy: the cliff
+            yield f"ratio_{facet}", ratio_figure(sub, info, bands, facet)
         for dtype in dtypes_in(sub):
             d = sub[sub["dtype"] == dtype]
             if not ok_candidates(d).empty:
                 yield f"heatmap_{facet}_{dtype}", heatmap_figure(d, info, heatmap_top, facet=facet)
-    if len(many) > 1:
+    if len(many) > 1 and not info.audit:
         yield "modes", modes_figure(results, info)
     if bands:
         yield "policy", policy_figure(bands, info, _size_range(results))

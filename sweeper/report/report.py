@@ -295,9 +295,13 @@ def policy(doc: Mapping[str, Any] | None) -> list[str]:
 
 
 def headline_plot(plot_files: Sequence[Path], mode: str | None) -> Path | None:
-    """The summary's figure: the ratio plot of the policy's mode (else the first one)."""
-    ratios = [p for p in plot_files if p.suffix == ".png" and p.stem.startswith("ratio_")]
-    return next((p for p in ratios if p.stem == f"ratio_{mode}"), ratios[0] if ratios else None)
+    """The summary's figure: an audit's cliff plot, else the ratio plot, of the policy's mode
+    (else the first one)."""
+    for kind in ("cliff", "ratio"):
+        pngs = [p for p in plot_files if p.suffix == ".png" and p.stem.startswith(f"{kind}_")]
+        if pngs:
+            return next((p for p in pngs if p.stem == f"{kind}_{mode}"), pngs[0])
+    return None
 
 
 def plots_section(
@@ -594,6 +598,7 @@ class Findings:
     verify: dict | None  # sweeper verify's verdict (timing_verdict); None without verify
     pairing: pd.DataFrame  # the pairing check (pairing.evict_last_contamination)
     ceiling_gbps: float | None
+    cliff: list[dict]  # users' kernels against the baseline (sweeper.analyze.cliff); [] if none
 
 
 def findings(
@@ -621,7 +626,10 @@ def findings(
         if "ratio" in vt:
             vcard = verify_scorecard(vt, l2, mode=mode, ceiling_gbps=ceiling, chosen=chosen)
     chk = evict_last_contamination(results)
-    return Findings(mode, chosen, targets_source, card, vcard, checked, chk, ceiling)
+    from sweeper.analyze.cliff import cliff
+
+    users = cliff(results, dict(manifest))
+    return Findings(mode, chosen, targets_source, card, vcard, checked, chk, ceiling, users)
 
 
 def _checked(card: list[dict] | None) -> tuple[int, int]:
@@ -635,6 +643,8 @@ def verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     on the run's measurements or on verify's timing, or verify fails. Incomplete, where
     nothing fails: no policy, not verified, the run not complete or a boundary bracketed
     more widely than the plan resolution."""
+    if manifest.get("grid") == AUDIT_GRID:
+        return _audit_verdict(manifest, f)
     said, missing = [], []  # in order: the run's targets, verify's targets, verify
     n, bad = _checked(f.card)
     if f.card is None:
@@ -669,6 +679,33 @@ def verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     failed = bool(bad or vbad or (v is not None and not v["ok"]))
     word = "fail" if failed else ("incomplete" if missing else "pass")
     return word, "; ".join(said + missing) + "."
+
+
+AUDIT_GRID = "external"  # the grid of `sweeper audit` runs (sweeper.run.executor.EXTERNAL_GRID)
+
+
+def _audit_verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
+    """An audit's verdict: whether the user's kernel falls below the baseline anywhere, from
+    the cliff (an audit builds no policy, so no target applies)."""
+    from sweeper.runfolder import baseline_of
+
+    base = baseline_of(manifest)
+    worst = [c for c in f.cliff if c["worst"] is not None]
+    below = [c for c in worst if c["worst"]["ratio"] < 1]
+    tail = "; the cliff above gives each mode and dtype; an audit builds no policy"
+    if manifest.get("status") not in (None, "complete"):
+        tail += f"; the run is {manifest['status']}"
+    if not worst:
+        return "incomplete", f"no ok cell of your kernel{tail}."
+    if below:
+        w = min(below, key=lambda c: c["worst"]["ratio"])
+        return (
+            f"below {base}",
+            f"your kernel falls below {base} in {len(below)} of {len(worst)} mode-dtype pairs, "
+            f"down to {w['worst']['ratio']:.3f}x ({w['dtype']} {w['mode']} at "
+            f"{fmt_bytes(w['worst']['ws_bytes'])}){tail}.",
+        )
+    return f"never below {base}", f"at every size measured{tail}."
 
 
 SHOWN = 6  # failing sizes named per dtype in the summary; the Targets section lists more
@@ -711,6 +748,9 @@ def summary(
         f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}")  # fmt: skip
     total, _, recorded = run_seconds(manifest)
     modes = ", ".join(manifest.get("modes") or [str(manifest.get("mode", "-"))])
+    audit = manifest.get("grid") == AUDIT_GRID
+    if audit:  # an audit builds no policy: nothing after the run is missing
+        missing = [m for m in missing if not m.startswith(("policy", "verify"))]
     out = [
         f"**Verdict: {word}.** {why[0].upper()}{why[1:]}",
         "",
@@ -747,7 +787,9 @@ def summary(
             "refuses it; `sweeper run --resume --run-dir RUN` samples that stretch.",
             "",
         ]
-    if f.card is None:
+    if audit:
+        pass
+    elif f.card is None:
         out += [f"Targets: {f.targets_source}; none checked without a policy.", ""]
     else:
         out += [

@@ -125,17 +125,16 @@ class GpuExecutor:
         kernels=(),
         baseline_kernel=None,
         dispatch=(),
-        cold_flush: str = "queued",
     ):
         """`kernels`: users' kernels (sweeper_kernels.external.ExternalKernel) timed as one
         more config each; `baseline_kernel`: a user's kernel every candidate is timed
         against instead of `baseline` (labelled by its config name); `dispatch`: shipped
         policies (sweeper.run.dispatch.PolicyDispatch) timed as one more config each, in
-        their own mode. `cold_flush`: sweeper.run.timers.COLD_FLUSHES."""
+        their own mode."""
         if producer not in PRODUCERS:
             raise SweeperError(f"unknown producer {producer!r}; use one of {', '.join(PRODUCERS)}")
         self.producer = producer
-        self.bench = Bench(cold_flush=cold_flush)
+        self.bench = Bench()
         self.cuda = self.bench.cuda
         self.stopping = stopping or Stopping()
         self.pattern = pattern
@@ -209,7 +208,6 @@ class GpuExecutor:
             # sweeper.run.fresh: input words rewritten per call, blocked-mode calls per side
             "fresh_input": {"words": FRESH_WORDS, "blocked_calls": FRESH_BLOCKED_CALLS},
             "after_write_producer": self.producer,
-            "cold_flush": self.bench.cold_flush,
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
             # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,

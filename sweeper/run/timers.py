@@ -13,11 +13,8 @@ How a time is taken (no host launch overhead in any figure):
   host's ~26 us per Numba launch is paid while the GPU waits, so it is never timed.
   cold writes 2 x L2 bytes before every call; after-write copies the pristine input into the
   input buffer (a producer kernel) just before every call.
-  Cold's flush is queued right before the call by default (`cold_flush="queued"`): the call
-  starts while L2 is full of the flush's dirty lines and their write-back, as a kernel after a
-  large write does. `cold_flush="synced"` is nvbench's cold measurement: flush, wait for the
-  GPU on the host, then hold the stream for one event-call-event sample; slower per sample,
-  it reads what nvbench reads (docs/methodology.md, "Cold timing and nvbench").
+  Cold figures agree with nvbench's within 3% (docs/methodology.md, "Cold timing and
+  nvbench"; tests/gpu/test_nvbench_gpu.py).
 
 Candidate and baseline are timed in counterbalanced order (A B B A ...) on separate buffers;
 the ratio's confidence interval comes from a paired bootstrap over adjacent samples.
@@ -297,18 +294,10 @@ def as_graph(launch: Launch, stream) -> Launch:
     return replay
 
 
-COLD_FLUSHES = ("queued", "synced")  # Bench(cold_flush=...): see the module docstring
-
-
 class Bench:
     """One GPU, one stream, the flush buffer and the guards. Create once per run."""
 
-    def __init__(
-        self, l2_bytes: int | None = None, block_timeout_s: float = 20.0, cold_flush: str = "queued"
-    ):
-        if cold_flush not in COLD_FLUSHES:
-            raise SweeperError(f"cold flush {cold_flush!r}: use {' or '.join(COLD_FLUSHES)}")
-        self.cold_flush = cold_flush
+    def __init__(self, l2_bytes: int | None = None, block_timeout_s: float = 20.0):
         cuda = require_gpu()
         self.cuda = cuda
         cu = _cu()
@@ -566,30 +555,18 @@ class Bench:
         self.sync()
         if prime is not None:
             prime()
-        synced = mode == "cold" and self.cold_flush == "synced"
         while True:
             slots = "ABBA" * 2
-            if synced:  # nvbench's cold sample: flush, host waits, then one held sample
+            with self._held(2 * len(slots)):
                 for i, s in enumerate(slots):
+                    before, launch = (before_a, a) if s == "A" else (before_b, b)
                     if between is not None:
                         between(self.stream)
-                    self.flush(self.stream)
-                    self.sync()
-                    with self._held(2 * len(slots)):
-                        self._event(2 * i).record(self.stream)
-                        (a if s == "A" else b)(self.stream)
-                        self._event(2 * i + 1).record(self.stream)
-            else:
-                with self._held(2 * len(slots)):
-                    for i, s in enumerate(slots):
-                        before, launch = (before_a, a) if s == "A" else (before_b, b)
-                        if between is not None:
-                            between(self.stream)
-                        if before is not None:
-                            before(self.stream)
-                        self._event(2 * i).record(self.stream)
-                        launch(self.stream)
-                        self._event(2 * i + 1).record(self.stream)
+                    if before is not None:
+                        before(self.stream)
+                    self._event(2 * i).record(self.stream)
+                    launch(self.stream)
+                    self._event(2 * i + 1).record(self.stream)
             for i, s in enumerate(slots):
                 us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
                 (a_us if s == "A" else b_us).append(us * 1e3)

@@ -121,7 +121,15 @@ def test_the_cliff_compares_the_kernel_with_the_policy_timed_in_its_own_mode(tmp
         and "(down to 0.750x)" in lines[i + 3]
     )
     assert not any("vs policy" in x for x in lines if " hot " in x or " fp16 " in x)
-    assert vs in (run_dir / "REPORT.md").read_text()
+    report = (run_dir / "REPORT.md").read_text()
+    assert vs in report
+    # an audit's verdict is the kernel's, from the cliff: no policy or target applies
+    assert (
+        "**Verdict: below torch.** Your kernel falls below torch in 4 of 4 mode-dtype pairs, "
+        "down to 0.750x (" in report
+    )
+    assert "Targets:" not in report.split("## Environment")[0]
+    assert "Not built yet" not in report
     sel = pd.read_csv(run_dir / "selection.csv")
     assert "policy-aw-fp32" in set(sel["config"])  # fastest outside the band
 
@@ -148,6 +156,8 @@ def test_an_audit_draws_the_cliff_of_the_kernel_beside_the_policy(tmp_path):
     run_dir, _, _ = _audit(tmp_path, ["hot", "after-write"])
     paths = [p.name for p in render_plots(run_dir, formats=("png",))]
     assert sorted(paths[:2]) == ["cliff_after-write.png", "cliff_hot.png"]
+    # best-per-size figures would mix the kernel and the policy: an audit draws the cliff
+    assert not [p for p in paths if p.startswith(("ratio_", "modes"))]
     run = load_run(run_dir)
     info = RunInfo.from_manifest(run.manifest)
     assert info.users == ("ext-relu_v2-b256-stride1",) and info.policies == ("policy-aw-fp32",)

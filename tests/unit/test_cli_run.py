@@ -77,20 +77,6 @@ def test_run_rejects_an_unknown_mode(recorded):
     assert "unknown mode 'warm'" in res.output
 
 
-def test_run_rejects_an_unknown_cold_flush_before_writing(recorded, tmp_path):
-    plan_path, run_dir = recorded
-    res = CliRunner().invoke(
-        app,
-        ["run", str(plan_path), "--cold-flush", "later", "--replay", str(run_dir),
-         "--root", str(tmp_path / "x")],
-    )  # fmt: skip
-    assert res.exit_code == 1
-    assert (
-        res.output.strip().splitlines()[-1] == "error: --cold-flush 'later': use queued or synced"
-    )
-    assert not (tmp_path / "x").exists()
-
-
 def test_replay_of_a_cell_not_recorded_is_an_error(recorded, tmp_path):
     plan_path, run_dir = recorded
     res = CliRunner().invoke(

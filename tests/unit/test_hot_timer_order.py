@@ -139,30 +139,19 @@ def test_the_blocked_timer_queues_every_round_under_the_hold_after_all_first_lau
     assert body == want
 
 
-@pytest.mark.parametrize("cold_flush", ["queued", "synced"])
-def test_cold_flushes_queued_with_the_round_or_synced_before_each_sample(monkeypatch, cold_flush):
-    """queued: the flush sits right before each call inside the held round; synced
-    (nvbench's cold measurement): flush, host waits for the GPU, then one held sample."""
+def test_cold_mode_queues_the_flush_right_before_each_call_under_the_hold(monkeypatch):
+    """The cold sample nvbench's agrees with (tests/gpu/test_nvbench_gpu.py): the L2 flush
+    queued before each call inside the held round, outside its events."""
     log = _Log()
     b = _fake_bench(monkeypatch, log)
-    b.cold_flush = cold_flush
     b.flush = lambda stream: log.append("flush")
     stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
     res = b.time_pair_blocked(_launch("a", log), _launch("b", log), stop, mode="cold",
                               between=_launch("between", log))  # fmt: skip
     assert res.order == list("ABBA" * 2)
     first_hold = log.index("hold")
-    body = log[first_hold - 1 :]  # from the first defer
-    want = []
-    if cold_flush == "queued":
-        want = ["defer", "hold"]
-        for k, s in enumerate("ABBA" * 2):
-            want += ["between", "flush", f"event{2 * k}", s.lower(), f"event{2 * k + 1}"]
-        want += ["release", "undefer"]
-        assert log[: first_hold - 1] == ["flush", "flush", "between", "a", "b", "sync"]
-    else:
-        body = log[log.index("sync") + 1 :]
-        for k, s in enumerate("ABBA" * 2):
-            want += ["between", "flush", "sync", "defer", "hold"]
-            want += [f"event{2 * k}", s.lower(), f"event{2 * k + 1}", "release", "undefer"]
-    assert body == want
+    assert log[: first_hold - 1] == ["flush", "flush", "between", "a", "b", "sync"]
+    want = ["defer", "hold"]
+    for k, s in enumerate("ABBA" * 2):
+        want += ["between", "flush", f"event{2 * k}", s.lower(), f"event{2 * k + 1}"]
+    assert log[first_hold - 1 :] == [*want, "release", "undefer"]
