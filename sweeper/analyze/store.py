@@ -196,54 +196,48 @@ class TrialWriter:
 
 
 def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
-    """All trial records, and whether a truncated last line (a crash mid-write) was dropped.
+    """All trial records, and whether a truncated last line (a crash mid-write) was dropped."""
+    path = Path(run_dir) / TRIALS
+    if not path.exists():
+        gz = Path(run_dir) / TRIALS_GZ
+        if not gz.exists():
+            return [], False
+        import gzip
 
-    A run folder's log is the archive (trials.jsonl.gz, how shipped runs keep it) followed by
-    trials.jsonl, where a run appends: a resumed shipped run keeps its archived cells and adds
-    its new ones beside them."""
-    import gzip
-
-    run_dir = Path(run_dir)
-    parts = []
-    gz, plain = run_dir / TRIALS_GZ, run_dir / TRIALS
-    if gz.exists():
-        parts.append((gz, gzip.decompress(gz.read_bytes()).decode("utf-8")))
-    if plain.exists():
-        parts.append((plain, plain.read_text(encoding="utf-8")))
-    out: list[dict] = []
+        path, text = gz, gzip.decompress(gz.read_bytes()).decode("utf-8")
+    else:
+        text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
     truncated = False
-    seen: dict[tuple, tuple[Path, int]] = {}
-    for path, text in parts:
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        elif lines:
-            # No trailing newline: the last write did not complete.
-            lines.pop()
-            truncated = True
-        for i, line in enumerate(lines, 1):
-            where = f"{path}:{i}"
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SchemaError(where, None, f"not valid JSON ({e.msg})") from None
-            doc = check_header(doc, "trial", where)
-            try:
-                validate_trial(doc)
-            except FieldError as e:
-                raise SchemaError(where, e.field, str(e)) from None
-            key = trial_key(doc)
-            if key in seen:
-                first, n = seen[key]
-                at = f"line {n}" if first == path else f"{first.name}:{n}"
-                raise SchemaError(
-                    where,
-                    "cell_key",
-                    f"the cell {'|'.join(map(str, key))} is already recorded on {at}; "
-                    "a trial log holds one record per cell: remove the duplicate line",
-                )
-            seen[key] = (path, i)
-            out.append(doc)
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        # No trailing newline: the last write did not complete.
+        lines.pop()
+        truncated = True
+    out = []
+    seen: dict[tuple, int] = {}
+    for i, line in enumerate(lines, 1):
+        where = f"{path}:{i}"
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SchemaError(where, None, f"not valid JSON ({e.msg})") from None
+        doc = check_header(doc, "trial", where)
+        try:
+            validate_trial(doc)
+        except FieldError as e:
+            raise SchemaError(where, e.field, str(e)) from None
+        key = trial_key(doc)
+        if key in seen:
+            raise SchemaError(
+                where,
+                "cell_key",
+                f"the cell {'|'.join(map(str, key))} is already recorded on line {seen[key]}; "
+                "a trial log holds one record per cell: remove the duplicate line",
+            )
+        seen[key] = i
+        out.append(doc)
     return out, truncated
 
 
@@ -348,8 +342,7 @@ def load_run(path: str | os.PathLike) -> RunData:
 
 
 def trials_file(run_dir: str | os.PathLike) -> Path:
-    """The trial log of a run folder as it is on disk, for messages (trials.jsonl where a run
-    appended, else the archive)."""
+    """The trial log of a run folder as it is on disk (trials.jsonl, else the archive)."""
     run_dir = Path(run_dir)
     return run_dir / TRIALS if (run_dir / TRIALS).exists() else run_dir / TRIALS_GZ
 

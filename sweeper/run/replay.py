@@ -192,7 +192,37 @@ class ReplayExecutor:
         return {"device": m["device"], "versions": m.get("versions", {}), "baseline": m["baseline"]}
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
-        return sorted(self._variants.get(dtype, {}).values(), key=lambda v: v.id)
+        """The recorded candidates; of a climbing run, those of the seed grid and the users'
+        kernels (the climb reaches the others through `neighbours`)."""
+        recorded = sorted(self._variants.get(dtype, {}).values(), key=lambda v: v.id)
+        if not self.manifest.get("climb"):
+            return recorded
+        from sweeper_kernels import GRIDS
+
+        seeds = set(self._grid_configs(grid, dtype)) if grid in GRIDS else set()
+        return [v for v in recorded if v.config in seeds or not v.config.startswith("v")]
+
+    @staticmethod
+    def _grid_configs(grid: str, dtype: str) -> list[str]:
+        from sweeper_kernels import GRIDS
+
+        return [v.config for v in GRIDS[grid]([dtype])]
+
+    def variant(self, dtype: str, config: str) -> Any:
+        for v in self._variants.get(dtype, {}).values():
+            if v.config == config:
+                return v
+        # not measured by the recorded run: asking for its cell is the replay's error
+        return SimpleVariant(dtype, config, recorded_id=f"{dtype}-{config}-unrecorded")
+
+    def neighbours(self, variant: Any) -> list[Any]:
+        """A climbing run's one-axis moves (the extended grid's), as recorded variants."""
+        if not self.manifest.get("climb"):
+            return []
+        from sweeper_kernels import Variant
+
+        moves = Variant.parse(f"{variant.dtype}-{variant.config}").neighbours()
+        return [self.variant(variant.dtype, m.config) for m in moves]
 
     def prepare(self, variants: list[Any]) -> None:
         pass

@@ -314,30 +314,3 @@ def test_debug_shows_the_traceback(run):
     assert res.exit_code == 1
     assert type(res.exception).__name__ == "SchemaError"
     assert "hi_rel" in str(res.exception)
-
-
-def test_a_resumed_shipped_run_reads_its_archive_and_what_it_appended(tmp_path):
-    """A shipped run keeps its log as trials.jsonl.gz; a resume appends to trials.jsonl beside
-    it: the run is both, in order, and a cell in both is refused."""
-    import gzip
-
-    from sweeper.analyze.store import TrialWriter
-    from sweeper.errors import SchemaError
-
-    run = tmp_path / "run"
-    run.mkdir()
-    docs = [json.loads(x) for x in gzip.decompress((REPO / "results" / "h200" / "baseline-v2" / "trials.jsonl.gz").read_bytes()).decode().splitlines()]  # fmt: skip
-    head, tail = docs[:-5], docs[-5:]
-    (run / "trials.jsonl.gz").write_bytes(
-        gzip.compress("".join(json.dumps(d) + "\n" for d in head).encode())
-    )
-    with TrialWriter(run) as w:
-        for d in tail:
-            w.append(d)
-    got, truncated = read_trials(run)
-    assert not truncated and len(got) == len(docs)
-    assert [d["config"] for d in got[-5:]] == [d["config"] for d in tail]
-    with TrialWriter(run) as w:
-        w.append(head[0])
-    with pytest.raises(SchemaError, match=r"already recorded on trials\.jsonl\.gz:1; "):
-        read_trials(run)

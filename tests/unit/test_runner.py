@@ -583,3 +583,26 @@ def test_a_resumed_run_keeps_recorded_statuses_and_checks_new_cells(plan, tmp_pa
     m = load_manifest(run_dir)
     assert m["harness"]["ceiling_check"]["margin"] == pytest.approx(1.2)
     assert {g["cell"] for g in m["guards"]} >= {t["cell_key"] for t in new}
+
+
+def test_a_replay_of_a_climbing_run_climbs_as_it_did_and_rebuilds_its_policy(tmp_path):
+    """results/h200/aw-fp32: the search seeded with the default grid and climbed the extended
+    grid; its replay starts from the seeds, reaches the climbed configs through the recorded
+    cells, and the policy built from it has the shipped policy's bands."""
+    from sweeper import api
+    from sweeper.analyze.policy import build_policy
+    root = Path(__file__).resolve().parents[2]
+    shipped = root / "results" / "h200" / "aw-fp32"
+    ex = ReplayExecutor(shipped)
+    seeds = ex.variants("default", "fp32")
+    assert seeds and len(seeds) < len(ex._variants["fp32"])  # the climbed ones come later
+    run_dir = api.run(str(root / "sweeps" / "h200.json"), executor=ex, modes=["after-write"],
+                      dtypes=["fp32"], out_root=str(tmp_path), run_id="replay")  # fmt: skip
+    data = load_run(run_dir)
+    got = build_policy(data.results, data.manifest, mode="after-write")["dtypes"]["fp32"]
+    want = json.loads((shipped / "policy.json").read_text())["dtypes"]["fp32"]
+    keys = ("config", "lo_bytes", "hi_bytes")
+    assert [tuple(b[k] for k in keys) for b in got["bands"]] == [
+        tuple(b[k] for k in keys) for b in want["bands"]
+    ]
+    assert data.manifest["climb"]["after-write/fp32"]["rounds"] >= 1
