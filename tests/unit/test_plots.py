@@ -488,3 +488,28 @@ def test_plots_are_current_by_their_inputs_content_not_by_file_times(tmp_path):
     doc = policy.build_policy(load_run(run).results, load_run(run).manifest)
     policy.write_policy(run / "policy.json", doc)
     assert _plots_stale(run)  # a new input: the policy figure is missing, the rest outdated
+
+
+def test_pngs_are_palette_images_that_carry_their_inputs_digest(tmp_path):
+    """A PNG is written as a 256-colour palette image (a third of the RGBA file's bytes) and
+    keeps the digest of its inputs, which tells a later report that it is current."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from sweeper.report.plots import INPUTS_KEY, PNG_COLOURS, _png_inputs, save
+
+    fig, ax = plt.subplots()
+    ax.plot(range(50), [x * x for x in range(50)], label="a")
+    ax.imshow([[i * j for i in range(64)] for j in range(64)], cmap="viridis")
+    (path,) = save(fig, tmp_path, "figure", ["png"], inputs="d" * 64)
+    with Image.open(path) as im:
+        assert im.mode == "P"
+        assert len(im.getcolors(maxcolors=PNG_COLOURS + 1) or []) <= PNG_COLOURS
+        assert im.text[INPUTS_KEY] == "d" * 64
+    assert _png_inputs(path) == "d" * 64
+    again = save(fig, tmp_path / "b", "figure", ["png"], inputs="d" * 64)[0]
+    assert again.read_bytes() == path.read_bytes()  # the same figure gives the same bytes
+    plt.close(fig)

@@ -591,6 +591,7 @@ def test_a_replay_of_a_climbing_run_climbs_as_it_did_and_rebuilds_its_policy(tmp
     cells, and the policy built from it has the shipped policy's bands."""
     from sweeper import api
     from sweeper.analyze.policy import build_policy
+
     root = Path(__file__).resolve().parents[2]
     shipped = root / "results" / "h200" / "aw-fp32"
     ex = ReplayExecutor(shipped)
