@@ -145,10 +145,7 @@ def cliff_lines(results, manifest: dict) -> list[str]:
             f"({c['sizes']} sizes ok, {c['not_ok']} not ok)"
         )
         if c["below"]:
-            runs = ", ".join(
-                f"{_fmt(lo)}-{_fmt(hi)} (down to {r:.3f}x)" for lo, hi, r in c["below"]
-            )
-            lines.append(f"  below {base} at {runs}")
+            lines.append(f"  below {base} at {_runs(c['below'])}")
         else:
             lines.append(f"  never below {base}")
         for v in c["vs_policy"]:
@@ -164,10 +161,7 @@ def cliff_lines(results, manifest: dict) -> list[str]:
                 f"overall {w['ratio']:.3f}x at {_fmt(w['ws_bytes'])} ({v['sizes']} sizes)"
             )
             if v["below"]:
-                runs = ", ".join(
-                    f"{_fmt(lo)}-{_fmt(hi)} (down to {r:.3f}x)" for lo, hi, r in v["below"]
-                )
-                lines.append(f"    below {v['config']} at {runs}")
+                lines.append(f"    below {v['config']} at {_runs(v['below'])}")
         for e in c["edges"]:
             where = f"edge at {_fmt(e['ws_bytes'])} ({e['what']})"
             if not e["unsampled"]:
@@ -180,3 +174,8 @@ def cliff_lines(results, manifest: dict) -> list[str]:
                     "wider than the plan resolution"
                 )
     return lines
+
+
+def _runs(below: list[tuple[int, int, float]]) -> str:
+    """below_runs() as text: '32 MiB-46.88 MiB (down to 0.671x), ...'."""
+    return ", ".join(f"{_fmt(lo)}-{_fmt(hi)} (down to {r:.3f}x)" for lo, hi, r in below)

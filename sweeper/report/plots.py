@@ -196,6 +196,13 @@ def _finish_panel(ax: Axes, info: RunInfo, dtype: str, ylabel: str, first: bool)
     _legend_outside(ax)
 
 
+def _finish_ratio_panel(ax: Axes, info: RunInfo, d: pd.DataFrame, dtype: str, first: bool) -> None:
+    """A speedup panel's end: the baseline's line at 1.0, the sampled sizes, _finish_panel."""
+    ax.axhline(1.0, color=_TORCH, lw=1.2, label=f"{info.baseline} (1.0×)", gid="parity")
+    _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
+    _finish_panel(ax, info, dtype, f"speedup vs {info.baseline} (×)", first=first)
+
+
 def _series(df: pd.DataFrame, col: str = "gbps") -> tuple[list[int], list[float]]:
     s = df.dropna(subset=[col]).groupby("ws_bytes")[col].median().sort_index()
     return [int(x) for x in s.index], [float(v) for v in s.values]
@@ -319,9 +326,7 @@ def ratio_figure(
         if bands and dtype in bands:
             pxs, pys = _policy_points(d, bands[dtype], "ratio")
             ax.plot(pxs, pys, color=_POLICY, lw=1.4, ls="--", label="policy", gid="policy")
-        ax.axhline(1.0, color=_TORCH, lw=1.2, label=f"{info.baseline} (1.0×)", gid="parity")
-        _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
-        _finish_panel(ax, info, dtype, f"speedup vs {info.baseline} (×)", first=(i == 0))
+        _finish_ratio_panel(ax, info, d, dtype, first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
     fig.suptitle(_title(f"Speedup over {info.baseline} (>1 = faster)", info, facet))
     return fig
@@ -363,9 +368,7 @@ def cliff_figure(results: pd.DataFrame, info: RunInfo, facet: str | None = None)
             if not p.empty:
                 ax.plot([int(x) for x in p["ws_bytes"]], p["ratio"], color=_POLICY, lw=1.3,
                         ls="--", label=f"{config} (dispatch)", gid=f"policy-{config}")  # fmt: skip
-        ax.axhline(1.0, color=_TORCH, lw=1.2, label=f"{info.baseline} (1.0×)", gid="parity")
-        _rug(ax, sorted(int(x) for x in d["ws_bytes"].unique()))
-        _finish_panel(ax, info, dtype, f"speedup vs {info.baseline} (×)", first=(i == 0))
+        _finish_ratio_panel(ax, info, d, dtype, first=(i == 0))
     axes[-1].set_xlabel(XLABEL)
     fig.suptitle(_title(f"Your kernel against {info.baseline}", info, facet))
     return fig

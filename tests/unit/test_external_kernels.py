@@ -473,9 +473,8 @@ class ModelRunningKernel(ModelWithKernel):
         return [self.kernel.variant(dtype)]
 
 
-def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp_path):
-    """Its variant id hashes the file's sha256 the manifest lists under `external`; the grid's
-    fingerprint (`kernel_source`, recorded by every GPU run) does not apply to it."""
+def _audited_v2(tmp_path):
+    """An audit of the v2 example on a model GPU that runs it; the run folder."""
     plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
     k = ex.load_kernel(f"{V2}:relu_v2")
     model = ModelRunningKernel(
@@ -484,6 +483,13 @@ def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp
     )  # fmt: skip
     run_dir, _ = api.audit(f"{V2}:relu_v2", str(plan.path), executor=model,
                            out_root=str(tmp_path / "res"), run_id="a")  # fmt: skip
+    return run_dir
+
+
+def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp_path):
+    """Its variant id hashes the file's sha256 the manifest lists under `external`; the grid's
+    fingerprint (`kernel_source`, recorded by every GPU run) does not apply to it."""
+    run_dir = _audited_v2(tmp_path)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["kernel_source"] == "f" * 64 and manifest["external"][0]["source_sha256"]
     (run_dir / "selection.csv").unlink()
@@ -501,14 +507,7 @@ def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp
 
 
 def test_a_policy_never_serves_a_users_kernel(tmp_path):
-    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32")
-    k = ex.load_kernel(f"{V2}:relu_v2")
-    model = ModelRunningKernel(
-        k, curve=_v2_curve, l2_bytes=L2, baseline=lambda ws, l2: 5000.0,
-        copy=lambda ws, l2: 5500.0, noise=0.0,
-    )  # fmt: skip
-    run_dir, _ = api.audit(f"{V2}:relu_v2", str(plan.path), executor=model,
-                           out_root=str(tmp_path / "res"), run_id="a")  # fmt: skip
+    run_dir = _audited_v2(tmp_path)
     res = CliRunner().invoke(app, ["policy", "build", str(run_dir)])
     assert res.exit_code == 1
     assert res.output.strip() == (
