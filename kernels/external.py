@@ -64,6 +64,7 @@ from pathlib import Path
 from sweeper_kernels.dtypes import DTYPES, ITEMSIZE
 from sweeper_kernels.errors import KernelError
 from sweeper_kernels.launch import check_io, element_count, wave_blocks
+from sweeper_kernels.variants import id_hash
 
 # C++ element type of each dtype in the kernel's signature (int8 is `signed char`: NVRTC has
 # no <cstdint> without extra headers, and int8_t is a typedef of it)
@@ -270,8 +271,7 @@ class ExternalVariant:
 
     @property
     def id(self) -> str:
-        text = f"{self.dtype}|{self.config}|{self.kernel.source_sha256}"
-        return f"{self.dtype}-{self.config}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+        return f"{self.dtype}-{self.config}-{id_hash(self.dtype, self.config, self.kernel.source_sha256)}"
 
     @property
     def symbol(self) -> str:

@@ -38,6 +38,12 @@ _CONFIG_RE = (
 _ID_RE = re.compile(rf"^(?P<dtype>[a-z0-9]+)-{_CONFIG_RE}(?:-(?P<hash>[0-9a-f]{{8}}))?$")
 
 
+def id_hash(dtype: str, config: str, source: str) -> str:
+    """The 8 hex digits that end a variant id: a hash of the dtype, the config and the source it
+    runs (the grid's kernel-source fingerprint, a user's file's sha256, a policy header's)."""
+    return hashlib.sha256(f"{dtype}|{config}|{source}".encode()).hexdigest()[:8]
+
+
 @dataclass(frozen=True, order=True)
 class Variant:
     dtype: str
@@ -80,8 +86,7 @@ class Variant:
         return self._hash8(source_fingerprint())
 
     def _hash8(self, fingerprint: str) -> str:
-        text = f"{self.dtype}|{self.config}|{fingerprint}"
-        return hashlib.sha256(text.encode()).hexdigest()[:8]
+        return id_hash(self.dtype, self.config, fingerprint)
 
     @property
     def id(self) -> str:

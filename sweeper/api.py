@@ -233,8 +233,8 @@ def run(
         plan_obj = load_plan(plan_path)
     from sweeper_kernels import GRIDS
 
-    from sweeper.run.executor import EXTERNAL_GRID
     from sweeper.run.external import check_kernels
+    from sweeper.runfolder import EXTERNAL_GRID
 
     if grid not in GRIDS and grid != EXTERNAL_GRID:  # before anything is written
         raise SweeperError(f"--grid {grid!r}: known grids are {', '.join(GRIDS)}")
@@ -325,7 +325,7 @@ def audit(
     (sweeper.analyze.cliff). Returns (run folder, cliff lines)."""
     from sweeper.analyze.cliff import cliff_lines
     from sweeper.analyze.store import load_run
-    from sweeper.run.executor import EXTERNAL_GRID
+    from sweeper.runfolder import EXTERNAL_GRID
 
     run_dir = run(
         plan_path,

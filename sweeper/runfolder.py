@@ -21,10 +21,29 @@ PLOTS = "plots"  # sweeper plot: the figures' folder
 REPORT = "REPORT.md"  # sweeper report
 
 
+EXTERNAL_GRID = "external"  # the grid of `sweeper audit` runs: no grid configs
+
+
 def baseline_of(manifest) -> str:
     """The name of what a run timed every candidate against (manifest "baseline"; torch for
     a manifest that does not say)."""
     return str(manifest.get("baseline") or "torch")
+
+
+def is_audit(manifest) -> bool:
+    """A `sweeper audit` run: the user's kernel and the shipped policies' dispatch alone."""
+    return manifest.get("grid") == EXTERNAL_GRID
+
+
+def user_configs(manifest) -> tuple[str, ...]:
+    """The config names of the users' kernels a run timed as candidates (manifest
+    "external")."""
+    return tuple(k["config"] for k in manifest.get("external") or [])
+
+
+def dispatch_configs(manifest) -> tuple[str, ...]:
+    """The config names of the shipped policies' dispatch a run timed (manifest "dispatch")."""
+    return tuple(d["config"] for d in manifest.get("dispatch") or [])
 
 
 def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweeper.dtypes import ITEMSIZE
+from sweeper.runfolder import baseline_of, dispatch_configs
 from sweeper.units import MiB
 from sweeper.units import fmt_bytes as _fmt
 
@@ -63,10 +64,9 @@ def cliff(results, manifest: dict) -> list[dict[str, Any]]:
     sms = int(device.get("sm_count") or 0)
     threads = int(device.get("max_threads_per_sm") or DEFAULT_THREADS_PER_SM)
     cand = results[(results["role"] == "candidate") & results["config"].isin(list(kernels))]
-    policies = [d["config"] for d in manifest.get("dispatch") or []]
     pol = results[
         (results["role"] == "candidate")
-        & results["config"].isin(policies)
+        & results["config"].isin(list(dispatch_configs(manifest)))
         & (results["status"] == "ok")
     ]
     out = []
@@ -125,8 +125,6 @@ def _vs_policies(rows: list[dict], pol, mode: str, dtype: str, l2: int) -> list[
 
 def cliff_lines(results, manifest: dict) -> list[str]:
     """The cliff as plain lines (the audit command prints them; the report renders them)."""
-    from sweeper.runfolder import baseline_of
-
     base = baseline_of(manifest)
     lines = []
     for c in cliff(results, manifest):

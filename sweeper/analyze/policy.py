@@ -42,7 +42,7 @@ from sweeper.analyze.select import (
 )
 from sweeper.dtypes import DTYPES
 from sweeper.errors import FieldError, SweeperError
-from sweeper.runfolder import baseline_of
+from sweeper.runfolder import baseline_of, dispatch_configs, user_configs
 from sweeper.schema import dump, load, require, stamp
 from sweeper.units import fmt_bytes
 
@@ -106,8 +106,7 @@ def build_policy(
     # A policy (and the header exported from it) serves sweeper's own kernels: users' kernels
     # (docs/external-kernels.md) and shipped policies' dispatch (an audit's) are compared in
     # the selection and report, not chosen here.
-    users = [k.get("config") for k in (manifest.get("external") or [])]
-    users += [d.get("config") for d in (manifest.get("dispatch") or [])]
+    users = [*user_configs(manifest), *dispatch_configs(manifest)]
     if users:
         results = results[~((results["role"] == "candidate") & results["config"].isin(users))]
     ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]

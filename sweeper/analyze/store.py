@@ -379,9 +379,8 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
     file's sha256 the manifest lists under `external`; for a policy's dispatch ("policy-..."),
     its header's sha256 under `dispatch`. SchemaError naming the manifest field when one
     does not."""
-    import hashlib
-
     from sweeper_kernels.external import PREFIX
+    from sweeper_kernels.variants import id_hash
 
     from sweeper.run.dispatch import PREFIX as POLICY_PREFIX
 
@@ -410,8 +409,7 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
                 continue
         key = (t["dtype"], t["config"])
         if key not in hashes:
-            text = f"{t['dtype']}|{t['config']}|{source}"
-            hashes[key] = hashlib.sha256(text.encode()).hexdigest()[:8]
+            hashes[key] = id_hash(t["dtype"], t["config"], source)
         if vid[-8:] != hashes[key]:
             what = f"{source[:12]}..." if source else "no source listed"
             raise SchemaError(

@@ -392,14 +392,11 @@ def verify(
     out_dir = Path(out_dir) if out_dir else Path(policy_path).parent
     header = out_dir / "relu_policy.cuh"
     pyfile = out_dir / "relu_policy.py"
-    texts = {header: render(doc, "cuda"), pyfile: render(doc, "python")}
-    for path, text in texts.items():  # verify checks this policy's export, never another file
-        if path.exists() and not _same_export(path.read_text(), text):
-            raise SweeperError(
-                f"{path} is not the export of {policy_path} (edited, or of another policy); "
-                f"`sweeper export {policy_path} --format "
-                f"{'cuda' if path == header else 'python'} -o {path} --force` rewrites it"
-            )
+    formats = {header: "cuda", pyfile: "python"}
+    texts = {path: render(doc, fmt) for path, fmt in formats.items()}
+    for path, text in texts.items():
+        if path.exists():  # verify checks this policy's export, never another file
+            check_export(path, text, policy_path, formats[path])
     require_gpu()  # before anything is written
     from sweeper.schema import atomic_write_text
 
@@ -474,6 +471,16 @@ def verify(
         result["timing"] = timing_verdict(rows)
         result["timing_csv"] = str(csv_path)
     return result
+
+
+def check_export(path: Path, text: str, policy_path, fmt: str) -> None:
+    """SweeperError in one line unless the file at `path` is `text`, the export of the policy
+    at `policy_path` in format `fmt` (the path comment aside, _same_export)."""
+    if not _same_export(path.read_text(), text):
+        raise SweeperError(
+            f"{path} is not the export of {policy_path} (edited, or of another policy); "
+            f"`sweeper export {policy_path} --format {fmt} -o {path} --force` rewrites it"
+        )
 
 
 def _same_export(a: str, b: str) -> bool:

@@ -33,7 +33,7 @@ from sweeper.report.tables import (
     rank_configs,
     shown_configs,
 )
-from sweeper.runfolder import PLOTS, baseline_of
+from sweeper.runfolder import PLOTS, baseline_of, dispatch_configs, is_audit, user_configs
 from sweeper.units import MiB, fmt_mib
 
 if TYPE_CHECKING:
@@ -75,9 +75,9 @@ class RunInfo:
             persisting_l2_max_bytes=_int(device.get("persisting_l2_max_bytes")),
             dense_lo_bytes=_int(plan.get("dense_lo_bytes")),
             dense_hi_bytes=_int(plan.get("dense_hi_bytes")),
-            users=tuple(k["config"] for k in manifest.get("external") or []),
-            policies=tuple(d["config"] for d in manifest.get("dispatch") or []),
-            audit=manifest.get("grid") == "external",
+            users=user_configs(manifest),
+            policies=dispatch_configs(manifest),
+            audit=is_audit(manifest),
         )
 
     def markers(self) -> list[tuple[int, str]]:

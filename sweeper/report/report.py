@@ -19,7 +19,7 @@ from sweeper.dtypes import DTYPES
 from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
-from sweeper.runfolder import PLOTS, REPORT, baseline_of
+from sweeper.runfolder import PLOTS, REPORT, baseline_of, is_audit
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
@@ -643,7 +643,7 @@ def verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     on the run's measurements or on verify's timing, or verify fails. Incomplete, where
     nothing fails: no policy, not verified, the run not complete or a boundary bracketed
     more widely than the plan resolution."""
-    if manifest.get("grid") == AUDIT_GRID:
+    if is_audit(manifest):
         return _audit_verdict(manifest, f)
     said, missing = [], []  # in order: the run's targets, verify's targets, verify
     n, bad = _checked(f.card)
@@ -681,14 +681,9 @@ def verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     return word, "; ".join(said + missing) + "."
 
 
-AUDIT_GRID = "external"  # the grid of `sweeper audit` runs (sweeper.run.executor.EXTERNAL_GRID)
-
-
 def _audit_verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     """An audit's verdict: whether the user's kernel falls below the baseline anywhere, from
     the cliff (an audit builds no policy, so no target applies)."""
-    from sweeper.runfolder import baseline_of
-
     base = baseline_of(manifest)
     worst = [c for c in f.cliff if c["worst"] is not None]
     below = [c for c in worst if c["worst"]["ratio"] < 1]
@@ -748,7 +743,7 @@ def summary(
         f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}")  # fmt: skip
     total, _, recorded = run_seconds(manifest)
     modes = ", ".join(manifest.get("modes") or [str(manifest.get("mode", "-"))])
-    audit = manifest.get("grid") == AUDIT_GRID
+    audit = is_audit(manifest)
     if audit:  # an audit builds no policy: nothing after the run is missing
         missing = [m for m in missing if not m.startswith(("policy", "verify"))]
     out = [

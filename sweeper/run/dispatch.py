@@ -17,6 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeper_kernels.variants import id_hash
+
 from sweeper.errors import SweeperError
 
 PREFIX = "policy-"
@@ -70,7 +72,7 @@ class DispatchVariant:
 
     @property
     def id(self) -> str:
-        return variant_id(self.dtype, self.config, self.dispatch.header_sha256)
+        return f"{self.dtype}-{self.config}-{id_hash(self.dtype, self.config, self.dispatch.header_sha256)}"
 
     # the runner records a candidate's fields; a dispatch picks a config per size
     vec_bytes = None
@@ -104,17 +106,12 @@ def _launchers(header: str) -> dict:
     return build_exported_launchers(header)
 
 
-def variant_id(dtype: str, config: str, sha256: str) -> str:
-    text = f"{dtype}|{config}|{sha256}"
-    return f"{dtype}-{config}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
-
-
 def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
     """A policy.json (or its folder) -> PolicyDispatch; SweeperError in one line when it is
     not a single-run policy with its own export beside it."""
     from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.export.verify import _same_export
+    from sweeper.export.verify import check_export
 
     path = Path(policy_path)
     if path.is_dir():
@@ -122,7 +119,7 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
     if not path.is_file():
         raise SweeperError(f"--policy {policy_path}: no such policy file")
     doc = load_any(path)
-    modes = {e["source"].get("mode") for e in doc["entries"]}
+    modes = _modes(doc)
     if len(modes) != 1 or None in modes:
         raise SweeperError(f"{path}: a policy of one run and one mode is needed, got {modes}")
     header = path.parent / "relu_policy.cuh"
@@ -130,9 +127,8 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
         raise SweeperError(
             f"{header}: missing; `sweeper export {path} --format cuda -o {header}` writes it"
         )
+    check_export(header, render(doc, "cuda"), path, "cuda")
     text = header.read_text()
-    if not _same_export(text, render(doc, "cuda")):
-        raise SweeperError(f"{header} is not the export of {path} (edited, or of another policy)")
     dtypes = tuple(sorted({d for e in doc["entries"] for d in e["dtypes"]}))
     return PolicyDispatch(
         name=path.parent.name,
@@ -142,6 +138,11 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
         dtypes=dtypes,
         header_sha256=hashlib.sha256(text.encode()).hexdigest(),
     )
+
+
+def _modes(doc: dict) -> set:
+    """The modes a policy's entries were built for (one for a policy of one run)."""
+    return {e["source"].get("mode") for e in doc["entries"]}
 
 
 def shipped_policies(root: str | Path, gpu: str, modes: list[str]) -> list[Path]:
@@ -162,7 +163,7 @@ def shipped_policies(root: str | Path, gpu: str, modes: list[str]) -> list[Path]
             finished = json.loads((folder / "manifest.json").read_text()).get("finished", "")
         except (SweeperError, OSError, ValueError):
             continue
-        mode = {e["source"].get("mode") for e in doc["entries"]}
+        mode = _modes(doc)
         if len(mode) != 1:
             continue
         (m,) = mode

@@ -42,10 +42,9 @@ from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
 from sweeper.run.stats import PairTiming, Stopping
 from sweeper.run.timers import Bench, Graph, _cu, as_graph, check
+from sweeper.runfolder import EXTERNAL_GRID
 
 POISON = 0xABABABAB
-# The grid of `sweeper audit`: only the users' kernels, no grid configs.
-EXTERNAL_GRID = "external"
 # The baseline when torch is not importable: the plainest 16-byte variant.
 REFERENCE_CONFIG = "v16-u1-ld.def-st.def-b256-onepass"
 
