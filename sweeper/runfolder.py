@@ -11,7 +11,10 @@ from sweeper.errors import SweeperError
 
 MANIFEST = "manifest.json"  # the run: device, versions, plan, grid, modes, status
 TRIALS = "trials.jsonl"  # one line per measured cell, appended as the run goes
-TRIALS_GZ = "trials.jsonl.gz"  # a shipped, archived run: read-only (gunzip it to resume)
+TRIALS_XZ = "trials.jsonl.xz"  # a shipped, archived run: read-only (unxz it to resume)
+TRIALS_GZ = "trials.jsonl.gz"  # an archive made with gzip: read the same way
+ARCHIVES = (TRIALS_XZ, TRIALS_GZ)  # xz -9e: a third smaller than gzip -9 on a trial log
+UNPACK = {TRIALS_XZ: "unxz", TRIALS_GZ: "gunzip"}  # the command that restores trials.jsonl
 RESULTS = "results.csv"  # the tidy table, rebuilt from the trials when absent
 SELECTION_CSV = "selection.csv"  # sweeper select
 SELECTION_MD = "selection.md"
@@ -19,6 +22,28 @@ POLICY = "policy.json"  # sweeper policy build
 VERIFY_CSV = "verify_timing.csv"  # sweeper verify
 PLOTS = "plots"  # sweeper plot: the figures' folder
 REPORT = "REPORT.md"  # sweeper report
+
+
+def trials_archive(run_dir: str | os.PathLike) -> Path | None:
+    """A run folder's archived trial log, or None; a folder holding two archives is refused
+    (which one is the run would be a guess)."""
+    found = [Path(run_dir) / a for a in ARCHIVES if (Path(run_dir) / a).exists()]
+    if len(found) > 1:
+        raise SweeperError(
+            f"{run_dir} holds both {found[0].name} and {found[1].name}; keep the one that is "
+            "the run's trial log"
+        )
+    return found[0] if found else None
+
+
+def read_archive(path: Path) -> bytes:
+    """The decompressed bytes of an archived trial log (xz or gzip, by its name)."""
+    import gzip
+    import lzma
+
+    opener = lzma.open if path.name == TRIALS_XZ else gzip.open
+    with opener(path, "rb") as f:
+        return f.read()
 
 
 EXTERNAL_GRID = "external"  # the grid of `sweeper audit` runs: no grid configs
@@ -64,7 +89,7 @@ def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
             f"goes into {Path(root) / gpu}/<run-id>"
         )
     path = Path(root) / gpu / run_id
-    held = [n for n in (MANIFEST, TRIALS, TRIALS_GZ, RESULTS) if (path / n).exists()]
+    held = [n for n in (MANIFEST, TRIALS, *ARCHIVES, RESULTS) if (path / n).exists()]
     if held:
         raise SweeperError(
             f"{path} already holds {held[0]}; use `sweeper run --resume --run-dir {path}` for "

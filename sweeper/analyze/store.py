@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
-from sweeper.runfolder import MANIFEST, RESULTS, TRIALS, TRIALS_GZ
+from sweeper.runfolder import MANIFEST, RESULTS, TRIALS, read_archive, trials_archive
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
 
 if TYPE_CHECKING:
@@ -199,12 +199,10 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
     """All trial records, and whether a truncated last line (a crash mid-write) was dropped."""
     path = Path(run_dir) / TRIALS
     if not path.exists():
-        gz = Path(run_dir) / TRIALS_GZ
-        if not gz.exists():
+        archive = trials_archive(run_dir)
+        if archive is None:
             return [], False
-        import gzip
-
-        path, text = gz, gzip.decompress(gz.read_bytes()).decode("utf-8")
+        path, text = archive, read_archive(archive).decode("utf-8")
     else:
         text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
@@ -344,7 +342,9 @@ def load_run(path: str | os.PathLike) -> RunData:
 def trials_file(run_dir: str | os.PathLike) -> Path:
     """The trial log of a run folder as it is on disk (trials.jsonl, else the archive)."""
     run_dir = Path(run_dir)
-    return run_dir / TRIALS if (run_dir / TRIALS).exists() else run_dir / TRIALS_GZ
+    if (run_dir / TRIALS).exists():
+        return run_dir / TRIALS
+    return trials_archive(run_dir) or run_dir / TRIALS
 
 
 def check_results(run_dir: str | os.PathLike, rebuilt: pd.DataFrame) -> None:

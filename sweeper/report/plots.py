@@ -774,22 +774,33 @@ INPUTS_KEY = "sweeper-inputs"  # a PNG text chunk: the digest of what the figure
 
 def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
     """sha256 over what a run's figures are drawn from: the trial log's content (not its
-    file's bytes: gzip stores a time), the manifest, the policy and verify's timing where
-    they exist, the drawing options and sweeper's version."""
-    import gzip
+    file's bytes: gzip stores a time; an archive is labelled the same whatever its
+    compression, so recompressing leaves the figures current), the manifest, the policy and
+    verify's timing where they exist, the drawing options and sweeper's version."""
     import hashlib
 
     from sweeper import __version__
-    from sweeper.runfolder import MANIFEST, POLICY, TRIALS, TRIALS_GZ, VERIFY_CSV
+    from sweeper.runfolder import (
+        ARCHIVES,
+        MANIFEST,
+        POLICY,
+        TRIALS,
+        TRIALS_GZ,
+        VERIFY_CSV,
+        read_archive,
+    )
 
     h = hashlib.sha256(f"sweeper {__version__} top={top} heatmap_top={heatmap_top}".encode())
-    for name in (TRIALS, TRIALS_GZ, MANIFEST, POLICY, VERIFY_CSV):
+    for name in (TRIALS, *ARCHIVES, MANIFEST, POLICY, VERIFY_CSV):
         path = run_dir / name
         if not path.exists():
             continue
+        if name in ARCHIVES:
+            h.update(f"\n{TRIALS_GZ}\n".encode())
+            h.update(read_archive(path))
+            continue
         h.update(f"\n{name}\n".encode())
-        opener = gzip.open if name == TRIALS_GZ else open
-        with opener(path, "rb") as f:
+        with open(path, "rb") as f:
             for chunk in iter(lambda f=f: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()

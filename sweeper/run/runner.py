@@ -23,7 +23,6 @@ from sweeper import __version__
 from sweeper.analyze.store import (
     MANIFEST,
     TRIALS,
-    TRIALS_GZ,
     TrialWriter,
     load_manifest,
     read_trials,
@@ -45,7 +44,7 @@ from sweeper.run.search import (
     survivors,
 )
 from sweeper.run.stats import Stopping
-from sweeper.runfolder import baseline_of
+from sweeper.runfolder import UNPACK, baseline_of, trials_archive
 from sweeper.slices import config_matches
 from sweeper.units import fmt_bytes
 
@@ -609,9 +608,11 @@ def start(
     if resume is not None:
         run_dir = Path(resume)
         manifest = load_manifest(run_dir)
-        if (run_dir / TRIALS_GZ).exists() and not (run_dir / TRIALS).exists():
+        archive = trials_archive(run_dir)
+        if archive is not None and not (run_dir / TRIALS).exists():
             raise SweeperError(
-                f"{run_dir} is archived ({TRIALS_GZ}); `gunzip {run_dir / TRIALS_GZ}` to resume it"
+                f"{run_dir} is archived ({archive.name}); `{UNPACK[archive.name]} {archive}` "
+                "to resume it"
             )
         check_resumable(manifest, cfg, device)
         dropped = repair_trials(run_dir)

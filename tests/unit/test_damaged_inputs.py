@@ -4,9 +4,9 @@ file."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
+import lzma
 import shutil
 from pathlib import Path
 
@@ -39,9 +39,9 @@ def base(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("base") / "results"
     run = root / "h200" / "hot-4"
     (run / "plots").mkdir(parents=True)
-    with gzip.open(SHIPPED / "trials.jsonl.gz", "rt") as src:
+    with lzma.open(SHIPPED / "trials.jsonl.xz", "rt") as src:
         lines = [line for line in src if json.loads(line)["dtype"] == DTYPE]
-    with gzip.open(run / "trials.jsonl.gz", "wt") as dst:
+    with lzma.open(run / "trials.jsonl.xz", "wt", preset=0) as dst:
         dst.writelines(lines)
     m = json.loads((SHIPPED / "manifest.json").read_text())
     m["dtypes"] = [DTYPE]
@@ -167,7 +167,7 @@ def test_a_results_csv_cut_in_half_is_refused_not_built_into_a_policy(run):
     line = refused(["policy", "build", str(run)], run)
     assert line == (
         f"error: {csv}: {len(lines) // 2 - 1} rows, the trial log has {len(lines) - 1} cells; "
-        "delete it: it is rebuilt from trials.jsonl.gz"
+        "delete it: it is rebuilt from trials.jsonl.xz"
     )
 
 
@@ -188,17 +188,15 @@ def test_a_policy_is_not_built_from_a_run_that_stopped(run):
     )
 
 
-def _gunzip(run: Path) -> list[str]:
-    import gzip
-
-    text = gzip.decompress((run / "trials.jsonl.gz").read_bytes()).decode()
-    (run / "trials.jsonl.gz").unlink()
+def _unpack(run: Path) -> list[str]:
+    text = lzma.decompress((run / "trials.jsonl.xz").read_bytes()).decode()
+    (run / "trials.jsonl.xz").unlink()
     return text.splitlines(keepends=True)
 
 
 @pytest.mark.parametrize("command", ["select", "report"])
 def test_a_duplicated_trial_record_is_refused(run, command):
-    lines = _gunzip(run)
+    lines = _unpack(run)
     (run / "trials.jsonl").write_text("".join(lines + [lines[100]]))
     line = refused([command, str(run)], run)
     assert line.startswith(
@@ -217,7 +215,7 @@ def test_a_changed_kernel_source_fingerprint_is_noticed(run):
         f"error: {run / 'manifest.json'}: field 'kernel_source': 000000000000... is not the "
         "kernel source "
     )
-    assert line.endswith("in trials.jsonl.gz was measured with; restore the run's manifest")
+    assert line.endswith("in trials.jsonl.xz was measured with; restore the run's manifest")
 
 
 @pytest.mark.parametrize("resolution", [1, 16])
@@ -280,12 +278,12 @@ def test_a_new_run_is_not_appended_to_a_folder_holding_trials(run, tmp_path):
     root = tmp_path / "results"
     orphan = root / "h200" / "x"
     orphan.mkdir()
-    shutil.copy2(run / "trials.jsonl.gz", orphan / "trials.jsonl.gz")
+    shutil.copy2(run / "trials.jsonl.xz", orphan / "trials.jsonl.xz")
     line = refused(
         ["run", str(PLAN), "--replay", str(run), "--root", str(root), "--run-id", "x"], tmp_path
     )
     assert line == (
-        f"error: {orphan} already holds trials.jsonl.gz; use `sweeper run --resume --run-dir "
+        f"error: {orphan} already holds trials.jsonl.xz; use `sweeper run --resume --run-dir "
         f"{orphan}` for a run of its own, or another --run-id"
     )
 

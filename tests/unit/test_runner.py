@@ -212,19 +212,36 @@ def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
         start(cfg(plan, tmp_path), model(), resume=run_dir)
 
 
-def test_an_archived_run_reads_the_same_and_refuses_to_resume(plan, tmp_path):
+@pytest.mark.parametrize(
+    "archive, unpack", [("trials.jsonl.xz", "unxz"), ("trials.jsonl.gz", "gunzip")]
+)
+def test_an_archived_run_reads_the_same_and_refuses_to_resume(plan, tmp_path, archive, unpack):
     import gzip
+    import lzma
 
     from sweeper.errors import SweeperError
+    from sweeper.report.plots import inputs_digest
 
     run_dir = start(cfg(plan, tmp_path), model())
     plain = read_trials(run_dir)[0]
     raw = (run_dir / "trials.jsonl").read_bytes()
-    (run_dir / "trials.jsonl.gz").write_bytes(gzip.compress(raw))
+    for name, pack in (("trials.jsonl.xz", lzma.compress), ("trials.jsonl.gz", gzip.compress)):
+        (run_dir / name).write_bytes(pack(raw))
     (run_dir / "trials.jsonl").unlink()
+    with pytest.raises(SweeperError, match="holds both trials.jsonl.xz and trials.jsonl.gz"):
+        read_trials(run_dir)
+    for name in ("trials.jsonl.xz", "trials.jsonl.gz"):
+        if name != archive:
+            (run_dir / name).rename(tmp_path / name)
     assert read_trials(run_dir)[0] == plain
-    with pytest.raises(SweeperError, match="archived"):
+    with pytest.raises(SweeperError, match=rf"archived \({archive}\); `{unpack} "):
         start(cfg(plan, tmp_path), model(), resume=run_dir)
+    # the figures' inputs are the same whatever the archive's compression
+    before = inputs_digest(run_dir)
+    (run_dir / archive).rename(tmp_path / "a")
+    other = next(n for n in ("trials.jsonl.xz", "trials.jsonl.gz") if n != archive)
+    (tmp_path / other).rename(run_dir / other)
+    assert inputs_digest(run_dir) == before
 
 
 def test_replay_reproduces_the_recorded_run(complete, plan, tmp_path):
@@ -340,8 +357,8 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels():
     """hot-11 was measured under kernel code recorded as equivalent (same PTX): every one of its
     candidate ids maps onto a variant of the current extended grid, so it can be resumed and
     compared, and its done cells keep their keys."""
-    import gzip
     import json
+    import lzma
 
     from sweeper_kernels import Variant
 
@@ -349,8 +366,8 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels():
 
     current_id = Variant.current_id
 
-    path = Path(__file__).parents[2] / "results/h200/hot-11/trials.jsonl.gz"
-    with gzip.open(path, "rt") as f:
+    path = Path(__file__).parents[2] / "results/h200/hot-11/trials.jsonl.xz"
+    with lzma.open(path, "rt") as f:
         trials = [json.loads(line) for line in f]
     ids = {t["variant_id"] for t in trials if t.get("role") == "candidate"}
     now = {current_id(i) for i in ids}
