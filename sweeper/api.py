@@ -244,7 +244,7 @@ def run(
     if resume_dir is None:
         from sweeper.run.dispatch import resolve
 
-        dispatch = resolve(policy, out_root, plan_obj.gpu, list(modes or ["hot"]))
+        dispatch = resolve(policy, out_root, plan_obj.gpu, list(modes or ["hot"]), list(run_dtypes))
     if executor is None and gpu_key is None:
         gpu_key = _gpu_key()
     if resume_dir is None:

@@ -287,13 +287,19 @@ def run_cmd(
     ),
     baseline_block: int = typer.Option(256, help="A --baseline kernel's threads per block."),
     baseline_grid: str = typer.Option("stride1", help="A --baseline kernel's grid rule."),
+    policy: str = typer.Option(
+        "none",
+        help="Also time shipped policies' dispatch: comma-separated policy.json files, auto "
+        "(as sweeper audit), or none; in a slice, name them in --configs ('policy-*').",
+    ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable.
 
     --kernel FILE.cu:NAME adds your kernel as one more config, swept at every size;
-    --baseline FILE.cu:NAME times everything against your kernel instead of torch."""
+    --baseline FILE.cu:NAME times everything against your kernel instead of torch;
+    --policy FILE.json times a shipped policy's exported dispatch beside the grid."""
     from sweeper import api
     from sweeper.run.runner import TimeLimitReached
 
@@ -343,6 +349,7 @@ def run_cmd(
                 kernel_grid=kernel_grid,
                 baseline_block=baseline_block,
                 baseline_grid=baseline_grid,
+                policy=policy,
             )
         except USER_ERRORS as e:
             error = str(e)
@@ -396,8 +403,8 @@ def audit_cmd(
     sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
     policy: str = typer.Option(
         "auto",
-        help="Shipped policies timed beside it: auto (each mode's newest verified policy "
-        "under ROOT/<gpu>), none, or comma-separated policy.json files.",
+        help="Shipped policies timed beside it: auto (per mode and dtype, the newest verified "
+        "policy under ROOT/<gpu> that covers it), none, or comma-separated policy.json files.",
     ),
 ) -> None:
     """Time your kernel against the baseline at every planned size, with every guard, beside

@@ -6,8 +6,9 @@ against torch and against what sweeper would ship.
 A policy is a folder's `policy.json` with its `relu_policy.cuh` beside it, the header being
 that policy's export (checked as `sweeper verify` checks it). Its config name is
 `policy-<run id>` (e.g. `policy-hot-4`); it is timed in the one mode its policy was built
-for, for the dtypes it covers. `--policy auto` takes, per mode of the audit, the newest
-verified policy (a `verify.txt` beside it) among the results root's run folders for the GPU.
+for, for the dtypes it covers. `--policy auto` takes, per mode and dtype of the audit, the
+newest verified policy (a `verify.txt` beside it) that covers it, among the results root's run
+folders for the GPU.
 """
 
 from __future__ import annotations
@@ -145,15 +146,18 @@ def _modes(doc: dict) -> set:
     return {e["source"].get("mode") for e in doc["entries"]}
 
 
-def shipped_policies(root: str | Path, gpu: str, modes: list[str]) -> list[Path]:
-    """Per mode asked for, the newest verified policy under root/gpu: a run folder with
-    policy.json, relu_policy.cuh and verify.txt, its policy built for that mode; newest by
-    the run manifest's `finished`."""
+def shipped_policies(
+    root: str | Path, gpu: str, modes: list[str], dtypes: list[str] | None = None
+) -> list[Path]:
+    """Per mode and dtype asked for (every dtype when None), the newest verified policy under
+    root/gpu that covers it: a run folder with policy.json, relu_policy.cuh and verify.txt,
+    its policy built for that mode; newest by the run manifest's `finished`. Each policy
+    once, in the order of the modes, then of the folders."""
     import json
 
     from sweeper.analyze.policy import load_any
 
-    best: dict[str, tuple[str, Path]] = {}
+    best: dict[tuple[str, str], tuple[str, Path]] = {}
     for folder in sorted(Path(root, gpu).glob("*/")):
         files = [folder / f for f in ("policy.json", "relu_policy.cuh", "verify.txt")]
         if not all(f.is_file() for f in files):
@@ -167,12 +171,24 @@ def shipped_policies(root: str | Path, gpu: str, modes: list[str]) -> list[Path]
         if len(mode) != 1:
             continue
         (m,) = mode
-        if m in modes and (m not in best or str(finished) > best[m][0]):
-            best[m] = (str(finished), files[0])
-    return [best[m][1] for m in modes if m in best]
+        if m not in modes:
+            continue
+        for d in {d for e in doc["entries"] for d in e["dtypes"]}:
+            if (dtypes is None or d in dtypes) and (
+                (m, d) not in best or str(finished) > best[m, d][0]
+            ):
+                best[m, d] = (str(finished), files[0])
+    out: list[Path] = []
+    for m in modes:
+        for path in sorted({p for (mm, _), (_, p) in best.items() if mm == m}):
+            if path not in out:
+                out.append(path)
+    return out
 
 
-def resolve(spec: str, root: str | Path, gpu: str, modes: list[str]) -> list[PolicyDispatch]:
+def resolve(
+    spec: str, root: str | Path, gpu: str, modes: list[str], dtypes: list[str] | None = None
+) -> list[PolicyDispatch]:
     """--policy: "auto" (shipped_policies), "none", or comma-separated policy files. A policy's
     header is built with nvcc: without one, auto times no policy (and says so on stderr) and
     a named policy is refused."""
@@ -183,7 +199,7 @@ def resolve(spec: str, root: str | Path, gpu: str, modes: list[str]) -> list[Pol
     if spec == "none":
         return []
     if spec == "auto":
-        paths = shipped_policies(root, gpu, modes)
+        paths = shipped_policies(root, gpu, modes, dtypes)
     else:
         paths = [Path(p.strip()) for p in spec.split(",") if p.strip()]
     out = [load_dispatch(p) for p in paths]

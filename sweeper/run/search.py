@@ -46,12 +46,15 @@ class SearchParams:
     policy_tolerance: float = 0.02
 
 
-def screen_sizes(entries: list[dict], l2_bytes: int) -> list[int]:
-    """Plan entries (their n) nearest to the screening fractions of L2, in order, unique."""
+def screen_sizes(
+    entries: list[dict], l2_bytes: int, fractions: tuple[float, ...] = SCREEN_FRACTIONS
+) -> list[int]:
+    """Plan entries (their n) nearest to the screening fractions of L2 (or `fractions`, e.g.
+    BAND_FRACTIONS), in order, unique."""
     if not entries:
         return []
     out: list[int] = []
-    for f in SCREEN_FRACTIONS:
+    for f in fractions:
         target = f * l2_bytes
         best = min(entries, key=lambda e: abs(e["working_set_bytes"] - target))
         if best["n"] not in out:

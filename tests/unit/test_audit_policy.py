@@ -26,11 +26,16 @@ SHIPPED = ROOT / "results"
 L2 = lookup("h200").l2_bytes
 
 
-def test_auto_takes_each_modes_newest_verified_policy():
+def test_auto_takes_each_modes_newest_verified_policy_per_dtype():
     got = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write", "cold"])
-    # hot-11 and hot-4 are both verified hot policies: hot-4 finished later; cold-5 has no
-    # verify.txt, so cold has none
-    assert [p.parent.name for p in got] == ["hot-4", "aw-fp32"]
+    # hot-11 and hot-4 are both verified hot policies: hot-4 finished later; aw-3 is the newest
+    # after-write policy but has no fp32, which aw-fp32 covers; cold-5 has no verify.txt, so
+    # cold has none
+    assert [p.parent.name for p in got] == ["hot-4", "aw-3", "aw-fp32"]
+    fp32 = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write"], ["fp32"])
+    assert [p.parent.name for p in fp32] == ["hot-4", "aw-fp32"]
+    fp16 = dp.shipped_policies(SHIPPED, "h200", ["after-write"], ["fp16"])
+    assert [p.parent.name for p in fp16] == ["aw-3"]
     d = dp.load_dispatch(got[0])
     assert (d.config, d.mode, d.dtypes) == ("policy-hot-4", "hot", ("bf16", "fp16", "fp32", "int8"))
     v = d.variant("fp16")
@@ -61,6 +66,17 @@ def test_a_bad_policy_is_refused_in_one_line_before_anything_is_written(tmp_path
     )  # fmt: skip
     assert res.exit_code == 1
     assert res.output == f"error: --policy {tmp_path / 'none.json'}: no such policy file\n"
+    assert not (tmp_path / "res").exists()
+
+
+def test_run_takes_a_policy_too_and_refuses_a_bad_one_before_anything_is_written(tmp_path):
+    res = CliRunner().invoke(
+        app,
+        ["run", str(ROOT / "sweeps" / "h200.json"), "--policy", str(tmp_path / "none.json"),
+         "--root", str(tmp_path / "res"), "--run-id", "r"],
+    )  # fmt: skip
+    assert res.exit_code == 1
+    assert res.output.strip() == f"error: --policy {tmp_path / 'none.json'}: no such policy file"
     assert not (tmp_path / "res").exists()
 
 

@@ -1,0 +1,125 @@
+"""tools/pruning_proof.py on a model GPU: the exhaustive runs' sizes, their top configs, and the
+verdict of the two passes against a policy's dispatch (a config beats it, or none does, or a
+pass lacks a cell)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from sweeper import api
+from sweeper.api import parse_ws_range
+from sweeper.plan.gpus import lookup
+from sweeper.plan.planfile import load_plan
+from sweeper.run.replay import ModelExecutor
+
+ROOT = Path(__file__).resolve().parents[2]
+L2 = lookup("h200").l2_bytes
+_spec = importlib.util.spec_from_file_location("pruning_proof", ROOT / "tools/pruning_proof.py")
+proof = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(proof)
+
+# GB/s per config, flat over the band: A fastest, then B, C, D
+SPEED = {"A": 6000.0, "B": 5900.0, "C": 5800.0, "D": 4000.0}
+
+
+def model(extra: dict | None = None) -> ModelExecutor:
+    curves = {c: (lambda ws, l2, g=g: g) for c, g in SPEED.items()}
+    for c, g in (extra or {}).items():
+        curves[c] = lambda ws, l2, g=g: g
+    return ModelExecutor(curves, l2_bytes=L2, baseline=lambda ws, l2: 4500.0,
+                         copy=lambda ws, l2: 6000.0, noise=0.0)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("proof")
+    plan = api.plan("h200", out=str(tmp / "plan.json"), dtypes="fp32,bf16").path
+    root = tmp / "res"
+    ranges = proof.size_ranges(str(plan), ["fp32", "bf16"])
+    ex = [
+        api.run(
+            str(plan), dtypes=ds, sizes=rng, executor=model(), out_root=str(root), run_id=f"ex-{i}"
+        )  # fmt: skip
+        for i, (rng, ds) in enumerate(ranges)
+    ]
+    return plan, root, ranges, [str(p) for p in ex]
+
+
+def _passes(runs, speed_of_policy: float, ids=("p1", "p2"), extra=None):
+    plan, root, _, _ = runs
+    out = []
+    for i in ids:
+        m = model({"policy-x": speed_of_policy, **(extra or {})})
+        out.append(str(api.run(str(plan), sizes="35:59", executor=m, out_root=str(root),
+                               run_id=f"{i}-{speed_of_policy:g}")))  # fmt: skip
+    return out
+
+
+def test_the_sizes_are_the_four_band_screening_sizes_one_per_range(runs):
+    plan_path, _, ranges, _ = runs
+    plan = load_plan(plan_path)
+    assert [r for r, _ in ranges] == [
+        "35.620:35.630", "43.120:43.130", "50.620:50.630", "58.120:58.130"
+    ]  # fmt: skip
+    for rng, ds in ranges:
+        assert ds == ["fp32", "bf16"]
+        lo, hi = parse_ws_range(rng)
+        for d in ds:
+            inside = [e for e in plan.sizes(d) if lo <= e["working_set_bytes"] <= hi]
+            assert len(inside) == 1 and L2 / 2 < inside[0]["working_set_bytes"] <= L2
+
+
+def test_top_ranks_every_size_and_dtype_and_prints_the_passes(runs, capsys):
+    plan, _, _, ex = runs
+    top = proof.top_configs(ex, 2)
+    assert len(top) == 4 * 2 * 2  # sizes x dtypes x k
+    assert set(top["config"]) == {"A", "B"}
+    assert all(cs == ["A", "B"] for cs in top.groupby(["dtype", "n"])["config"].apply(list))
+    assert proof.main(["top", *ex, "--k", "2", "--policy", "P.json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"sweeper run {plan} --grid extended --dtypes bf16,fp32 --modes hot --sizes "
+        f"35.620:58.130 --configs 'A,B,policy-*' --policy P.json --run-id proof-p{i}"
+        for i in (1, 2)
+    ]
+
+
+def test_a_policy_as_fast_as_the_best_config_holds(runs, capsys):
+    _, _, _, ex = runs
+    passes = _passes(runs, SPEED["A"])
+    table, missing = proof.check(ex, passes, 3, 0.02, None)
+    assert not missing and len(table) == 4 * 2 * 3
+    assert not table["faster_in_every_pass"].any()
+    assert table["vs_policy_1"].max() == pytest.approx(1.0, abs=1e-9)
+    rc = proof.main(["check", *ex, "--passes", ",".join(passes), "--top", "3"])
+    assert rc == 0
+    assert "24 top configs (3 per dtype and size) against policy-x: 0 more than 2%" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_config_faster_than_the_policy_in_every_pass_fails_the_proof(runs, tmp_path):
+    _, _, _, ex = runs
+    passes = _passes(runs, 5700.0)  # A, B and C are 1.8-5.3% faster
+    table, _ = proof.check(ex, passes, 3, 0.02, None)
+    beaten = set(table[table["faster_in_every_pass"]]["config"])
+    assert beaten == {"A", "B"}  # C is 1.75% faster: within the margin
+    out = tmp_path / "proof.md"
+    rc = proof.main(["check", *ex, "--passes", ",".join(passes), "--top", "3", "--out", str(out)])
+    assert rc == 1
+    assert "| fp32 | 43.12 MiB | `A` | 1.333x | 1.053x | 1.053x | **yes** |" in out.read_text()
+    assert out.with_suffix(".json").exists()
+
+
+def test_a_pass_without_a_top_config_is_reported_not_passed(runs, capsys):
+    plan, root, _, ex = runs
+    m = model({"policy-x": 6000.0})
+    del m.curves["A"]
+    short = api.run(str(plan), sizes="35:59", executor=m, out_root=str(root), run_id="short")
+    rc = proof.main(["check", *ex, "--passes", str(short), "--top", "2"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "no cell of A" in err and err.count("missing:") == 8

@@ -1,0 +1,198 @@
+"""The pruning proof: does the search lose speed in the L2 band by not sweeping every config?
+
+At the screening sizes inside (L2/2, L2] (sweeper.run.search.BAND_FRACTIONS), an exhaustive
+run of the extended grid ranks every config; the fastest of them are then timed again beside
+the shipped policy's exported dispatch, in two separate runs (passes), each config and the
+policy against the baseline in the same run. The proof holds when no top config is more than
+`--margin` faster than the policy in both passes. In order:
+
+    python tools/pruning_proof.py sizes sweeps/h200.json --dtypes fp32,bf16
+        # prints one exhaustive `sweeper run` per screening size (GPU), e.g.
+        # sweeper run sweeps/h200.json --grid extended --dtypes fp32,bf16 --quick \\
+        #     --sizes 43.120:43.130 --run-id proof-ex-43.120
+    python tools/pruning_proof.py top EXHAUSTIVE_RUN... --k 10
+        # prints the two passes' `sweeper run ... --configs TOP,policy-* --policy POLICY`
+    python tools/pruning_proof.py check EXHAUSTIVE_RUN... --passes PASS_1,PASS_2 --out proof.md
+
+`check` exits 1 when a config beats the policy by more than the margin in every pass, and 2
+when a pass lacks a cell the proof needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sweeper.analyze.store import load_run
+from sweeper.plan.planfile import load_plan
+from sweeper.run.dispatch import PREFIX
+from sweeper.run.search import BAND_FRACTIONS, screen_sizes
+from sweeper.units import MiB
+
+MARGIN = 0.02  # the issue's bound: no config more than 2% faster than the policy in both passes
+TOP = 5  # configs per size and dtype that the proof re-times
+
+
+def band_sizes(plan_path: str, dtypes: list[str]) -> dict[str, list[dict]]:
+    """dtype -> the plan entries at the in-band screening sizes."""
+    plan = load_plan(plan_path)
+    out = {}
+    for d in dtypes:
+        entries = plan.sizes(d)
+        ns = screen_sizes(entries, plan.l2_bytes, BAND_FRACTIONS)
+        out[d] = [e for e in entries if e["n"] in ns]
+    return out
+
+
+def size_ranges(plan_path: str, dtypes: list[str]) -> list[tuple[str, list[str]]]:
+    """`--sizes LO:HI` ranges (MiB) that each hold one planned working set, with the dtypes
+    whose screening size it is. Refuses a range that would hold a second planned size."""
+    plan = load_plan(plan_path)
+    by_ws: dict[int, list[str]] = {}
+    for d, entries in band_sizes(plan_path, dtypes).items():
+        for e in entries:
+            by_ws.setdefault(e["working_set_bytes"], []).append(d)
+    out = []
+    for ws, ds in sorted(by_ws.items()):
+        lo, hi = f"{ws / MiB - 0.005:.3f}", f"{ws / MiB + 0.005:.3f}"
+        inside = {
+            e["working_set_bytes"]
+            for d in ds
+            for e in plan.sizes(d)
+            if float(lo) * MiB <= e["working_set_bytes"] <= float(hi) * MiB
+        }
+        if inside != {ws}:
+            raise SystemExit(f"--sizes {lo}:{hi} holds {len(inside)} planned sizes, not one")
+        out.append((f"{lo}:{hi}", ds))
+    return out
+
+
+def _candidates(runs: list[str]) -> pd.DataFrame:
+    frames = []
+    for r in runs:
+        df = load_run(r).results
+        frames.append(df[(df["role"] == "candidate") & (df["status"] == "ok")])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def top_configs(exhaustive: list[str], k: int) -> pd.DataFrame:
+    """The k fastest grid configs (by ratio to the baseline) per mode, dtype and size."""
+    df = _candidates(exhaustive)
+    df = df[~df["config"].str.startswith(PREFIX)]
+    df = df.sort_values(["mode", "dtype", "n", "ratio", "config"], ascending=[1, 1, 1, 0, 1])
+    top = df.groupby(["mode", "dtype", "n"], sort=True).head(k)
+    return top[["mode", "dtype", "n", "ws_bytes", "config", "ratio"]].reset_index(drop=True)
+
+
+def check(
+    exhaustive: list[str], passes: list[str], top: int, margin: float, policy: str | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """Per top config: its ratio to the policy's dispatch (both against the baseline in the
+    same pass) in each pass, and whether it beats the policy by more than `margin` in all."""
+    best = top_configs(exhaustive, top)
+    rows, missing = [], []
+    per_pass = [_candidates([p]) for p in passes]
+    for b in best.itertuples(index=False):
+        row = {"mode": b.mode, "dtype": b.dtype, "n": b.n, "ws_mib": b.ws_bytes / MiB,
+               "config": b.config, "exhaustive_ratio": b.ratio}  # fmt: skip
+        for i, df in enumerate(per_pass, 1):
+            at = df[(df["mode"] == b.mode) & (df["dtype"] == b.dtype) & (df["n"] == b.n)]
+            pol = at[at["config"].str.startswith(PREFIX)]
+            if policy is not None:
+                pol = pol[pol["config"] == policy]
+            cfg = at[at["config"] == b.config]
+            if len(pol) != 1 or len(cfg) != 1:
+                what = "the policy" if len(pol) != 1 else b.config
+                missing.append(f"{passes[i - 1]}: {b.dtype} {b.mode} n={b.n}: no cell of {what}")
+                row[f"vs_policy_{i}"] = None
+                continue
+            row["policy"] = pol["config"].iloc[0]
+            row[f"vs_policy_{i}"] = float(cfg["ratio"].iloc[0] / pol["ratio"].iloc[0])
+        vs = [row.get(f"vs_policy_{i}") for i in range(1, len(passes) + 1)]
+        row["faster_in_every_pass"] = all(v is not None and v > 1 + margin for v in vs)
+        rows.append(row)
+    return pd.DataFrame(rows), missing
+
+
+def markdown(table: pd.DataFrame, passes: list[str], margin: float) -> str:
+    head = ["dtype", "size", "config", "exhaustive", *[f"vs policy, pass {i}" for i in
+            range(1, len(passes) + 1)], f"> {margin:.0%} in every pass"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table.to_dict("records"):
+        vs = [f"{r[f'vs_policy_{i}']:.3f}x" if r.get(f"vs_policy_{i}") is not None else "-"
+              for i in range(1, len(passes) + 1)]  # fmt: skip
+        lines.append(
+            f"| {r['dtype']} | {r['ws_mib']:.4g} MiB | `{r['config']}` | "
+            f"{r['exhaustive_ratio']:.3f}x | " + " | ".join(vs) + " | "
+            f"{'**yes**' if r['faster_in_every_pass'] else 'no'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sizes", help="print the exhaustive runs' commands")
+    s.add_argument("plan")
+    s.add_argument("--dtypes", default="fp32,bf16")
+    s.add_argument("--mode", default="hot")
+    t = sub.add_parser("top", help="print the passes' commands for the exhaustive runs' top k")
+    t.add_argument("exhaustive", nargs="+")
+    t.add_argument("--k", type=int, default=2 * TOP)
+    t.add_argument("--policy", default="results/h200/hot-4/policy.json")
+    c = sub.add_parser("check", help="the proof's table and verdict")
+    c.add_argument("exhaustive", nargs="+")
+    c.add_argument("--passes", required=True, help="comma-separated pass run folders")
+    c.add_argument("--top", type=int, default=TOP)
+    c.add_argument("--margin", type=float, default=MARGIN)
+    c.add_argument("--policy-config", default=None, help="policy-<run> (default: the one timed)")
+    c.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    a = ap.parse_args(argv)
+
+    if a.cmd == "sizes":
+        dtypes = a.dtypes.split(",")
+        for rng, ds in size_ranges(a.plan, dtypes):
+            tag = rng.split(":")[0]
+            print(f"sweeper run {a.plan} --grid extended --dtypes {','.join(ds)} --modes "
+                  f"{a.mode} --quick --sizes {rng} --run-id proof-ex-{tag}")  # fmt: skip
+        return 0
+    if a.cmd == "top":
+        best = top_configs(a.exhaustive, a.k)
+        m = load_run(a.exhaustive[0]).manifest
+        configs = sorted(set(best["config"]))
+        lo = best["ws_bytes"].min() / MiB - 0.005
+        hi = best["ws_bytes"].max() / MiB + 0.005
+        for i in (1, 2):
+            print(f"sweeper run {m['plan']['path']} --grid extended --dtypes "
+                  f"{','.join(sorted(set(best['dtype'])))} --modes {','.join(m['modes'])} "
+                  f"--sizes {lo:.3f}:{hi:.3f} --configs '{','.join(configs)},{PREFIX}*' "
+                  f"--policy {a.policy} --run-id proof-p{i}")  # fmt: skip
+        return 0
+    passes = [p for p in a.passes.split(",") if p]
+    table, missing = check(a.exhaustive, passes, a.top, a.margin, a.policy_config)
+    text = markdown(table, passes, a.margin)
+    beaten = int(table["faster_in_every_pass"].sum()) if len(table) else 0
+    verdict = (
+        f"{len(table)} top configs ({a.top} per dtype and size) against "
+        f"{', '.join(sorted(set(table.get('policy', pd.Series(dtype=str)).dropna())))}: "
+        f"{beaten} more than {a.margin:.0%} faster in every pass"
+    )
+    print(text + "\n" + verdict)
+    if a.out:
+        Path(a.out).write_text(text + "\n" + verdict + "\n")
+        doc = {"exhaustive": a.exhaustive, "passes": passes, "top": a.top, "margin": a.margin,
+               "missing": missing, "rows": table.to_dict("records")}  # fmt: skip
+        Path(a.out).with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    for line in missing:
+        print(f"missing: {line}", file=sys.stderr)
+    if missing:
+        return 2
+    return 1 if beaten else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
