@@ -1,0 +1,65 @@
+"""tools/slot_profile.py: a recorded cold or after-write sample's slot in its held round, read
+back from the trial log; a profile planted in real cold-5 trial records is found again."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("slot_profile", ROOT / "tools/slot_profile.py")
+sp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sp)
+
+
+def test_the_round_is_the_timers():
+    """The tool's slot order is the one Bench.time_pair_blocked queues, candidate as A."""
+    src = (ROOT / "sweeper/run/timers.py").read_text()
+    assert f'slots = "{sp.ROUND[:4]}" * 2' in src
+    assert 'before, launch = (before_a, a) if s == "A" else (before_b, b)' in src
+    assert (sp.A_SLOTS, sp.B_SLOTS) == ((0, 3, 4, 7), (1, 2, 5, 6))
+
+
+def _planted(tmp_path, a_profile, b_profile, cells=40):
+    """cold-5's first cold candidate cells with every sample replaced: side time x the slot's
+    factor, the same in both halves."""
+    out = []
+    with lzma.open(ROOT / "results/h200/cold-5/trials.jsonl.xz", "rt") as f:
+        for line in f:
+            t = json.loads(line)
+            if t.get("role") == "candidate" and t.get("status") == "ok" and t["mode"] == "cold":
+                k = sum(t["sample_parts"])
+                t["samples_us"] = [10.0 * a_profile[i % 4] for i in range(k)]
+                t["base_samples_us"] = [12.0 * b_profile[i % 4] for i in range(k)]
+                out.append(t)
+            if len(out) == cells:
+                break
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
+    return run
+
+
+def test_a_planted_profile_is_read_back_per_side(tmp_path):
+    run = _planted(tmp_path, (1.10, 1.14, 1.12, 1.0), (1.07, 1.08, 1.0, 1.0))
+    rows = sp.profile([str(run)])
+    assert rows and sum(r["cells"] for r in rows) == 40
+    for r in rows:
+        assert r["mode"] == "cold"
+        assert r["a_vs_last"] == pytest.approx({"slot0": 1.10, "slot3": 1.14, "slot4": 1.12})
+        assert r["b_vs_last"] == pytest.approx({"slot1": 1.07, "slot2": 1.08, "slot5": 1.0})
+    text = sp.markdown(rows)
+    assert (
+        "| cold | fp32 | (0, 8] MiB | " in text
+        and "| 1.100 1.140 1.120 | 1.070 1.080 1.000 |" in text
+    )
+
+
+def test_a_half_that_is_not_whole_rounds_is_left_out():
+    assert sp.slot_means([1.0] * 6, [6]) is None
+    assert sp.slot_means([1.0] * 8, [4, 3]) is None
+    assert list(sp.slot_means([1, 2, 3, 4, 3, 4, 5, 6], [4, 4])) == [2, 3, 4, 5]
