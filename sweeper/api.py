@@ -320,7 +320,8 @@ def audit(
 ):
     """Time a user's kernel (FILE.cu:NAME) against the baseline at every planned size, with
     every guard, in the modes asked for, beside the dispatch of the shipped policies `policy`
-    names (sweeper.run.dispatch: "auto" takes each mode's newest verified policy for the GPU);
+    names (sweeper.run.dispatch: "auto" takes, per mode and dtype, the newest verified policy
+    for the GPU that covers it);
     then write the selection and REPORT.md, whose first section is the cliff
     (sweeper.analyze.cliff). Returns (run folder, cliff lines)."""
     from sweeper.analyze.cliff import cliff_lines

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper.analyze.store import load_run
+from sweeper.api import parse_ws_range
 from sweeper.plan.planfile import load_plan
 from sweeper.run.dispatch import PREFIX
 from sweeper.run.search import BAND_FRACTIONS, screen_sizes
@@ -37,9 +38,8 @@ MARGIN = 0.02  # the issue's bound: no config more than 2% faster than the polic
 TOP = 5  # configs per size and dtype that the proof re-times
 
 
-def band_sizes(plan_path: str, dtypes: list[str]) -> dict[str, list[dict]]:
+def band_sizes(plan, dtypes: list[str]) -> dict[str, list[dict]]:
     """dtype -> the plan entries at the in-band screening sizes."""
-    plan = load_plan(plan_path)
     out = {}
     for d in dtypes:
         entries = plan.sizes(d)
@@ -48,26 +48,32 @@ def band_sizes(plan_path: str, dtypes: list[str]) -> dict[str, list[dict]]:
     return out
 
 
+def mib_range(lo_ws: int, hi_ws: int) -> str:
+    """A `--sizes LO:HI` (MiB) just around working sets lo_ws..hi_ws bytes."""
+    return f"{lo_ws / MiB - 0.005:.3f}:{hi_ws / MiB + 0.005:.3f}"
+
+
 def size_ranges(plan_path: str, dtypes: list[str]) -> list[tuple[str, list[str]]]:
     """`--sizes LO:HI` ranges (MiB) that each hold one planned working set, with the dtypes
     whose screening size it is. Refuses a range that would hold a second planned size."""
     plan = load_plan(plan_path)
     by_ws: dict[int, list[str]] = {}
-    for d, entries in band_sizes(plan_path, dtypes).items():
+    for d, entries in band_sizes(plan, dtypes).items():
         for e in entries:
             by_ws.setdefault(e["working_set_bytes"], []).append(d)
     out = []
     for ws, ds in sorted(by_ws.items()):
-        lo, hi = f"{ws / MiB - 0.005:.3f}", f"{ws / MiB + 0.005:.3f}"
+        rng = mib_range(ws, ws)
+        lo, hi = parse_ws_range(rng)  # what `sweeper run --sizes` will select
         inside = {
             e["working_set_bytes"]
             for d in ds
             for e in plan.sizes(d)
-            if float(lo) * MiB <= e["working_set_bytes"] <= float(hi) * MiB
+            if lo <= e["working_set_bytes"] <= hi
         }
         if inside != {ws}:
-            raise SystemExit(f"--sizes {lo}:{hi} holds {len(inside)} planned sizes, not one")
-        out.append((f"{lo}:{hi}", ds))
+            raise SystemExit(f"--sizes {rng} holds {len(inside)} planned sizes, not one")
+        out.append((rng, ds))
     return out
 
 
@@ -164,12 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         best = top_configs(a.exhaustive, a.k)
         m = load_run(a.exhaustive[0]).manifest
         configs = sorted(set(best["config"]))
-        lo = best["ws_bytes"].min() / MiB - 0.005
-        hi = best["ws_bytes"].max() / MiB + 0.005
+        rng = mib_range(best["ws_bytes"].min(), best["ws_bytes"].max())
         for i in (1, 2):
             print(f"sweeper run {m['plan']['path']} --grid extended --dtypes "
                   f"{','.join(sorted(set(best['dtype'])))} --modes {','.join(m['modes'])} "
-                  f"--sizes {lo:.3f}:{hi:.3f} --configs '{','.join(configs)},{PREFIX}*' "
+                  f"--sizes {rng} --configs '{','.join(configs)},{PREFIX}*' "
                   f"--policy {a.policy} --run-id proof-p{i}")  # fmt: skip
         return 0
     passes = [p for p in a.passes.split(",") if p]

@@ -130,13 +130,12 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
         )
     check_export(header, render(doc, "cuda"), path, "cuda")
     text = header.read_text()
-    dtypes = tuple(sorted({d for e in doc["entries"] for d in e["dtypes"]}))
     return PolicyDispatch(
         name=path.parent.name,
         policy=str(path),
         header=str(header),
         mode=modes.pop(),
-        dtypes=dtypes,
+        dtypes=tuple(sorted(_dtypes(doc))),
         header_sha256=hashlib.sha256(text.encode()).hexdigest(),
     )
 
@@ -144,6 +143,11 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
 def _modes(doc: dict) -> set:
     """The modes a policy's entries were built for (one for a policy of one run)."""
     return {e["source"].get("mode") for e in doc["entries"]}
+
+
+def _dtypes(doc: dict) -> set:
+    """The dtypes a policy's entries cover."""
+    return {d for e in doc["entries"] for d in e["dtypes"]}
 
 
 def shipped_policies(
@@ -173,7 +177,7 @@ def shipped_policies(
         (m,) = mode
         if m not in modes:
             continue
-        for d in {d for e in doc["entries"] for d in e["dtypes"]}:
+        for d in _dtypes(doc):
             if (dtypes is None or d in dtypes) and (
                 (m, d) not in best or str(finished) > best[m, d][0]
             ):
