@@ -2,15 +2,17 @@
 
     python tools/slot_profile.py results/h200/aw-3 results/h200/cold-5 --out slot_profile.md
 
-Cold and after-write samples are queued eight per held round in the order A B B A A B B A
-(Bench.time_pair_blocked): the candidate (A) takes slots 0, 3, 4 and 7, the baseline (B)
-slots 1, 2, 5 and 6, and a cell's trial keeps each side's samples in that order
+Runs recorded before cold and after-write samples were taken one per hold (a manifest
+without `harness.blocked_samples_per_hold`) queued them eight per held round in the order
+A B B A A B B A (Bench.time_pair_blocked): the candidate (A) took slots 0, 3, 4 and 7, the
+baseline (B) slots 1, 2, 5 and 6, and a cell's trial keeps each side's samples in that order
 (`samples_us`, `base_samples_us`, per buffer-swapped half in `sample_parts`). Per mode, dtype
 and range of working set this gives, over the ok candidate cells, the median of each side's
 mean time in a slot relative to its last slot (A: slots 0, 3, 4 over slot 7; B: slots 1, 2,
 5 over slot 6): a side whose early slots read slower than its late ones. Since the two sides
 never share a slot, it says how each side's own time depends on its position, not how the
-two compare in one slot (tools/cold_slots.py times one kernel in every slot).
+two compare in one slot (tools/cold_slots.py times one kernel in every slot). A run whose
+samples were held fewer than eight at a time has no such slots and is refused.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sweeper.analyze.store import read_trials
+from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.units import MiB
 
-ROUND = "ABBA" * 2  # Bench.time_pair_blocked's order of one held round
+ROUND = "ABBA" * 2  # Bench.time_pair_blocked's sample order, once held as one round
 A_SLOTS = tuple(i for i, s in enumerate(ROUND) if s == "A")  # (0, 3, 4, 7)
 B_SLOTS = tuple(i for i, s in enumerate(ROUND) if s == "B")  # (1, 2, 5, 6)
 EDGES_MIB = (8.0, 36.0, 120.0)  # on the H200: small, below the band, the band to 2 x L2, DRAM
@@ -48,6 +50,9 @@ def profile(runs: list[str], edges: tuple[float, ...] = EDGES_MIB) -> list[dict]
     bounds = (0.0, *edges, float("inf"))
     acc: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
+        held = load_manifest(run).get("harness", {}).get("blocked_samples_per_hold", len(ROUND))
+        if held != len(ROUND):
+            raise SystemExit(f"{run}: samples were held {held} at a time, not in rounds of 8")
         trials, _ = read_trials(run)
         for t in trials:
             if (

@@ -41,7 +41,7 @@ import numpy as np
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
 from sweeper.run.stats import PairTiming, Stopping
-from sweeper.run.timers import Bench, Graph, _cu, as_graph, check
+from sweeper.run.timers import BLOCKED_SAMPLES_PER_HOLD, Bench, Graph, _cu, as_graph, check
 from sweeper.runfolder import EXTERNAL_GRID
 
 POISON = 0xABABABAB
@@ -210,6 +210,8 @@ class GpuExecutor:
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
             # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,
+            # cold and after-write samples queued per hold of the stream (nvbench: one)
+            "blocked_samples_per_hold": BLOCKED_SAMPLES_PER_HOLD,
             "halves": "geometric mean",
         }
         from sweeper_kernels.source import source_fingerprint

@@ -8,13 +8,13 @@ How a time is taken (no host launch overhead in any figure):
   steady state and never the other side's leftovers. Per-call time = elapsed / calls. Each
   ABBA round of samples is queued behind the blocking kernel and then released, so no slot's
   events can time the host still submitting its graph (the first slot of a round used to).
-* cold / after-write: the stream is held by a blocking kernel (as nvbench does) while the
-  samples are queued: [flush or producer] [event] [one call] [event], ...; then released. The
-  host's ~26 us per Numba launch is paid while the GPU waits, so it is never timed.
-  cold writes 2 x L2 bytes before every call; after-write copies the pristine input into the
-  input buffer (a producer kernel) just before every call.
-  Cold figures agree with nvbench's within 2.5% at 48-256 MiB; at 4-8 MiB the first three
-  samples of a held round read slow, so the mean reads up to 11% above nvbench's
+* cold / after-write: the stream is held by a blocking kernel (as nvbench does) while a
+  sample is queued: [flush or producer] [event] [one call] [event]; then released. The host's
+  ~26 us per Numba launch is paid while the GPU waits, so it is never timed. cold writes
+  2 x L2 bytes before every call; after-write copies the pristine input into the input
+  buffer (a producer kernel) just before every call. One sample per hold, as nvbench times
+  it (BLOCKED_SAMPLES_PER_HOLD): with eight queued per hold the first three of a hold read
+  2-12% slow at 4-48 MiB on the H200 and the mean up to 11% above nvbench's
   (docs/methodology.md, "Cold timing and nvbench"; tests/gpu/test_nvbench_gpu.py).
 
 Candidate and baseline are timed in counterbalanced order (A B B A ...) on separate buffers;
@@ -52,6 +52,11 @@ from sweeper.errors import NoGPUError, SweeperError
 from sweeper.run.stats import PairTiming, Stopping, rel_halfwidth
 
 Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
+
+# Cold and after-write samples queued per hold of the stream. nvbench holds the stream for one
+# sample; queued eight per hold, the first three of a hold read 2-12% above nvbench at 4-48 MiB
+# on the H200 and one per hold came within 1.2% (results/h200/cold-slots).
+BLOCKED_SAMPLES_PER_HOLD = 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,10 +541,13 @@ class Bench:
         mode: str = "cold",
         prime: Callable[[], None] | None = None,
         between: Launch | None = None,
+        per_hold: int = BLOCKED_SAMPLES_PER_HOLD,
     ) -> PairTiming:
         """One call per sample, queued behind a blocking kernel; `before_*` runs untimed
         before every call (cold: the L2 flush; after-write: the producer). `prime()` runs
-        after the warm-up calls, before the first sample (see time_pair_hot)."""
+        after the warm-up calls, before the first sample (see time_pair_hot). Samples are
+        taken in A B B A A B B A order, `per_hold` of them queued per hold of the stream;
+        the stopping rule is checked after every eight."""
         if mode == "cold":
             before_a = before_b = lambda s: self.flush(s)
         a_us: list[float] = []
@@ -556,21 +564,25 @@ class Bench:
         self.sync()
         if prime is not None:
             prime()
+        slots = "ABBA" * 2
+        if per_hold < 1 or len(slots) % per_hold:
+            raise ValueError(f"per_hold must divide {len(slots)}, not {per_hold}")
         while True:
-            slots = "ABBA" * 2
-            with self._held(2 * len(slots)):
-                for i, s in enumerate(slots):
-                    before, launch = (before_a, a) if s == "A" else (before_b, b)
-                    if between is not None:
-                        between(self.stream)
-                    if before is not None:
-                        before(self.stream)
-                    self._event(2 * i).record(self.stream)
-                    launch(self.stream)
-                    self._event(2 * i + 1).record(self.stream)
-            for i, s in enumerate(slots):
-                us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
-                (a_us if s == "A" else b_us).append(us * 1e3)
+            for start in range(0, len(slots), per_hold):
+                held = slots[start : start + per_hold]
+                with self._held(2 * len(held)):
+                    for i, s in enumerate(held):
+                        before, launch = (before_a, a) if s == "A" else (before_b, b)
+                        if between is not None:
+                            between(self.stream)
+                        if before is not None:
+                            before(self.stream)
+                        self._event(2 * i).record(self.stream)
+                        launch(self.stream)
+                        self._event(2 * i + 1).record(self.stream)
+                for i, s in enumerate(held):
+                    us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
+                    (a_us if s == "A" else b_us).append(us * 1e3)
             order.extend(slots)
             if self._done(a_us, b_us, stop, t_end):
                 break

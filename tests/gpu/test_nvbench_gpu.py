@@ -32,17 +32,10 @@ def cross_check(tmp_path_factory):
     return json.loads(out.read_text())
 
 
-# At 4 and 8 MiB (5-6 us calls) the agreement depends on the H200 instance and on how many
-# cold samples share a held round: docs/methodology.md ("Cold timing and nvbench") has the
-# figures. Not met there yet; reported as xfailed, never as passed.
-SMALL = pytest.mark.xfail(
-    strict=False, reason="cold timer vs nvbench at 4-8 MiB: 0.95-1.11 across instances (open)"
-)
-
-
-@pytest.mark.parametrize("mib", [pytest.param(m, marks=SMALL) if m <= 8 else m for m in SIZES_MIB])
+@pytest.mark.parametrize("mib", SIZES_MIB)
 def test_the_cold_timer_agrees_with_nvbench_within_3_percent(cross_check, mib):
-    """Both of sweeper's passes, the one before nvbench and the one after it."""
+    """Both of sweeper's passes, the one before nvbench and the one after it, at the default
+    of one sample per hold (sweeper.run.timers.BLOCKED_SAMPLES_PER_HOLD)."""
     rows = {r["ws_bytes"] >> 20: r for r in cross_check["rows"]}
     assert sorted(rows) == sorted(SIZES_MIB)
     assert cross_check["warmup"]["calls"] > 0

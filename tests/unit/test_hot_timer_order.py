@@ -116,8 +116,24 @@ def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypat
         assert body == want
 
 
-def test_the_blocked_timer_queues_every_round_under_the_hold_after_all_first_launches(
-    monkeypatch,
+def _holds(log, first):
+    """The bodies of the held blocks from log[first] on, checking that nothing but a sync
+    (and the deferred-cleanup markers) comes between a release and the next hold."""
+    bodies = []
+    i = first
+    while "hold" in log[i:]:
+        h = log.index("hold", i)
+        r = log.index("release", h)
+        bodies.append(log[h + 1 : r])
+        nxt = log.index("hold", r) if "hold" in log[r:] else len(log)
+        assert [x for x in log[r + 1 : nxt] if x not in ("undefer", "sync", "defer")] == []
+        i = r
+    return bodies
+
+
+@pytest.mark.parametrize("per_hold", [1, 2, 8])
+def test_the_blocked_timer_queues_its_samples_under_holds_after_all_first_launches(
+    monkeypatch, per_hold
 ):
     log = _Log()
     b = _fake_bench(monkeypatch, log)
@@ -126,22 +142,44 @@ def test_the_blocked_timer_queues_every_round_under_the_hold_after_all_first_lau
         _launch("a", log), _launch("b", log), stop, mode="none",
         before_a=_launch("pa", log), before_b=_launch("pb", log),
         between=_launch("between", log), prime=lambda: log.append("prime"),
+        per_hold=per_hold,
     )  # fmt: skip
-    assert res.order == list("ABBA" * 2)  # one round: 4 samples per side
+    assert res.order == list("ABBA" * 2)  # one stopping check: 4 samples per side
+    assert res.a_us.size == res.b_us.size == 4
     first_hold = log.index("hold")
-    # every piece launched once, synced, outputs primed, then the round's events made and held
+    # every piece launched once, synced, outputs primed, then the samples held
     assert log[:first_hold] == ["pa", "pb", "between", "a", "b", "sync", "prime", "defer"]
-    body = log[first_hold + 1 : log.index("release")]
-    want = []
-    for k, s in enumerate("ABBA" * 2):
-        w = s.lower()
-        want += ["between", f"p{w}", f"event{2 * k}", w, f"event{2 * k + 1}"]
-    assert body == want
+    bodies = _holds(log, first_hold)
+    assert len(bodies) == 8 // per_hold
+    for h, body in enumerate(bodies):
+        want = []
+        for k, s in enumerate(("ABBA" * 2)[h * per_hold : (h + 1) * per_hold]):
+            w = s.lower()
+            want += ["between", f"p{w}", f"event{2 * k}", w, f"event{2 * k + 1}"]
+        assert body == want
+
+
+def test_the_blocked_timer_defaults_to_one_sample_per_hold_as_nvbench(monkeypatch):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    b.time_pair_blocked(_launch("a", log), _launch("b", log), stop, mode="none")
+    assert measure.BLOCKED_SAMPLES_PER_HOLD == 1
+    assert [len(x) for x in _holds(log, log.index("hold"))] == [3] * 8  # event, call, event
+
+
+@pytest.mark.parametrize("per_hold", [0, 3, 16])
+def test_the_blocked_timer_refuses_a_hold_that_does_not_divide_its_round(monkeypatch, per_hold):
+    b = _fake_bench(monkeypatch, _Log())
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    with pytest.raises(ValueError, match="per_hold must divide 8"):
+        b.time_pair_blocked(_launch("a", []), _launch("b", []), stop, mode="none",
+                            per_hold=per_hold)  # fmt: skip
 
 
 def test_cold_mode_queues_the_flush_right_before_each_call_under_the_hold(monkeypatch):
-    """The cold sample nvbench's agrees with (tests/gpu/test_nvbench_gpu.py): the L2 flush
-    queued before each call inside the held round, outside its events."""
+    """The cold sample nvbench's agrees with (tests/gpu/test_nvbench_gpu.py): one sample per
+    hold, the L2 flush queued before its call inside the hold, outside its events."""
     log = _Log()
     b = _fake_bench(monkeypatch, log)
     b.flush = lambda stream: log.append("flush")
@@ -151,7 +189,8 @@ def test_cold_mode_queues_the_flush_right_before_each_call_under_the_hold(monkey
     assert res.order == list("ABBA" * 2)
     first_hold = log.index("hold")
     assert log[: first_hold - 1] == ["flush", "flush", "between", "a", "b", "sync"]
-    want = ["defer", "hold"]
-    for k, s in enumerate("ABBA" * 2):
-        want += ["between", "flush", f"event{2 * k}", s.lower(), f"event{2 * k + 1}"]
-    assert log[first_hold - 1 :] == [*want, "release", "undefer"]
+    want = []
+    for s in "ABBA" * 2:
+        want += ["defer", "hold", "between", "flush", "event0", s.lower(), "event1"]
+        want += ["release", "undefer"]
+    assert log[first_hold - 1 :] == want

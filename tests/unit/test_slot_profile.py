@@ -40,6 +40,8 @@ def _planted(tmp_path, a_profile, b_profile, cells=40):
                 break
     run = tmp_path / "run"
     run.mkdir()
+    manifest = (ROOT / "results/h200/cold-5/manifest.json").read_text()
+    (run / "manifest.json").write_text(manifest)
     (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
     return run
 
@@ -63,3 +65,13 @@ def test_a_half_that_is_not_whole_rounds_is_left_out():
     assert sp.slot_means([1.0] * 6, [6]) is None
     assert sp.slot_means([1.0] * 8, [4, 3]) is None
     assert list(sp.slot_means([1, 2, 3, 4, 3, 4, 5, 6], [4, 4])) == [2, 3, 4, 5]
+
+
+def test_a_run_held_one_sample_at_a_time_has_no_slots(tmp_path):
+    run = _planted(tmp_path, (1.0,) * 4, (1.0,) * 4, cells=2)
+    m = json.loads((run / "manifest.json").read_text())
+    assert "blocked_samples_per_hold" not in m["harness"]  # recorded in rounds of 8
+    m["harness"]["blocked_samples_per_hold"] = 1
+    (run / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(SystemExit, match="held 1 at a time, not in rounds of 8"):
+        sp.profile([str(run)])
