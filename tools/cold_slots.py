@@ -2,9 +2,9 @@
 
     python tools/cold_slots.py --out cold_slots.json
 
-A cold run queues eight [flush][event][call][event] samples behind the blocking kernel per
-round (Bench.time_pair_blocked). This times one fp32 kernel (tools/nvbench_cold.py's) with
-rounds of 8, 2 and 1 samples at 4, 8 and 48 MiB, 512 samples each, and prints the mean of
+Bench.time_pair_blocked queues each [flush][event][call][event] sample alone behind the
+blocking kernel (BLOCKED_SAMPLES_PER_HOLD; before aaa7632 eight per hold). This times one fp32
+kernel (tools/nvbench_cold.py's) in holds of 8, 2 and 1 samples at 4, 8 and 48 MiB, 512 samples each, and prints the mean of
 each slot beside nvbench's cold mean of the same launcher, so a slot's position effect can be
 read directly. The GPU runs the kernel for a second first (nvbench_cold.warm_up).
 """
