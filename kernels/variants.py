@@ -178,9 +178,13 @@ class Variant:
         return cls.parse(variant_id)
 
     def neighbours(self) -> list[Variant]:
-        """Every variant of the extended grid that differs from this one in exactly one axis
-        (vector width, unroll, load hint, store hint, block size or grid shape), in axis
-        order: the moves of the search's climb."""
+        """The moves of the search's climb, in this order: every variant of the extended grid
+        that differs from this one in exactly one axis (vector width, unroll, load hint, store
+        hint, block size or grid shape), then every one that trades two of vector width,
+        unroll and block size against each other at the same bytes in flight per block
+        (vec_bytes x unroll x block): 16 B x 2 <-> 8 B x 4, unroll 2 x 128 <-> 1 x 256. A
+        trade's one-axis halves change the bytes in flight and can both be slower than
+        either end, so a climb over one-axis moves alone stops short of it."""
         axes = (
             ("vec_bytes", VEC_BYTES),
             ("unroll", UNROLLS),
@@ -189,12 +193,23 @@ class Variant:
             ("block", BLOCKS),
             ("grid", GRID_SHAPES),
         )
-        return [
+        out = [
             replace(self, **{name: value})
             for name, values in axes
             for value in values
             if value != getattr(self, name)
         ]
+        sized = (("vec_bytes", VEC_BYTES), ("unroll", UNROLLS), ("block", BLOCKS))
+        for i, (a, a_values) in enumerate(sized):
+            for b, b_values in sized[i + 1 :]:
+                here = getattr(self, a) * getattr(self, b)
+                out += [
+                    replace(self, **{a: x, b: y})
+                    for x in a_values
+                    for y in b_values
+                    if x != getattr(self, a) and y != getattr(self, b) and x * y == here
+                ]
+        return out
 
 
 # ---- grids ------------------------------------------------------------------------------------

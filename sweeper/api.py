@@ -179,7 +179,7 @@ def run(
     from sweeper.errors import PlanMismatchError, SweeperError
     from sweeper.plan.planfile import load_plan
     from sweeper.run.runner import RunConfig, start
-    from sweeper.run.search import SearchParams
+    from sweeper.run.search import SearchParams, search_params
     from sweeper.run.stats import Stopping
     from sweeper.runfolder import new_run_dir, newest_run
 
@@ -208,7 +208,7 @@ def run(
         allocating = m.get("pattern") == "allocating"
         full = m.get("full", False)
         stopping = Stopping(**m["stopping"])
-        search = SearchParams(**m["search"])
+        search = search_params(m["search"])
         producer = m.get("harness", {}).get("after_write_producer", "memcpy")
         recorded = m.get("slice") or {}
         configs = recorded.get("configs") or None
@@ -225,6 +225,9 @@ def run(
             else Stopping()
         )
         search = SearchParams()
+        replayed = getattr(executor, "manifest", {}).get("search")
+        if replayed:  # a replay climbs with the moves of the run it answers from
+            search = SearchParams(climb_trades=search_params(replayed).climb_trades)
     if plan_path is None:
         if gpu_key is None:
             raise SweeperError("name the plan file to run")

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +33,7 @@ from sweeper.analyze.store import load_run
 from sweeper.api import parse_ws_range
 from sweeper.plan.planfile import load_plan
 from sweeper.run.dispatch import PREFIX
-from sweeper.run.search import BAND_FRACTIONS, screen_sizes
+from sweeper.run.search import BAND_FRACTIONS, SearchParams, climb_moves, one_axis, screen_sizes
 from sweeper.units import MiB
 
 MARGIN = 0.02  # the issue's bound: no config more than 2% faster than the policy in both passes
@@ -77,12 +79,97 @@ def size_ranges(plan_path: str, dtypes: list[str]) -> list[tuple[str, list[str]]
     return out
 
 
+TABLE_COLUMNS = ["mode", "dtype", "n", "ws_bytes", "config", "status", "ratio", "ratio_lo",
+                 "ratio_hi", "time_us"]  # fmt: skip
+
+
 def _candidates(runs: list[str]) -> pd.DataFrame:
+    """The ok candidate cells of run folders, or of tables written by `table` (.csv.xz)."""
     frames = []
     for r in runs:
-        df = load_run(r).results
+        if r.endswith(".csv.xz"):
+            df = pd.read_csv(r).assign(role="candidate")
+        else:
+            df = load_run(r).results
         frames.append(df[(df["role"] == "candidate") & (df["status"] == "ok")])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def write_table(runs: list[str], out: str) -> int:
+    """Every candidate cell of the exhaustive runs, TABLE_COLUMNS only, xz-compressed CSV:
+    what `top`, `check` and `replay` read, small enough to keep beside the proof."""
+    frames = [load_run(r).results for r in runs]
+    df = pd.concat(frames, ignore_index=True)
+    df = df[df["role"] == "candidate"].sort_values(["mode", "dtype", "n", "config"])
+    data = df[TABLE_COLUMNS].to_csv(index=False, float_format="%.7g").encode()
+    Path(out).write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
+    return len(df)
+
+
+def replay_climb(
+    exhaustive: list[str], params: SearchParams, trades: bool, top: int = TOP
+) -> pd.DataFrame:
+    """The search's climb replayed, size by size, on an exhaustive run's recorded ratios: from
+    the default grid's configs, the neighbours (sweeper_kernels.Variant.neighbours; one-axis
+    moves only unless `trades`) of every config near the best, round after round, as
+    sweeper.run.search.climb_moves decides. Per mode, dtype and size: what the climb measured
+    and the best it found, against the exhaustive best. The full search also sweeps every
+    survivor of the other screening sizes at each size, so what the climb found is a floor."""
+    from sweeper_kernels import GRIDS, Variant
+
+    df = _candidates(exhaustive)
+    df = df[~df["config"].str.startswith(PREFIX)]
+    out = []
+    for (mode, dtype, n), g in df.groupby(["mode", "dtype", "n"], sort=True):
+        ratio = dict(zip(g["config"], g["ratio"], strict=True))
+        variant = {}
+
+        def neighbours(config: str, dtype=dtype, variant=variant) -> list[str]:
+            v = variant.setdefault(config, Variant.parse(f"{dtype}-{config}"))
+            return [m.config for m in v.neighbours() if trades or one_axis(v, m)]
+
+        def cell(c: str, n=n, ratio=ratio) -> dict:
+            return {"role": "candidate", "status": "ok", "n": n, "config": c, "ratio": ratio[c]}
+
+        rows = [cell(v.config) for v in GRIDS["default"]([dtype]) if v.config in ratio]
+        rounds = 0
+        while rounds < params.max_climb_rounds:
+            moves = climb_moves(rows, neighbours, params).get(n, [])
+            if not moves:
+                break
+            rounds += 1
+            rows += [cell(c) for c in moves if c in ratio]
+        found = max(rows, key=lambda r: r["ratio"])
+        ranked = g.sort_values("ratio", ascending=False)
+        measured = {r["config"] for r in rows}
+        out.append(
+            {"mode": mode, "dtype": dtype, "n": int(n), "ws_mib": g["ws_bytes"].iloc[0] / MiB,
+             "cells": len(rows), "rounds": rounds, "found": found["config"],
+             "found_ratio": found["ratio"], "best": ranked["config"].iloc[0],
+             "best_ratio": float(ranked["ratio"].iloc[0]),
+             "shortfall": 1 - found["ratio"] / float(ranked["ratio"].iloc[0]),
+             "top_measured": int(ranked["config"].head(top).isin(measured).sum())}
+        )  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def replay_markdown(tables: dict[str, pd.DataFrame], top: int = TOP) -> str:
+    """One row per dtype and size, a column group per move set."""
+    names = list(tables)
+    head = ["dtype", "size", "exhaustive best"]
+    for name in names:
+        head += [f"{name}: cells", f"{name}: best found", f"{name}: short of best",
+                 f"{name}: top {top} measured"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    first = tables[names[0]]
+    for i, r in enumerate(first.to_dict("records")):
+        cells = [r["dtype"], f"{r['ws_mib']:.4g} MiB", f"`{r['best']}` {r['best_ratio']:.3f}x"]
+        for name in names:
+            x = tables[name].iloc[i]
+            cells += [str(x["cells"]), f"`{x['found']}` {x['found_ratio']:.3f}x",
+                      f"{x['shortfall']:.1%}", str(x["top_measured"])]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def top_configs(exhaustive: list[str], k: int) -> pd.DataFrame:
@@ -150,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("exhaustive", nargs="+")
     t.add_argument("--k", type=int, default=2 * TOP)
     t.add_argument("--policy", default="results/h200/hot-4/policy.json")
+    t.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
     c = sub.add_parser("check", help="the proof's table and verdict")
     c.add_argument("exhaustive", nargs="+")
     c.add_argument("--passes", required=True, help="comma-separated pass run folders")
@@ -157,7 +245,31 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--margin", type=float, default=MARGIN)
     c.add_argument("--policy-config", default=None, help="policy-<run> (default: the one timed)")
     c.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    w = sub.add_parser("table", help="write the exhaustive runs' cells as one .csv.xz")
+    w.add_argument("exhaustive", nargs="+")
+    w.add_argument("--out", required=True)
+    r = sub.add_parser("replay", help="the climb replayed on the exhaustive runs' ratios")
+    r.add_argument("exhaustive", nargs="+")
+    r.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
     a = ap.parse_args(argv)
+
+    if a.cmd == "table":
+        if not a.out.endswith(".csv.xz"):
+            raise SystemExit(f"--out {a.out}: name a .csv.xz file")
+        print(f"{write_table(a.exhaustive, a.out)} cells -> {a.out}")
+        return 0
+    if a.cmd == "replay":
+        params = SearchParams()
+        tables = {"one-axis moves": replay_climb(a.exhaustive, params, trades=False),
+                  "with trades": replay_climb(a.exhaustive, params, trades=True)}  # fmt: skip
+        text = replay_markdown(tables)
+        print(text, end="")
+        if a.out:
+            Path(a.out).write_text(text)
+            doc = {"exhaustive": a.exhaustive, "search": asdict(params),
+                   **{k: v.to_dict("records") for k, v in tables.items()}}  # fmt: skip
+            Path(a.out).with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+        return 0
 
     if a.cmd == "sizes":
         dtypes = a.dtypes.split(",")
@@ -168,12 +280,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "top":
         best = top_configs(a.exhaustive, a.k)
-        m = load_run(a.exhaustive[0]).manifest
+        if a.exhaustive[0].endswith(".csv.xz"):  # a table: the plan is named, not recorded
+            plan, modes = a.plan, sorted(set(best["mode"]))
+        else:
+            m = load_run(a.exhaustive[0]).manifest
+            plan, modes = m["plan"]["path"], m["modes"]
         configs = sorted(set(best["config"]))
         rng = mib_range(best["ws_bytes"].min(), best["ws_bytes"].max())
         for i in (1, 2):
-            print(f"sweeper run {m['plan']['path']} --grid extended --dtypes "
-                  f"{','.join(sorted(set(best['dtype'])))} --modes {','.join(m['modes'])} "
+            print(f"sweeper run {plan} --grid extended --dtypes "
+                  f"{','.join(sorted(set(best['dtype'])))} --modes {','.join(modes)} "
                   f"--sizes {rng} --configs '{','.join(configs)},{PREFIX}*' "
                   f"--policy {a.policy} --run-id proof-p{i}")  # fmt: skip
         return 0

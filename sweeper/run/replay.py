@@ -213,7 +213,13 @@ class ReplayExecutor:
             if v.config == config:
                 return v
         # not measured by the recorded run: asking for its cell is the replay's error
-        return SimpleVariant(dtype, config, recorded_id=f"{dtype}-{config}-unrecorded")
+        from sweeper_kernels import Variant
+
+        v = Variant.parse(f"{dtype}-{config}")
+        return SimpleVariant(
+            dtype, config, v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block, v.grid,
+            recorded_id=f"{dtype}-{config}-unrecorded",
+        )  # fmt: skip
 
     def neighbours(self, variant: Any) -> list[Any]:
         """A climbing run's one-axis moves (the extended grid's), as recorded variants."""

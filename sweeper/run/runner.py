@@ -38,6 +38,7 @@ from sweeper.run import ceilings
 from sweeper.run.search import (
     SearchParams,
     climb_moves,
+    one_axis,
     policy_sample_points,
     refinement_points,
     screen_sizes,
@@ -69,8 +70,8 @@ class Executor(Protocol):
     # optional: `ceiling_set(dtype) -> list of variants` (the L2-resident ceiling's reference
     # configs; the runner measures the ceiling, in hot mode whatever the run's modes, only with
     # executors that have it), and
-    # `neighbours(variant) -> list of variants` (the search's one-axis moves; the runner climbs
-    # from the screening rows only with executors that have it) with
+    # `neighbours(variant) -> list of variants` (the search's moves, Variant.neighbours; the
+    # runner climbs from the screening rows only with executors that have it) with
     # `variant(dtype, config) -> variant` (what a resumed run's climbed configs are)
 
 
@@ -534,8 +535,8 @@ class Runner:
         write_manifest(self.run_dir, self.manifest)
 
     def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:
-        """From the seed grid's screening rows, measure the one-axis neighbours of every
-        config near the best at each screening size until none comes within the margin
+        """From the seed grid's screening rows, measure the neighbours (one-axis moves and,
+        with search.climb_trades, bytes-in-flight trades) of every config near the best at each screening size until none comes within the margin
         (search.climb_moves). New configs join `by_config`; their compiles run in one batch
         per round. Executors without `neighbours` do not climb."""
         neighbours_of = getattr(self.ex, "neighbours", None)
@@ -546,7 +547,10 @@ class Runner:
 
         def neighbours(config: str) -> list[str]:
             out = []
-            for v in neighbours_of(by_config[config]):
+            here = by_config[config]
+            for v in neighbours_of(here):
+                if not params.climb_trades and not one_axis(here, v):
+                    continue
                 by_config.setdefault(v.config, v)
                 out.append(v.config)
             return out

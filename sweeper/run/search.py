@@ -37,6 +37,11 @@ class SearchParams:
     # none of those has an unmeasured neighbour (or after max_climb_rounds rounds; the
     # manifest says which). Six one-axis moves reach any config of the extended grid.
     max_climb_rounds: int = 6
+    # the climb's moves include trades of two of vector width, unroll and block size at the
+    # same bytes in flight per block (sweeper_kernels.Variant.neighbours): without them the
+    # climb never reached the 8 B x 4 configs that lead fp32 and bf16 at 35.6 MiB on the H200
+    # (results/h200/pruning-proof)
+    climb_trades: bool = True
     refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
     max_refine_rounds: int = 6
     max_refine_points: int = 48  # per (mode, dtype)
@@ -44,6 +49,20 @@ class SearchParams:
     # resolution (sweeper policy refuses those), at the policy's tolerance.
     max_bracket_rounds: int = 12
     policy_tolerance: float = 0.02
+
+
+AXES = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")  # a config's axes
+
+
+def search_params(doc: dict) -> SearchParams:
+    """The SearchParams a manifest's `search` records. A run recorded before `climb_trades`
+    existed climbed over one-axis moves only."""
+    return SearchParams(**{"climb_trades": False, **doc})
+
+
+def one_axis(a, b) -> bool:
+    """Whether variants a and b differ in exactly one axis."""
+    return sum(getattr(a, x) != getattr(b, x) for x in AXES) == 1
 
 
 def screen_sizes(

@@ -206,3 +206,28 @@ def test_flat_takes_any_unroll_as_its_own_compile():
     assert (
         f2.compile_key != Variant("fp32", 16, 2, "default", "default", 128, "onepass").compile_key
     )
+
+
+@pytest.mark.parametrize("config", ["v16-u2-ld.nc-st.cs-b128-flat", "v4-u1-ld.def-st.def-b1024-stride1",
+                                    "v8-u8-ld.L2el-st.cs-b512-onepass"])  # fmt: skip
+def test_the_climbs_moves_are_one_axis_changes_then_bytes_in_flight_trades(config):
+    from sweeper_kernels.variants import BLOCKS, UNROLLS, VEC_BYTES
+
+    v = Variant.parse(f"fp32-{config}")
+    moves = v.neighbours()
+    axes = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
+    changed = [tuple(a for a in axes if getattr(m, a) != getattr(v, a)) for m in moves]
+    one = [m for m, c in zip(moves, changed, strict=True) if len(c) == 1]
+    assert moves[: len(one)] == one and len(one) == 26 and len(set(moves)) == len(moves)
+    trades = moves[len(one) :]
+    for m in trades:  # two of vector width, unroll and block, at the same bytes per block
+        c = tuple(a for a in axes if getattr(m, a) != getattr(v, a))
+        assert len(c) == 2 and set(c) <= {"vec_bytes", "unroll", "block"}
+        assert m.vec_bytes * m.unroll * m.block == v.vec_bytes * v.unroll * v.block
+    every = {  # each trade the grid's values allow, computed another way
+        (x, y, z)
+        for x in VEC_BYTES for y in UNROLLS for z in BLOCKS
+        if x * y * z == v.vec_bytes * v.unroll * v.block
+        and sum((x != v.vec_bytes, y != v.unroll, z != v.block)) == 2
+    }  # fmt: skip
+    assert {(m.vec_bytes, m.unroll, m.block) for m in trades} == every

@@ -216,3 +216,57 @@ def test_a_resumed_run_keeps_the_survivors_its_screening_chose(tmp_path):
     assert set(at_b[at_b.phase == "sweep"].config) >= {"k7"}  # swept there, not screened
     start(run_config(tmp_path), chain_model(speed=speed), resume=run_dir)
     assert load_manifest(run_dir)["pruned"] == m["pruned"]
+
+
+TRADE = ("v16-u2-ld.nc-st.cs-b128-flat", "v8-u2-ld.nc-st.cs-b128-flat",
+         "v16-u4-ld.nc-st.cs-b128-flat", "v8-u4-ld.nc-st.cs-b128-flat")  # fmt: skip
+
+
+class TradeModel(ModelExecutor):
+    """Seed v16 x u2; its one-axis moves to v8 x u2 and v16 x u4 lose 9%; the trade to v8 x u4
+    at the same 32 bytes in flight per thread wins (fp32 at 35.6 MiB on the H200, in shape)."""
+
+    def variants(self, grid, dtype):
+        return [self._v(dtype, TRADE[0])]
+
+    @staticmethod
+    def _v(dtype, config):
+        from sweeper_kernels import Variant
+
+        v = Variant.parse(f"{dtype}-{config}")
+        return SimpleVariant(dtype, config, v.vec_bytes, v.unroll, v.load_hint, v.store_hint,
+                             v.block, v.grid)  # fmt: skip
+
+    def neighbours(self, v):
+        from sweeper_kernels import Variant
+
+        moves = Variant.parse(f"{v.dtype}-{v.config}").neighbours()
+        return [self._v(v.dtype, m.config) for m in moves if m.config in TRADE]
+
+
+@pytest.mark.parametrize("trades", [True, False])
+def test_the_climb_reaches_a_bytes_in_flight_trade_only_with_trade_moves(tmp_path, trades):
+    speed = dict(zip(TRADE, (3300.0, 3000.0, 3000.0, 3500.0), strict=True))
+    ex = TradeModel({c: (lambda ws, l2, g=g: g) for c, g in speed.items()},
+                    l2_bytes=L2, baseline=lambda ws, l2: 3000.0,
+                    copy=lambda ws, l2: 4000.0, noise=0.0)  # fmt: skip
+    plan = make_plan(lookup("h200"), dtypes=["fp32"])
+    cfg = RunConfig(plan=plan, plan_path="p.json", dtypes=("fp32",), out_root=str(tmp_path),
+                    run_id="t", search=SearchParams(climb_trades=trades, min_survivors=1))  # fmt: skip
+    run_dir = start(cfg, ex)
+    assert load_manifest(run_dir)["search"]["climb_trades"] is trades
+    df = load_run(run_dir).results
+    screened = set(df[(df.role == "candidate") & (df.phase == "screen")].config)
+    assert screened == (set(TRADE) if trades else set(TRADE[:3]))
+    swept = set(df[(df.role == "candidate") & (df.phase == "sweep")].config)
+    assert (TRADE[3] in swept) is trades
+
+
+def test_a_manifest_without_climb_trades_climbed_one_axis_moves_only():
+    from sweeper.run.search import one_axis, search_params
+
+    assert search_params({"margin": 0.005}).climb_trades is False
+    assert search_params({"climb_trades": True}).climb_trades is True
+    assert SearchParams().climb_trades is True
+    a, b, c = (TradeModel._v("fp32", x) for x in (TRADE[0], TRADE[1], TRADE[3]))
+    assert one_axis(a, b) and not one_axis(a, c) and not one_axis(a, a)
