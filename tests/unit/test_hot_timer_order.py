@@ -78,6 +78,21 @@ def _launch(name, log):
     return f
 
 
+def _holds(log, first):
+    """The bodies of the held blocks from log[first] on, checking that nothing but a sync
+    (and the deferred-cleanup markers) comes between a release and the next hold."""
+    bodies = []
+    i = first
+    while "hold" in log[i:]:
+        h = log.index("hold", i)
+        r = log.index("release", h)
+        bodies.append(log[h + 1 : r])
+        nxt = log.index("hold", r) if "hold" in log[r:] else len(log)
+        assert [x for x in log[r + 1 : nxt] if x not in ("undefer", "sync", "defer")] == []
+        i = r
+    return bodies
+
+
 @pytest.mark.parametrize("with_between", [True, False])
 def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypatch, with_between):
     log = _Log()
@@ -96,16 +111,7 @@ def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypat
     assert {"graph ax1", "graph bx1"} <= set(pre) and pre.index("prime") > pre.index("graph bx1")
     if with_between:
         assert "between" in pre
-    rounds = []
-    i = first_hold
-    while "hold" in log[i:]:
-        h = log.index("hold", i)
-        r = log.index("release", h)
-        rounds.append(log[h + 1 : r])
-        # nothing of the round after its release but the sync
-        nxt = log.index("hold", r) if "hold" in log[r:] else len(log)
-        assert [x for x in log[r + 1 : nxt] if x not in ("undefer", "sync", "defer")] == []
-        i = r
+    rounds = _holds(log, first_hold)
     assert len(rounds) == 2
     slot = (["between"] if with_between else []) + ["graph {w}x1", "event{e0}", "graph {w}x8", "event{e1}"]  # fmt: skip
     for body in rounds:
@@ -114,21 +120,6 @@ def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypat
             w = s.lower()
             want += [x.format(w=w, e0=2 * k, e1=2 * k + 1) for x in slot]
         assert body == want
-
-
-def _holds(log, first):
-    """The bodies of the held blocks from log[first] on, checking that nothing but a sync
-    (and the deferred-cleanup markers) comes between a release and the next hold."""
-    bodies = []
-    i = first
-    while "hold" in log[i:]:
-        h = log.index("hold", i)
-        r = log.index("release", h)
-        bodies.append(log[h + 1 : r])
-        nxt = log.index("hold", r) if "hold" in log[r:] else len(log)
-        assert [x for x in log[r + 1 : nxt] if x not in ("undefer", "sync", "defer")] == []
-        i = r
-    return bodies
 
 
 @pytest.mark.parametrize("per_hold", [1, 2, 8])
