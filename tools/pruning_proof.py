@@ -27,6 +27,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sweeper.analyze.store import load_run
@@ -153,6 +154,44 @@ def replay_climb(
     return pd.DataFrame(out)
 
 
+def drift(reference: str, passes: list[str]) -> dict:
+    """How far a config's standing among the others moves between the reference run (e.g. the
+    run the policy was built from) and the two passes, and between the two passes. At every
+    mode, dtype and size that the reference and both passes measured, over the grid configs
+    all three hold (at least 3): each config's log ratio minus the mean over those configs in
+    the same run (which takes out the baseline's own drift); then |reference - mean of the
+    passes| ("across runs") and |pass 1 - pass 2| ("between passes"), as fractions."""
+    if len(passes) != 2:
+        raise SystemExit("drift: name exactly two passes")
+    ref, p1, p2 = (_candidates([r]) for r in (reference, *passes))
+    keys = ["mode", "dtype", "n"]
+    across, between = [], []
+    for key in p1.groupby(keys, sort=True).groups:
+
+        def at(df, key=key):
+            sel = (df["mode"] == key[0]) & (df["dtype"] == key[1]) & (df["n"] == key[2])
+            grid = ~df["config"].str.startswith(PREFIX)
+            return np.log(df[sel & grid].groupby("config")["ratio"].mean())
+
+        a, b, c = at(ref), at(p1), at(p2)
+        common = a.index.intersection(b.index).intersection(c.index)
+        if len(common) < 3:
+            continue
+        a, b, c = (x[common] - x[common].mean() for x in (a, b, c))
+        across += list(np.abs(a - (b + c) / 2))
+        between += list(np.abs(b - c))
+
+    def stats(x: list[float]) -> dict:
+        y = np.expm1(np.array(x))
+        return {"median": float(np.median(y)), "p95": float(np.quantile(y, 0.95)),
+                "max": float(y.max())}  # fmt: skip
+
+    if not across:
+        raise SystemExit("drift: the reference and the passes share no size with 3 configs")
+    return {"configs_sizes": len(across), "across_runs": stats(across),
+            "between_passes": stats(between)}  # fmt: skip
+
+
 def replay_markdown(tables: dict[str, pd.DataFrame], top: int = TOP) -> str:
     """One row per dtype and size, a column group per move set."""
     names = list(tables)
@@ -251,8 +290,22 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("replay", help="the climb replayed on the exhaustive runs' ratios")
     r.add_argument("exhaustive", nargs="+")
     r.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    d = sub.add_parser("drift", help="how far configs' standing moves across runs and passes")
+    d.add_argument("reference", help="the run the policy was built from")
+    d.add_argument("--passes", required=True, help="two comma-separated pass run folders")
     a = ap.parse_args(argv)
 
+    if a.cmd == "drift":
+        doc = drift(a.reference, [p for p in a.passes.split(",") if p])
+        print(
+            f"{doc['configs_sizes']} config-size pairs; a config's ratio relative to the "
+            "others, moved by"
+        )
+        for k in ("across_runs", "between_passes"):
+            x = doc[k]
+            print(f"  {k.replace('_', ' ')}: median {x['median']:.2%}, p95 {x['p95']:.2%}, "
+                  f"max {x['max']:.2%}")  # fmt: skip
+        return 0
     if a.cmd == "table":
         if not a.out.endswith(".csv.xz"):
             raise SystemExit(f"--out {a.out}: name a .csv.xz file")

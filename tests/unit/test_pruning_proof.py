@@ -5,6 +5,7 @@ pass lacks a cell)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,18 @@ def test_the_climb_replayed_on_the_h200_cells_needs_the_trades_for_fp32_at_35_6_
         proof.replay_markdown({"one-axis moves": one, "with trades": both})
         == (SHIPPED / "replay.md").read_text()
     )
+
+
+def test_drift_is_a_configs_move_relative_to_the_others_across_runs_and_between_passes(runs):
+    plan, root, _, _ = runs
+    p1, p2 = _passes(runs, 5000.0, ids=("d1", "d2"))
+    ref = str(api.run(str(plan), sizes="35:59", executor=model({"B": 5900.0 * 1.03}),
+                      out_root=str(root), run_id="drift-ref"))  # fmt: skip
+    doc = proof.drift(ref, [p1, p2])
+    assert doc["configs_sizes"] > 0
+    assert doc["between_passes"] == {"median": 0.0, "p95": 0.0, "max": 0.0}
+    # B 3% faster in the reference: against the mean of four configs it moves by 3/4 of that
+    moved = math.expm1(0.75 * math.log(1.03))
+    assert doc["across_runs"]["max"] == pytest.approx(moved, rel=1e-3)
+    with pytest.raises(SystemExit, match="exactly two passes"):
+        proof.drift(ref, [p1])
