@@ -19,6 +19,7 @@ from sweeper.dtypes import DTYPES
 from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
+from sweeper.run.search import search_params
 from sweeper.runfolder import PLOTS, REPORT, baseline_of, is_audit
 from sweeper.units import fmt_bytes, fmt_mib
 
@@ -462,10 +463,18 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
         conv = {True: "yes", False: "no (round limit)"}.get(c.get("converged"), "-")
         rows.append((mode, dtype, str(c.get("configs", "-")), str(len(ps)), str(failed),
                      str(c.get("rounds", "-")), conv))  # fmt: skip
+    moves = ""
+    if climb:
+        trades = search_params(manifest.get("search") or {}).climb_trades
+        moves = " The climb's moves: " + (
+            "one-axis changes, and trades at the same bytes in flight per block."
+            if trades
+            else "one-axis changes only."
+        )
     out = [
         f"{len(items)} config(s) screened out before the full sweep; every one, with where it "
         "came closest to the best and why it was left out: `pruned` in "
-        "[manifest.json](manifest.json).",
+        f"[manifest.json](manifest.json).{moves}",
         "",
         *_table(
             (

@@ -336,3 +336,27 @@ def test_a_damaged_verify_table_is_refused_in_one_line_and_nothing_changes(run_d
     assert len(lines) == 1 and lines[0].startswith(f"error: {run_dir / VERIFY_CSV}: "), lines
     assert field in lines[0]
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("search", "climb", "says"),
+    [
+        (
+            {"margin": 0.005},
+            {"hot/fp32": {"rounds": 2}},
+            "The climb's moves: one-axis changes only.",
+        ),
+        ({"climb_trades": True}, {"hot/fp32": {"rounds": 2}}, "and trades at the same bytes"),
+        ({"climb_trades": True}, {}, None),
+    ],
+)
+def test_the_pruned_section_names_the_climbs_moves(search, climb, says):
+    from sweeper.report.report import pruned
+
+    item = {"mode": "hot", "dtype": "fp32", "config": "c", "reason": "r", "shortfall": 0.01,
+            "ws_bytes": 1 << 20}  # fmt: skip
+    text = "\n".join(pruned({"pruned": [item], "search": search, "climb": climb}))
+    if says is None:
+        assert "The climb's moves" not in text
+    else:
+        assert says in text
