@@ -29,6 +29,8 @@ BLOCKS: tuple[int, ...] = (128, 256, 512, 1024)
 GRID_SHAPES: tuple[str, ...] = (
     "onepass", "flat", "flat32", "stride1", "stride2", "stride4", "stride8"
 )  # fmt: skip
+# a config's axes, in the order of its name and of the climb's one-axis moves
+AXIS_NAMES: tuple[str, ...] = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
 
 _GRID_RE = re.compile(r"^(onepass|flat|flat32|stride([1-9][0-9]?))$")
 _CONFIG_RE = (
@@ -185,18 +187,12 @@ class Variant:
         (vec_bytes x unroll x block): 16 B x 2 <-> 8 B x 4, unroll 2 x 128 <-> 1 x 256. A
         trade's one-axis halves change the bytes in flight and can both be slower than
         either end, so a climb over one-axis moves alone stops short of it."""
-        axes = (
-            ("vec_bytes", VEC_BYTES),
-            ("unroll", UNROLLS),
-            ("load_hint", hints.names("load")),
-            ("store_hint", hints.names("store")),
-            ("block", BLOCKS),
-            ("grid", GRID_SHAPES),
-        )
+        values = (VEC_BYTES, UNROLLS, hints.names("load"), hints.names("store"), BLOCKS,
+                  GRID_SHAPES)  # fmt: skip
         out = [
             replace(self, **{name: value})
-            for name, values in axes
-            for value in values
+            for name, axis in zip(AXIS_NAMES, values, strict=True)
+            for value in axis
             if value != getattr(self, name)
         ]
         sized = (("vec_bytes", VEC_BYTES), ("unroll", UNROLLS), ("block", BLOCKS))

@@ -84,14 +84,16 @@ TABLE_COLUMNS = ["mode", "dtype", "n", "ws_bytes", "config", "status", "ratio", 
                  "ratio_hi", "time_us"]  # fmt: skip
 
 
+def is_table(path: str) -> bool:
+    """Whether `path` names a table written by `table`, not a run folder."""
+    return path.endswith(".csv.xz")
+
+
 def _candidates(runs: list[str]) -> pd.DataFrame:
     """The ok candidate cells of run folders, or of tables written by `table` (.csv.xz)."""
     frames = []
     for r in runs:
-        if r.endswith(".csv.xz"):
-            df = pd.read_csv(r).assign(role="candidate")
-        else:
-            df = load_run(r).results
+        df = pd.read_csv(r).assign(role="candidate") if is_table(r) else load_run(r).results
         frames.append(df[(df["role"] == "candidate") & (df["status"] == "ok")])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -163,23 +165,20 @@ def drift(reference: str, passes: list[str]) -> dict:
     passes| ("across runs") and |pass 1 - pass 2| ("between passes"), as fractions."""
     if len(passes) != 2:
         raise SystemExit("drift: name exactly two passes")
-    ref, p1, p2 = (_candidates([r]) for r in (reference, *passes))
     keys = ["mode", "dtype", "n"]
-    across, between = [], []
-    for key in p1.groupby(keys, sort=True).groups:
 
-        def at(df, key=key):
-            sel = (df["mode"] == key[0]) & (df["dtype"] == key[1]) & (df["n"] == key[2])
-            grid = ~df["config"].str.startswith(PREFIX)
-            return np.log(df[sel & grid].groupby("config")["ratio"].mean())
+    def log_ratios(run: str) -> pd.Series:
+        df = _candidates([run])
+        df = df[~df["config"].str.startswith(PREFIX)]
+        return np.log(df.groupby([*keys, "config"])["ratio"].mean())
 
-        a, b, c = at(ref), at(p1), at(p2)
-        common = a.index.intersection(b.index).intersection(c.index)
-        if len(common) < 3:
-            continue
-        a, b, c = (x[common] - x[common].mean() for x in (a, b, c))
-        across += list(np.abs(a - (b + c) / 2))
-        between += list(np.abs(b - c))
+    # one row per cell that all three measured; then per size, each run centred on its mean
+    both = pd.concat([log_ratios(r) for r in (reference, *passes)], axis=1, join="inner")
+    both.columns = ["ref", "p1", "p2"]
+    both = both[both.groupby(level=keys)["ref"].transform("size") >= 3]
+    both = both - both.groupby(level=keys).transform("mean")
+    across = list(np.abs(both["ref"] - (both["p1"] + both["p2"]) / 2))
+    between = list(np.abs(both["p1"] - both["p2"]))
 
     def stats(x: list[float]) -> dict:
         y = np.expm1(np.array(x))
@@ -307,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"max {x['max']:.2%}")  # fmt: skip
         return 0
     if a.cmd == "table":
-        if not a.out.endswith(".csv.xz"):
+        if not is_table(a.out):
             raise SystemExit(f"--out {a.out}: name a .csv.xz file")
         print(f"{write_table(a.exhaustive, a.out)} cells -> {a.out}")
         return 0
@@ -333,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "top":
         best = top_configs(a.exhaustive, a.k)
-        if a.exhaustive[0].endswith(".csv.xz"):  # a table: the plan is named, not recorded
+        if is_table(a.exhaustive[0]):  # a table: the plan is named, not recorded
             plan, modes = a.plan, sorted(set(best["mode"]))
         else:
             m = load_run(a.exhaustive[0]).manifest

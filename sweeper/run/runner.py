@@ -536,8 +536,8 @@ class Runner:
 
     def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:
         """From the seed grid's screening rows, measure the neighbours (one-axis moves and,
-        with search.climb_trades, bytes-in-flight trades) of every config near the best at each screening size until none comes within the margin
-        (search.climb_moves). New configs join `by_config`; their compiles run in one batch
+        with search.climb_trades, bytes-in-flight trades) of every config near the best at
+        each screening size until none comes within the margin (search.climb_moves). New configs join `by_config`; their compiles run in one batch
         per round. Executors without `neighbours` do not climb."""
         neighbours_of = getattr(self.ex, "neighbours", None)
         if neighbours_of is None:

@@ -51,9 +51,6 @@ class SearchParams:
     policy_tolerance: float = 0.02
 
 
-AXES = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")  # a config's axes
-
-
 def search_params(doc: dict) -> SearchParams:
     """The SearchParams a manifest's `search` records. A run recorded before `climb_trades`
     existed climbed over one-axis moves only."""
@@ -62,7 +59,9 @@ def search_params(doc: dict) -> SearchParams:
 
 def one_axis(a, b) -> bool:
     """Whether variants a and b differ in exactly one axis."""
-    return sum(getattr(a, x) != getattr(b, x) for x in AXES) == 1
+    from sweeper_kernels.variants import AXIS_NAMES
+
+    return sum(getattr(a, x) != getattr(b, x) for x in AXIS_NAMES) == 1
 
 
 def screen_sizes(
