@@ -542,6 +542,39 @@ def run_seconds(manifest: Mapping[str, Any]) -> tuple[float | None, float, bool]
     return (parts if t else None), parts, False
 
 
+CELL_PHASES = "cell_phases_s"  # the manifest's host time by cell phase (GpuExecutor.phase_seconds)
+CELL_PHASE_NAMES = {
+    "rounds": "timed rounds",
+    "graphs": "graph builds",
+    "fresh": "fresh-input replay",
+    "checks": "output checks",
+    "stopping": "stopping rule",
+    "summary": "summary",
+    "reference": "per-size reference",
+    "cell": "the rest",
+}
+
+
+def cell_phases(phases: Any) -> list[str]:
+    """One line per mode: where its cells' host time went, largest first, with shares."""
+    if not isinstance(phases, Mapping) or not phases:
+        return []
+    by_mode: dict[str, dict[str, float]] = {}
+    for key, v in phases.items():
+        mode, _, phase = str(key).rpartition("/")
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            by_mode.setdefault(mode or "all", {})[phase] = float(v)
+    out = [""]
+    for mode, ph in by_mode.items():
+        total = sum(ph.values())
+        parts = ", ".join(
+            f"{CELL_PHASE_NAMES.get(p, p)} {_secs(v)} ({v / total:.0%})"
+            for p, v in sorted(ph.items(), key=lambda kv: -kv[1])
+        ) if total > 0 else "none"  # fmt: skip
+        out.append(f"Where the {mode} cells' time went (host wall time, {_secs(total)}): {parts}.")
+    return out
+
+
 def timing(manifest: Mapping[str, Any]) -> list[str]:
     t = manifest.get("timing") or {}
     if not t:
@@ -549,7 +582,7 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
     groups: dict[str, dict[str, Any]] = {}
     top = []
     for key, value in t.items():
-        if key == "total_s":
+        if key in ("total_s", CELL_PHASES):
             continue
         if key.count("/") == 2:  # mode/dtype/phase
             group, phase = key.rsplit("/", 1)
@@ -567,6 +600,7 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
         rows = [(group, *(_phase(g.get(p), p) for p in cols)) for group, g in groups.items()]
         out += ["", *_table(("mode/dtype", *(PHASES.get(p, p) for p in cols)), rows,
                             "-" + "r" * len(cols))]  # fmt: skip
+    out += cell_phases(t.get(CELL_PHASES))
     total, parts, recorded = run_seconds(manifest)
     out += [
         "",

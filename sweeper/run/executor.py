@@ -179,6 +179,7 @@ class GpuExecutor:
         self._count = self.cuda.device_array(1, dtype=np.uint64)
         self._fresh_cells = 0  # candidate cells replayed on fresh input (seeds their tables)
         self._fresh_loaded = False  # the replay's kernels launched once outside any capture
+        self._fresh: list[FreshInput] = []  # the replay's device tables, reused cell to cell
 
     # -- Executor protocol ------------------------------------------------------------------
     def describe(self) -> dict:
@@ -210,6 +211,8 @@ class GpuExecutor:
             # hot ABBA rounds are queued behind the blocking kernel; a cell's figures are
             # geometric means over its buffer-swapped halves
             "hot_rounds_held": True,
+            # round r + 1 is queued behind its own hold while round r runs (Bench.time_pair_hot)
+            "hot_rounds_pipelined": True,
             # cold and after-write samples queued per hold of the stream (nvbench: one)
             "blocked_samples_per_hold": BLOCKED_SAMPLES_PER_HOLD,
             "halves": "geometric mean",
@@ -306,6 +309,11 @@ class GpuExecutor:
             + sum(1 for _, compiled, _ in results if compiled),
             "seconds": round(before.get("seconds", 0) + time.perf_counter() - t0, 2),
         }
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Host wall time by cell phase since the last call ("hot/rounds": ...), exclusive
+        (timers.PhaseClock); the runner adds it to the manifest's timing.cell_phases_s."""
+        return self.bench.clock.take()
 
     def release(self, dtype: str, n: int) -> None:
         self._buffers.pop((dtype, n), None)
@@ -437,11 +445,14 @@ class GpuExecutor:
         s = self.bench.stream
         cell = self._fresh_cells
         self._fresh_cells += 1
-        # both tables uploaded before anything is queued: an upload waits for the stream
-        replays = [
-            FreshInput(self.cuda, fresh_table(expected, calls, seed=(self.seed, cell, i)))
-            for i in range(2)
-        ]
+        # two tables, one per buffer set, into device room kept for the executor's lifetime
+        tables = [fresh_table(expected, calls, seed=(self.seed, cell, i)) for i in range(2)]
+        for i, t in enumerate(tables):
+            if len(self._fresh) <= i or not self._fresh[i].fits(t):
+                room = max(calls, FRESH_BLOCKED_CALLS, self.stopping.max_calls)
+                self._fresh[i : i + 1] = [FreshInput(self.cuda, room)]
+            self._fresh[i].set_table(t, s)
+        replays = self._fresh[:2]
         for side, fresh in zip("AB", replays, strict=True):
             x, y, y2 = b.side(side)
             outs = [o for o in (y, y2) if o is not None]
@@ -567,11 +578,17 @@ class GpuExecutor:
             )  # fmt: skip
             parts.append(t)
             made += timed_calls(t)
-            bad += self._mismatches_all(outs, b)
+            with self.bench.clock("checks"):
+                bad += self._mismatches_all(outs, b)
         return SwappedTiming(merge_timings(parts), bad, made)
 
     def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
         """Copy roofline and baseline at this size, timed against each other (ABBA)."""
+        self.bench.clock.prefix = mode
+        with self.bench.clock("reference"):
+            return self._reference(mode, dtype, n)
+
+    def _reference(self, mode: str, dtype: str, n: int) -> list[dict]:
         from sweeper_kernels import itemsize
 
         b = self._bufs(dtype, n)
@@ -637,6 +654,13 @@ class GpuExecutor:
         self._ext_checked.add((dtype, n))
 
     def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        """One candidate cell (see the class docstring); its host time is booked by phase on
+        the bench's clock."""
+        self.bench.clock.prefix = mode
+        with self.bench.clock("cell"):
+            return self._measure(mode, dtype, n, variant)
+
+    def _measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
         from sweeper_kernels import itemsize
 
         b = self._bufs(dtype, n)
@@ -667,9 +691,10 @@ class GpuExecutor:
 
             launcher = variant.launcher() if hasattr(variant, "launcher") else get_launcher(variant)
             cand = self._candidate_launch(launcher, b, n, "A")
-            self._poison(b.y_a)
-            cand(self.bench.stream)
-            bad = self._mismatches(b.y_a, b)
+            with self.bench.clock("checks"):
+                self._poison(b.y_a)
+                cand(self.bench.stream)
+                bad = self._mismatches(b.y_a, b)
             if bad:
                 return {**row, "status": "mismatch", "status_detail": f"pre-check: {bad} words"}
             res = self._pair_swapped(
@@ -683,21 +708,24 @@ class GpuExecutor:
                 baseline_b=True,
             )
             timing, bad = res.timing, res.bad
-            summary = timing.summary()
+            with self.bench.clock("summary"):
+                summary = timing.summary()
             where = "after the timed loop"
             if not bad and res.calls < SOAK_CALLS:
                 # Too few calls to reach an after-N-calls change (cold mode makes one call per
                 # sample): call on, untimed, then check again.
                 outputs = b.outputs("B")
                 soak = self._candidate_launch(launcher, b, n, "B")
-                self._poison_all(outputs)
-                for _ in range(SOAK_CALLS - res.calls):
-                    soak(self.bench.stream)
-                bad = self._mismatches_all(outputs, b)
+                with self.bench.clock("checks"):
+                    self._poison_all(outputs)
+                    for _ in range(SOAK_CALLS - res.calls):
+                        soak(self.bench.stream)
+                    bad = self._mismatches_all(outputs, b)
                 where = f"after {SOAK_CALLS} calls (timed loop + untimed soak)"
             stale = checked = 0
             if not bad:
-                stale, checked = self._fresh_input(mode, launcher, b, n, (dtype, n))
+                with self.bench.clock("fresh"):
+                    stale, checked = self._fresh_input(mode, launcher, b, n, (dtype, n))
             state = self.bench.persisting_state()
         except USER_ERRORS as e:
             return {**row, "status": "error", "status_detail": str(e)}

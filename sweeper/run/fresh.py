@@ -103,23 +103,45 @@ def fresh_table(
 
 
 class FreshInput:
-    """One table on the device and the launches that use it, on any stream (capturable: no
-    host sync, no allocation after construction). `rewrite(x, s)` and `check(y, s)` bracket
-    each call; `reset(s)` zeroes the call counter and the stale count before a replay."""
+    """Device room for one table of up to `calls` x `words` and the launches that use it, on
+    any stream (capturable: no host sync, no allocation after construction). The buffers are
+    allocated once and refilled per replay by `set_table` (an asynchronous copy from pinned
+    host memory), so a cell's replay allocates and frees nothing. `rewrite(x, s)` and
+    `check(y, s)` bracket each call; `reset(s)` zeroes the call counter and the stale count
+    before a replay."""
 
-    def __init__(self, cuda, table: FreshTable):
-        if table.words > 1024:
-            raise ValueError(f"at most 1024 fresh words per call, got {table.words}")
-        self.table = table
-        self.pos = cuda.to_device(table.positions)
-        self.vals = cuda.to_device(table.values.reshape(-1))
+    def __init__(self, cuda, calls: int, words: int = FRESH_WORDS):
+        if words > 1024:
+            raise ValueError(f"at most 1024 fresh words per call, got {words}")
+        self.capacity = (calls, words)
+        self._pos = cuda.device_array(words, np.uint32)
+        self._vals = cuda.device_array(calls * words, np.uint32)
+        self._staged = cuda.pinned_array(words + calls * words, np.uint32)
         self.counters = cuda.to_device(np.zeros(2, np.uint32))  # call index, stale words
         self.step = self.counters[0:1]
         self.stale = self.counters[1:2]
-        self.threads = max(32, -(-table.words // 32) * 32)
+        self.table: FreshTable | None = None
         from sweeper.run.fresh_kernels import kernels
 
         self.kernels = kernels()
+
+    def fits(self, table: FreshTable) -> bool:
+        return table.calls <= self.capacity[0] and table.words <= self.capacity[1]
+
+    def set_table(self, table: FreshTable, stream) -> None:
+        """Queue the copy of `table` into the device buffers on `stream`. The pinned staging
+        is rewritten here, so the previous table's copy must have completed (the executor
+        synchronises after every replay)."""
+        if not self.fits(table):
+            raise ValueError(f"a {table.calls} x {table.words} table exceeds {self.capacity}")
+        k, m = table.words, table.calls * table.words
+        self._staged[:k] = table.positions
+        self._staged[k : k + m] = table.values.reshape(-1)
+        self.pos, self.vals = self._pos[:k], self._vals[:m]
+        self.pos.copy_to_device(self._staged[:k], stream=stream)
+        self.vals.copy_to_device(self._staged[k : k + m], stream=stream)
+        self.threads = max(32, -(-k // 32) * 32)
+        self.table = table
 
     def reset(self, stream) -> None:
         from sweeper.run.timers import _cu, check

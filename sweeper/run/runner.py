@@ -584,11 +584,22 @@ class Runner:
         # the part of climb_s spent compiling and loading the new configs' kernels
         self._add(f"{mode}/{dtype}/climb_compile_s", compile_s)
 
+    def _record_phases(self) -> None:
+        """The executor's host time by cell phase (GpuExecutor.phase_seconds), added to a
+        resumed run's segments before it."""
+        take = getattr(self.ex, "phase_seconds", None)
+        if take is None:
+            return
+        phases = self.manifest.setdefault("timing", {}).setdefault("cell_phases_s", {})
+        for k, v in sorted(take().items()):
+            phases[k] = round(phases.get(k, 0) + v, 2)
+
     def _finish(self, t0: float) -> None:
         if self.writer is not None:
             self.writer.close()
         self.manifest["finished"] = _now()
         self._record_compile()  # the climb's prepares add to it
+        self._record_phases()
         self.manifest["timing"]["total_s"] = round(
             self.manifest["timing"].get("total_s", 0) + time.perf_counter() - t0, 2
         )

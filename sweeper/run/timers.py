@@ -8,6 +8,8 @@ How a time is taken (no host launch overhead in any figure):
   steady state and never the other side's leftovers. Per-call time = elapsed / calls. Each
   ABBA round of samples is queued behind the blocking kernel and then released, so no slot's
   events can time the host still submitting its graph (the first slot of a round used to).
+  The next round is queued behind its own hold while one runs, so the host's work overlaps
+  the GPU's.
 * cold / after-write: the stream is held by a blocking kernel (as nvbench does) while a
   sample is queued: [flush or producer] [event] [one call] [event]; then released. The host's
   ~26 us per Numba launch is paid while the GPU waits, so it is never timed. cold writes
@@ -57,6 +59,42 @@ Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
 # sample; queued eight per hold, the first three of a hold read 2-12% above nvbench at 4-48 MiB
 # on the H200 and one per hold came within 1.2% (results/h200/cold-slots).
 BLOCKED_SAMPLES_PER_HOLD = 1
+
+
+class PhaseClock:
+    """Host wall time by phase of a cell, exclusive: a phase entered inside another pauses
+    it, so the phases sum to the time spent inside any of them. The runner records the sums
+    in the manifest (timing.cell_phases_s), which says where a run's cells spent their time
+    (docs/methodology.md, "Where a cell's time goes"). Names are prefixed by `prefix` (the
+    executor sets the mode)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.prefix = ""
+        self._stack: list[str] = []
+        self._t = 0.0
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        now = time.perf_counter()
+        if self._stack:
+            self._add(self._stack[-1], now - self._t)
+        self._stack.append(f"{self.prefix}/{name}" if self.prefix else name)
+        self._t = now
+        try:
+            yield
+        finally:
+            now = time.perf_counter()
+            self._add(self._stack.pop(), now - self._t)
+            self._t = now
+
+    def _add(self, key: str, dt: float) -> None:
+        self.seconds[key] = self.seconds.get(key, 0.0) + dt
+
+    def take(self) -> dict[str, float]:
+        """The sums so far, and start again from zero."""
+        out, self.seconds = self.seconds, {}
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,10 +358,11 @@ class Bench:
         # Flush buffer: 2 x L2 bytes, written (memset) before every cold call.
         self.flush_words = 2 * self.l2_bytes // 4
         self.flush_buf = cuda.device_array(self.flush_words, dtype=np.uint32)
-        self.flag = cuda.mapped_array(1, dtype=np.int32)
+        self.flag = cuda.mapped_array(2, dtype=np.int32)  # two holds: hot rounds are pipelined
         self.timed_out = cuda.to_device(np.zeros(1, dtype=np.int32))  # device_array is not zeroed
         self.block_timeout_ns = int(block_timeout_s * 1e9)
         self._events: list = []
+        self.clock = PhaseClock()
         self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
         major = check(
             cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
@@ -418,9 +457,11 @@ class Bench:
     def sync(self) -> None:
         self.stream.synchronize()
 
-    def _hold(self) -> None:
-        self.flag[0] = 0
-        ptr = self.flag.__cuda_array_interface__["data"][0]
+    def _hold(self, k: int = 0) -> None:
+        """Launch the blocking kernel on flag k (0 or 1): the stream waits from there until
+        _release_flag(k)."""
+        self.flag[k] = 0
+        ptr = self.flag.__cuda_array_interface__["data"][0] + 4 * k
         self.blocker[1, 1, self.stream](ptr, self.block_timeout_ns, self.timed_out)
 
     @contextlib.contextmanager
@@ -435,15 +476,24 @@ class Bench:
             yield
             self._release()
 
-    def _release(self) -> None:
-        self.flag[0] = 1
-        self.sync()
+    def _release_flag(self, k: int) -> None:
+        self.flag[k] = 1
+
+    def _wait(self, event) -> None:
+        event.synchronize()
+
+    def _check_timeout(self) -> None:
         if int(self.timed_out.copy_to_host()[0]):
             self.timed_out[0] = 0
             raise SweeperError(
                 "the blocking kernel timed out before the queued work was released; "
                 "the measurement was discarded (queue fewer calls per batch)"
             )
+
+    def _release(self) -> None:
+        self._release_flag(0)
+        self.sync()
+        self._check_timeout()
 
     # -- timers ------------------------------------------------------------------------------
     def calibrate_calls(self, launch: Launch, stop: Stopping) -> int:
@@ -484,10 +534,11 @@ class Bench:
         still submitting its timed graph when its start event is recorded, and that latency
         is timed as A's: on the H200 that read 5-7% against side a (an int8 export/Numba pair
         timed both ways round: the export 5.6% slower than its twin as a, 2% faster as b)."""
-        calls = calls or self.calibrate_calls(a, stop)
-        ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
-        own_b = b_graphs is None
-        gb, wb = b_graphs or (Graph(b, calls, self.stream), Graph(b, 1, self.stream))
+        with self.clock("graphs"):
+            calls = calls or self.calibrate_calls(a, stop)
+            ga, wa = Graph(a, calls, self.stream), Graph(a, 1, self.stream)
+            own_b = b_graphs is None
+            gb, wb = b_graphs or (Graph(b, calls, self.stream), Graph(b, 1, self.stream))
         if gb.calls != calls:
             raise ValueError("baseline graph was captured with a different number of calls")
         # a first launch may load a module (lazy loading): never under the hold
@@ -502,27 +553,59 @@ class Bench:
         a_us: list[float] = []
         b_us: list[float] = []
         order: list[str] = []
+        slots = "ABBA"
         t_end = time.perf_counter() + stop.time_cap_s
+
+        def queue(r: int) -> None:
+            """Round r behind a hold on flag r % 2, its events in set r % 2."""
+            base = 2 * len(slots) * (r % 2)
+            self._event(base + 2 * len(slots) - 1)
+            self._hold(r % 2)
+            for i, s in enumerate(slots):
+                warm, timed = sides[s]
+                if between is not None:
+                    between(self.stream)
+                warm.launch()
+                self._event(base + 2 * i).record(self.stream)
+                timed.launch()
+                self._event(base + 2 * i + 1).record(self.stream)
+
+        def read(r: int) -> None:
+            base = 2 * len(slots) * (r % 2)
+            self._wait(self._event(base + 2 * len(slots) - 1))
+            for i, s in enumerate(slots):
+                e0, e1 = self._event(base + 2 * i), self._event(base + 2 * i + 1)
+                us = self.cuda.event_elapsed_time(e0, e1)
+                (a_us if s == "A" else b_us).append(us * 1e3 / calls)
+            order.extend(slots)
+
+        # Rounds are pipelined: round r + 1 is queued behind its own hold while round r runs,
+        # and released once round r's samples are read and the stopping rule asks for more, so
+        # the host's queueing and statistics overlap the GPU's work instead of adding to it.
+        # A round queued ahead and then not needed is released and run, its samples dropped.
+        per_round = len(slots) // 2  # samples per side
         try:
-            while True:
-                slots = "ABBA"
-                with self._held(2 * len(slots)):
-                    for i, s in enumerate(slots):
-                        warm, timed = sides[s]
-                        if between is not None:
-                            between(self.stream)
-                        warm.launch()
-                        self._event(2 * i).record(self.stream)
-                        timed.launch()
-                        self._event(2 * i + 1).record(self.stream)
+            with self.clock("rounds"), self.cuda.defer_cleanup():
+                queue(0)
+                self._release_flag(0)
+                r = 0
+                while True:
+                    ahead = per_round * (r + 1) < stop.max_samples
+                    if ahead:
+                        queue(r + 1)
+                    read(r)
+                    with self.clock("stopping"):
+                        done = self._done(a_us, b_us, stop, t_end)
+                    if ahead:
+                        self._release_flag((r + 1) % 2)
+                    if done or not ahead:
+                        break
+                    r += 1
                 self.sync()
-                for i, s in enumerate(slots):
-                    us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
-                    (a_us if s == "A" else b_us).append(us * 1e3 / calls)
-                order.extend(slots)
-                if self._done(a_us, b_us, stop, t_end):
-                    break
+                self._check_timeout()
         finally:
+            self._release_flag(0)  # never leave the stream held (an error mid-round)
+            self._release_flag(1)
             ga.close()
             wa.close()
             if own_b:
@@ -567,25 +650,30 @@ class Bench:
         slots = "ABBA" * 2
         if per_hold < 1 or len(slots) % per_hold:
             raise ValueError(f"per_hold must divide {len(slots)}, not {per_hold}")
-        while True:
-            for start in range(0, len(slots), per_hold):
-                held = slots[start : start + per_hold]
-                with self._held(2 * len(held)):
+        with self.clock("rounds"):
+            while True:
+                for start in range(0, len(slots), per_hold):
+                    held = slots[start : start + per_hold]
+                    with self._held(2 * len(held)):
+                        for i, s in enumerate(held):
+                            before, launch = (before_a, a) if s == "A" else (before_b, b)
+                            if between is not None:
+                                between(self.stream)
+                            if before is not None:
+                                before(self.stream)
+                            self._event(2 * i).record(self.stream)
+                            launch(self.stream)
+                            self._event(2 * i + 1).record(self.stream)
                     for i, s in enumerate(held):
-                        before, launch = (before_a, a) if s == "A" else (before_b, b)
-                        if between is not None:
-                            between(self.stream)
-                        if before is not None:
-                            before(self.stream)
-                        self._event(2 * i).record(self.stream)
-                        launch(self.stream)
-                        self._event(2 * i + 1).record(self.stream)
-                for i, s in enumerate(held):
-                    us = self.cuda.event_elapsed_time(self._event(2 * i), self._event(2 * i + 1))
-                    (a_us if s == "A" else b_us).append(us * 1e3)
-            order.extend(slots)
-            if self._done(a_us, b_us, stop, t_end):
-                break
+                        us = self.cuda.event_elapsed_time(
+                            self._event(2 * i), self._event(2 * i + 1)
+                        )
+                        (a_us if s == "A" else b_us).append(us * 1e3)
+                order.extend(slots)
+                with self.clock("stopping"):
+                    done = self._done(a_us, b_us, stop, t_end)
+                if done:
+                    break
         return PairTiming(np.array(a_us), np.array(b_us), 1, mode, order)
 
     @staticmethod

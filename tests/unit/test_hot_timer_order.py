@@ -64,8 +64,12 @@ def _fake_bench(monkeypatch, log) -> Bench:
     b.cuda = _Cuda(log)
     b.stream = object()
     b._events = []
-    b._hold = lambda: log.append("hold")
+    b.clock = measure.PhaseClock()
+    b._hold = lambda k=0: log.append("hold" if k == 0 else f"hold{k}")
     b._release = lambda: log.append("release")
+    b._release_flag = lambda k: log.append(f"release{k}")
+    b._wait = lambda e: log.append(f"wait event{e.i}")
+    b._check_timeout = lambda: log.append("timeout?")
     b.sync = lambda: log.append("sync")
     return b
 
@@ -93,17 +97,34 @@ def _holds(log, first):
     return bodies
 
 
+def _hot_rounds(log, first):
+    """The hot timer's pipelined rounds from log[first] on: for each hold, its flag and the
+    launches queued under it (up to the next host wait or release)."""
+    rounds = []
+    for i in range(first, len(log)):
+        if log[i] in ("hold", "hold1"):
+            j = i + 1
+            while not log[j].startswith(("wait", "release", "hold")):
+                j += 1
+            rounds.append((0 if log[i] == "hold" else 1, log[i + 1 : j], i))
+    return rounds
+
+
 @pytest.mark.parametrize("with_between", [True, False])
-def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypatch, with_between):
+@pytest.mark.parametrize("samples", [2, 4, 6])
+def test_every_round_is_queued_under_the_hold_after_all_first_launches(
+    monkeypatch, with_between, samples
+):
     log = _Log()
     b = _fake_bench(monkeypatch, log)
     between = _launch("between", log) if with_between else None
-    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    stop = Stopping(min_samples=samples, max_samples=samples, rel_tol=0.0)
     res = b.time_pair_hot(
         _launch("a", log), _launch("b", log), stop, calls=8, between=between,
         prime=lambda: log.append("prime"),
     )  # fmt: skip
-    assert res.order == list("ABBA" * 2)  # 2 samples per side per round
+    n_rounds = samples // 2
+    assert res.order == list("ABBA" * n_rounds)  # 2 samples per side per round
     assert np.allclose(res.a_us, 100.0 / 8) and np.allclose(res.b_us, 100.0 / 8)
     first_hold = log.index("hold")
     pre = log[:first_hold]
@@ -111,15 +132,43 @@ def test_every_round_is_queued_under_the_hold_after_all_first_launches(monkeypat
     assert {"graph ax1", "graph bx1"} <= set(pre) and pre.index("prime") > pre.index("graph bx1")
     if with_between:
         assert "between" in pre
-    rounds = _holds(log, first_hold)
-    assert len(rounds) == 2
+    rounds = _hot_rounds(log, first_hold)
+    assert len(rounds) == n_rounds  # the last round is never queued ahead at max_samples
     slot = (["between"] if with_between else []) + ["graph {w}x1", "event{e0}", "graph {w}x8", "event{e1}"]  # fmt: skip
-    for body in rounds:
+    for r, (flag, body, at) in enumerate(rounds):
+        assert flag == r % 2  # the holds alternate between the two flags
+        base = 8 * (r % 2)  # and so do the event sets
         want = []
         for k, s in enumerate("ABBA"):
             w = s.lower()
-            want += [x.format(w=w, e0=2 * k, e1=2 * k + 1) for x in slot]
+            want += [x.format(w=w, e0=base + 2 * k, e1=base + 2 * k + 1) for x in slot]
         assert body == want
+        # released after it was queued, and read only after that release
+        rel = log.index(f"release{flag}", at)
+        wait = log.index(f"wait event{base + 7}", at)
+        assert at < rel < wait
+        if r + 1 < n_rounds:
+            # pipelined: the next round is queued before this one is read, and released only
+            # after it was read (the stopping rule decided on this round's samples)
+            nxt = rounds[r + 1][2]
+            assert nxt < wait < log.index(f"release{1 - flag}", nxt)
+    # the end: every flag released, the stream synced, the timeout checked
+    assert log[-5:] == ["sync", "timeout?", "undefer", "release0", "release1"]
+
+
+def test_a_round_queued_ahead_and_not_needed_is_released_and_dropped(monkeypatch):
+    """The stopping rule stops at min_samples (a zero-width CI): round 2 was queued ahead
+    while round 1 ran; it is released and its samples are not recorded."""
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=4, max_samples=16, rel_tol=0.5)
+    res = b.time_pair_hot(_launch("a", log), _launch("b", log), stop, calls=8)
+    assert res.order == list("ABBA" * 2) and res.a_us.size == res.b_us.size == 4
+    rounds = _hot_rounds(log, log.index("hold"))
+    assert [flag for flag, _, _ in rounds] == [0, 1, 0]
+    third = rounds[2][2]
+    assert log.index("release0", third) < log.index("sync", third)
+    assert "wait event7" not in log[third:]  # never read
 
 
 @pytest.mark.parametrize("per_hold", [1, 2, 8])
@@ -185,3 +234,19 @@ def test_cold_mode_queues_the_flush_right_before_each_call_under_the_hold(monkey
         want += ["defer", "hold", "between", "flush", "event0", s.lower(), "event1"]
         want += ["release", "undefer"]
     assert log[first_hold - 1 :] == want
+
+
+def test_the_phase_clock_books_exclusive_time_and_the_hot_timer_names_its_phases(monkeypatch):
+    clock = measure.PhaseClock()
+    t = iter([0.0, 1.0, 3.0, 6.0])  # enter cell, enter rounds, leave rounds, leave cell
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(t))
+    clock.prefix = "hot"
+    with clock("cell"), clock("rounds"):
+        pass
+    assert clock.seconds == {"hot/cell": 1.0 + 3.0, "hot/rounds": 2.0}
+    assert clock.take() == {"hot/cell": 4.0, "hot/rounds": 2.0} and clock.seconds == {}
+    monkeypatch.undo()
+    b = _fake_bench(monkeypatch, _Log())
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    b.time_pair_hot(_launch("a", []), _launch("b", []), stop, calls=8)
+    assert set(b.clock.take()) == {"graphs", "rounds", "stopping"}

@@ -425,3 +425,17 @@ def test_a_missing_targets_file_is_one_line(known, tmp_path):
     result = runner.invoke(app, ["report", str(known[0]), "--targets", str(tmp_path / "no.json")])
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {tmp_path / 'no.json'}: file not found"
+
+
+def test_the_cells_host_time_by_phase_is_one_line_per_mode_largest_first():
+    t = "\n".join(timing({"timing": {"prepare_s": 1.0, "total_s": 60.0, "cell_phases_s": {
+        "hot/rounds": 30.0, "hot/graphs": 10.0, "hot/cell": 2.0, "cold/rounds": 8.0}}}))  # fmt: skip
+    assert (
+        "Where the hot cells' time went (host wall time, 42.0 s): timed rounds 30.0 s (71%), "
+        "graph builds 10.0 s (24%), the rest 2.0 s (5%)."
+    ) in t
+    assert (
+        "Where the cold cells' time went (host wall time, 8.0 s): timed rounds 8.0 s (100%)." in t
+    )
+    assert "cell_phases" not in t  # never shown as a raw entry
+    assert "the phases above add up to 1.0 s" in t  # nor added to the run's phases

@@ -624,3 +624,27 @@ def test_a_replay_of_a_climbing_run_climbs_as_it_did_and_rebuilds_its_policy(tmp
         tuple(b[k] for k in keys) for b in want["bands"]
     ]
     assert data.manifest["climb"]["after-write/fp32"]["rounds"] >= 1
+
+
+def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, tmp_path):
+    from dataclasses import replace
+
+    from sweeper.run.runner import TimeLimitReached
+
+    class Clocked(ModelExecutor):
+        def phase_seconds(self):
+            return {"hot/rounds": 1.5, "hot/fresh": 0.25}
+
+    def clocked():
+        return Clocked(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
+
+    with pytest.raises(TimeLimitReached):
+        start(replace(cfg(plan, tmp_path), time_limit_s=1e-9), clocked())
+    run_dir = tmp_path / "h200" / "r1"
+    assert load_manifest(run_dir)["timing"]["cell_phases_s"] == {
+        "hot/fresh": 0.25, "hot/rounds": 1.5}  # fmt: skip
+    start(cfg(plan, tmp_path), clocked(), resume=run_dir)
+    assert load_manifest(run_dir)["timing"]["cell_phases_s"] == {
+        "hot/fresh": 0.5,
+        "hot/rounds": 3.0,
+    }
