@@ -41,7 +41,15 @@ import numpy as np
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
 from sweeper.run.stats import PairTiming, Stopping
-from sweeper.run.timers import BLOCKED_SAMPLES_PER_HOLD, Bench, Graph, _cu, as_graph, check
+from sweeper.run.timers import (
+    BLOCKED_SAMPLES_PER_HOLD,
+    Bench,
+    ExecPool,
+    Graph,
+    _cu,
+    as_graph,
+    check,
+)
 from sweeper.runfolder import EXTERNAL_GRID
 
 POISON = 0xABABABAB
@@ -180,6 +188,7 @@ class GpuExecutor:
         self._fresh_cells = 0  # candidate cells replayed on fresh input (seeds their tables)
         self._fresh_loaded = False  # the replay's kernels launched once outside any capture
         self._fresh: list[FreshInput] = []  # the replay's device tables, reused cell to cell
+        self._exec_pool = ExecPool()  # the replay's instantiated graphs, updated cell to cell
 
     # -- Executor protocol ------------------------------------------------------------------
     def describe(self) -> dict:
@@ -473,8 +482,8 @@ class GpuExecutor:
                     fresh.load(x, y, b.src, s)
                     self._fresh_loaded = True
                 # captured first, so the warm-up call writes the first output buffer
-                warm = Graph(call, 1, s)
-                graph = Graph(unit, calls, s)
+                warm = Graph(call, 1, s, self._exec_pool, ("fresh-warm",))
+                graph = Graph(unit, calls, s, self._exec_pool, ("fresh",))
                 fresh.reset(s)
                 try:
                     warm.launch()

@@ -8,8 +8,8 @@ How a time is taken (no host launch overhead in any figure):
   steady state and never the other side's leftovers. Per-call time = elapsed / calls. Each
   ABBA round of samples is queued behind the blocking kernel and then released, so no slot's
   events can time the host still submitting its graph (the first slot of a round used to).
-  The next round is queued behind its own hold while one runs, so the host's work overlaps
-  the GPU's.
+  The next round is queued behind its own hold, and released, while one runs, so the host's
+  work overlaps the GPU's.
 * cold / after-write: the stream is held by a blocking kernel (as nvbench does) while a
   sample is queued: [flush or producer] [event] [one call] [event]; then released. The host's
   ~26 us per Numba launch is paid while the GPU waits, so it is never timed. cold writes
@@ -253,6 +253,34 @@ NORMALIZE_ASM = (
 )
 
 
+class ExecPool:
+    """Instantiated graphs kept for reuse: a new graph of the same shape updates one
+    (cuGraphExecUpdate: same topology, new kernels and arguments) instead of instantiating
+    its own, which costs the host time proportional to its nodes. An update the driver
+    refuses (another topology) falls back to instantiating. Only the fresh-input replay's
+    untimed graphs use it; a timed graph is always instantiated afresh."""
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list] = {}
+        self.updated = self.instantiated = 0
+
+    def take(self, key: tuple, graph):
+        cu = _cu()
+        free = self._free.get(key) or []
+        while free:
+            ex = free.pop()
+            if cu.cuGraphExecUpdate(ex, graph)[0] == cu.CUresult.CUDA_SUCCESS:
+                self.updated += 1
+                return ex
+            cu.cuGraphExecDestroy(ex)
+        self.instantiated += 1
+        return check(cu.cuGraphInstantiate(graph, 0))
+
+    def give(self, key: tuple, ex) -> None:
+        """Back for reuse (launches already queued are not affected by a later update)."""
+        self._free.setdefault(key, []).append(ex)
+
+
 class Graph:
     """`calls` back-to-back launches in one CUDA graph, replayed on a stream.
 
@@ -264,9 +292,11 @@ class Graph:
     where capturing 64 calls took 2.3-3.2 ms, and both replays timed 11.67-11.70 us per call at
     45 MiB (docs/methodology.md, "Where a cell's time goes")."""
 
-    def __init__(self, launch: Launch, calls: int, stream):
+    def __init__(self, launch: Launch, calls: int, stream, pool: ExecPool | None = None,
+                 key: tuple = ()):  # fmt: skip
         cu = _cu()
         self.calls = calls
+        self.pool, self.key = pool, (*key, calls)
         self.h = cu.CUstream(int(stream.handle))
         self.graph = self.exec = None
         if calls <= CAPTURE_CALLS:
@@ -286,7 +316,10 @@ class Graph:
                 for g in (pair, single):
                     if g is not None:
                         cu.cuGraphDestroy(g)
-        self.exec = check(cu.cuGraphInstantiate(self.graph, 0))
+        if pool is not None:
+            self.exec = pool.take(self.key, self.graph)
+        else:
+            self.exec = check(cu.cuGraphInstantiate(self.graph, 0))
 
     def launch(self) -> None:
         check(_cu().cuGraphLaunch(self.exec, self.h))
@@ -294,7 +327,10 @@ class Graph:
     def close(self) -> None:
         cu = _cu()
         if self.exec is not None:
-            cu.cuGraphExecDestroy(self.exec)
+            if self.pool is not None:
+                self.pool.give(self.key, self.exec)
+            else:
+                cu.cuGraphExecDestroy(self.exec)
             self.exec = None
         if self.graph is not None:
             cu.cuGraphDestroy(self.graph)
@@ -579,10 +615,10 @@ class Bench:
                 (a_us if s == "A" else b_us).append(us * 1e3 / calls)
             order.extend(slots)
 
-        # Rounds are pipelined: round r + 1 is queued behind its own hold while round r runs,
-        # and released once round r's samples are read and the stopping rule asks for more, so
-        # the host's queueing and statistics overlap the GPU's work instead of adding to it.
-        # A round queued ahead and then not needed is released and run, its samples dropped.
+        # Rounds are pipelined: round r + 1 is queued behind its own hold while round r runs
+        # and released as soon as it is queued, so it starts right after round r and the
+        # host's reading and stopping check overlap the GPU's work instead of adding to it.
+        # A round queued ahead and then not needed runs, its samples dropped.
         per_round = len(slots) // 2  # samples per side
         try:
             with self.clock("rounds"), self.cuda.defer_cleanup():
@@ -593,11 +629,10 @@ class Bench:
                     ahead = per_round * (r + 1) < stop.max_samples
                     if ahead:
                         queue(r + 1)
+                        self._release_flag((r + 1) % 2)
                     read(r)
                     with self.clock("stopping"):
                         done = self._done(a_us, b_us, stop, t_end)
-                    if ahead:
-                        self._release_flag((r + 1) % 2)
                     if done or not ahead:
                         break
                     r += 1

@@ -188,6 +188,20 @@ def test_the_hot_replay_checks_every_call_of_a_samples_graph(ex, base):
     assert stale >= FRESH_WORDS * (2 * (calls - 1) * 3 // 4)
 
 
+def test_the_hot_replay_updates_its_graphs_and_still_catches_a_skipping_kernel(ex, base):
+    """The replay's graphs are updated in place (timers.ExecPool) from cell to cell; a
+    skipping kernel replayed through updated graphs is caught as through new ones."""
+    from sweeper_kernels.adversarial import AdversarialVariant
+
+    assert ex.measure("hot", "fp32", N, base)["status"] == "ok"
+    pool = ex._exec_pool
+    updated, instantiated = pool.updated, pool.instantiated
+    row = ex.measure("hot", "fp32", N, AdversarialVariant("skipright", base))
+    assert (pool.updated - updated, pool.instantiated - instantiated) == (4, 0)
+    assert row["status"] == "mismatch" and row["status_detail"].startswith("fresh input: "), row
+    assert ex.measure("hot", "fp32", N, base)["status"] == "ok"
+
+
 @pytest.mark.parametrize("mode", ["hot", "cold"])
 def test_with_two_output_buffers_the_replay_checks_the_one_each_call_wrote(mode):
     """The allocating pattern alternates two output buffers per side; each check reads the
