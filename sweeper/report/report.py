@@ -542,6 +542,7 @@ def run_seconds(manifest: Mapping[str, Any]) -> tuple[float | None, float, bool]
     return (parts if t else None), parts, False
 
 
+REPLAY_GRAPHS = "replay_graphs"  # the replay's graphs updated in place / instantiated
 CELL_PHASES = "cell_phases_s"  # the manifest's host time by cell phase (GpuExecutor.phase_seconds)
 CELL_PHASE_NAMES = {
     "rounds": "timed rounds",
@@ -582,7 +583,7 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
     groups: dict[str, dict[str, Any]] = {}
     top = []
     for key, value in t.items():
-        if key in ("total_s", CELL_PHASES):
+        if key in ("total_s", CELL_PHASES, REPLAY_GRAPHS):
             continue
         if key.count("/") == 2:  # mode/dtype/phase
             group, phase = key.rsplit("/", 1)
@@ -601,6 +602,10 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
         out += ["", *_table(("mode/dtype", *(PHASES.get(p, p) for p in cols)), rows,
                             "-" + "r" * len(cols))]  # fmt: skip
     out += cell_phases(t.get(CELL_PHASES))
+    g = t.get(REPLAY_GRAPHS)
+    if isinstance(g, Mapping) and g:
+        out += [f"The fresh-input replay updated {g.get('updated', 0):,} graphs in place and "
+                f"instantiated {g.get('instantiated', 0):,}."]  # fmt: skip
     total, parts, recorded = run_seconds(manifest)
     out += [
         "",

@@ -324,6 +324,14 @@ class GpuExecutor:
         (timers.PhaseClock); the runner adds it to the manifest's timing.cell_phases_s."""
         return self.bench.clock.take()
 
+    def replay_graphs(self) -> dict[str, int]:
+        """The fresh-input replay's graphs since the last call: updated in place or
+        instantiated (timers.ExecPool); the runner adds them to timing.replay_graphs."""
+        pool = self._exec_pool
+        out = {"updated": pool.updated, "instantiated": pool.instantiated}
+        pool.updated = pool.instantiated = 0
+        return out
+
     def release(self, dtype: str, n: int) -> None:
         self._buffers.pop((dtype, n), None)
         self._base_calls.pop((dtype, n), None)

@@ -593,6 +593,11 @@ class Runner:
         phases = self.manifest.setdefault("timing", {}).setdefault("cell_phases_s", {})
         for k, v in sorted(take().items()):
             phases[k] = round(phases.get(k, 0) + v, 2)
+        counts = getattr(self.ex, "replay_graphs", None)
+        if counts is not None:
+            graphs = self.manifest["timing"].setdefault("replay_graphs", {})
+            for k, v in counts().items():
+                graphs[k] = graphs.get(k, 0) + v
 
     def _finish(self, t0: float) -> None:
         if self.writer is not None:

@@ -189,15 +189,17 @@ def test_the_hot_replay_checks_every_call_of_a_samples_graph(ex, base):
 
 
 def test_the_hot_replay_updates_its_graphs_and_still_catches_a_skipping_kernel(ex, base):
-    """The replay's graphs are updated in place (timers.ExecPool) from cell to cell; a
-    skipping kernel replayed through updated graphs is caught as through new ones."""
+    """The replay's graphs are updated in place (timers.ExecPool) where the driver allows it
+    (buffer set B's graphs from set A's, same kernel), else instantiated; a skipping kernel
+    replayed through updated graphs is caught as through new ones."""
     from sweeper_kernels.adversarial import AdversarialVariant
 
     assert ex.measure("hot", "fp32", N, base)["status"] == "ok"
-    pool = ex._exec_pool
-    updated, instantiated = pool.updated, pool.instantiated
+    before = ex.replay_graphs()
     row = ex.measure("hot", "fp32", N, AdversarialVariant("skipright", base))
-    assert (pool.updated - updated, pool.instantiated - instantiated) == (4, 0)
+    got = ex.replay_graphs()
+    assert before["updated"] >= 2 and got["updated"] >= 2, (before, got)
+    assert got["updated"] + got["instantiated"] == 4  # a warm-up and a sample graph per set
     assert row["status"] == "mismatch" and row["status_detail"].startswith("fresh input: "), row
     assert ex.measure("hot", "fp32", N, base)["status"] == "ok"
 

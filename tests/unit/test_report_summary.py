@@ -429,7 +429,8 @@ def test_a_missing_targets_file_is_one_line(known, tmp_path):
 
 def test_the_cells_host_time_by_phase_is_one_line_per_mode_largest_first():
     t = "\n".join(timing({"timing": {"prepare_s": 1.0, "total_s": 60.0, "cell_phases_s": {
-        "hot/rounds": 30.0, "hot/graphs": 10.0, "hot/cell": 2.0, "cold/rounds": 8.0}}}))  # fmt: skip
+        "hot/rounds": 30.0, "hot/graphs": 10.0, "hot/cell": 2.0, "cold/rounds": 8.0},
+        "replay_graphs": {"updated": 1200, "instantiated": 4}}}))  # fmt: skip
     assert (
         "Where the hot cells' time went (host wall time, 42.0 s): timed rounds 30.0 s (71%), "
         "graph builds 10.0 s (24%), the rest 2.0 s (5%)."
@@ -437,5 +438,6 @@ def test_the_cells_host_time_by_phase_is_one_line_per_mode_largest_first():
     assert (
         "Where the cold cells' time went (host wall time, 8.0 s): timed rounds 8.0 s (100%)." in t
     )
-    assert "cell_phases" not in t  # never shown as a raw entry
+    assert "The fresh-input replay updated 1,200 graphs in place and instantiated 4." in t
+    assert "cell_phases" not in t and "replay_graphs" not in t  # never shown as raw entries
     assert "the phases above add up to 1.0 s" in t  # nor added to the run's phases

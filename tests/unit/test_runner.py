@@ -635,6 +635,9 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
         def phase_seconds(self):
             return {"hot/rounds": 1.5, "hot/fresh": 0.25}
 
+        def replay_graphs(self):
+            return {"updated": 3, "instantiated": 1}
+
     def clocked():
         return Clocked(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
 
