@@ -8,8 +8,8 @@ How a time is taken (no host launch overhead in any figure):
   steady state and never the other side's leftovers. Per-call time = elapsed / calls. Each
   ABBA round of samples is queued behind the blocking kernel and then released, so no slot's
   events can time the host still submitting its graph (the first slot of a round used to).
-  The next round is queued behind its own hold, and released, while one runs, so the host's
-  work overlaps the GPU's.
+  The next round is queued behind its own hold while one runs, so the host's queueing
+  overlaps the GPU's work.
 * cold / after-write: the stream is held by a blocking kernel (as nvbench does) while a
   sample is queued: [flush or producer] [event] [one call] [event]; then released. The host's
   ~26 us per Numba launch is paid while the GPU waits, so it is never timed. cold writes
@@ -615,10 +615,13 @@ class Bench:
                 (a_us if s == "A" else b_us).append(us * 1e3 / calls)
             order.extend(slots)
 
-        # Rounds are pipelined: round r + 1 is queued behind its own hold while round r runs
-        # and released as soon as it is queued, so it starts right after round r and the
-        # host's reading and stopping check overlap the GPU's work instead of adding to it.
-        # A round queued ahead and then not needed runs, its samples dropped.
+        # Rounds are pipelined: round r + 1 is queued behind its own hold while round r runs,
+        # and released once round r's samples are read and the stopping rule asks for more, so
+        # the host's queueing overlaps the GPU's work instead of adding to it. A round queued
+        # ahead and then not needed is released and run, its samples dropped. Releasing each
+        # round as soon as it was queued cut the rounds' host time from 6.3 to 5.2 ms per cell
+        # but widened the spread of ratios against another run at <= 16 MiB on the H200
+        # (results/h200/cell-phases, docs/methodology.md "Where a cell's time goes").
         per_round = len(slots) // 2  # samples per side
         try:
             with self.clock("rounds"), self.cuda.defer_cleanup():
@@ -629,10 +632,11 @@ class Bench:
                     ahead = per_round * (r + 1) < stop.max_samples
                     if ahead:
                         queue(r + 1)
-                        self._release_flag((r + 1) % 2)
                     read(r)
                     with self.clock("stopping"):
                         done = self._done(a_us, b_us, stop, t_end)
+                    if ahead:
+                        self._release_flag((r + 1) % 2)
                     if done or not ahead:
                         break
                     r += 1

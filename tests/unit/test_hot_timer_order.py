@@ -148,16 +148,17 @@ def test_every_round_is_queued_under_the_hold_after_all_first_launches(
         wait = log.index(f"wait event{base + 7}", at)
         assert at < rel < wait
         if r + 1 < n_rounds:
-            # pipelined: the next round is queued and released before this one is read
+            # pipelined: the next round is queued before this one is read, and released only
+            # after it was read (the stopping rule decided on this round's samples)
             nxt = rounds[r + 1][2]
-            assert nxt < log.index(f"release{1 - flag}", nxt) < wait
+            assert nxt < wait < log.index(f"release{1 - flag}", nxt)
     # the end: every flag released, the stream synced, the timeout checked
     assert log[-5:] == ["sync", "timeout?", "undefer", "release0", "release1"]
 
 
 def test_a_round_queued_ahead_and_not_needed_is_released_and_dropped(monkeypatch):
-    """The stopping rule stops at min_samples (a zero-width CI): round 3 was queued and
-    released ahead while round 2 ran; it runs, and its samples are not recorded."""
+    """The stopping rule stops at min_samples (a zero-width CI): round 3 was queued ahead
+    while round 2 ran; it is released and its samples are not recorded."""
     log = _Log()
     b = _fake_bench(monkeypatch, log)
     stop = Stopping(min_samples=4, max_samples=16, rel_tol=0.5)

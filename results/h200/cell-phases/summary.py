@@ -1,0 +1,101 @@
+"""Two segments of a hot 4-dtype run on the H200, one per way of releasing the hot timer's
+pipelined rounds: where their cells' host time went (the manifests' timing.cell_phases_s),
+and how far each cell's figures moved against hot-4 and against each other, by working-set
+band. Reads this folder's manifests and cells.csv.xz and ../hot-4/trials.jsonl.xz; prints
+summary.txt. Run from the repository root:
+
+    python3 results/h200/cell-phases/summary.py > results/h200/cell-phases/summary.txt
+"""
+
+import csv
+import json
+import lzma
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+BANDS = [(0, 1), (1, 4), (4, 16), (16, 64), (64, 256), (256, None)]
+FIELDS = ("ratio", "time_us", "base_time_us")
+
+
+def segments() -> dict[str, dict[str, dict]]:
+    out: dict[str, dict[str, dict]] = {}
+    with lzma.open(HERE / "cells.csv.xz", "rt") as f:
+        for r in csv.DictReader(f):
+            out.setdefault(r["segment"], {})[r["cell_key"]] = {
+                "ws_bytes": int(r["ws_bytes"]),
+                **{k: float(r[k]) for k in FIELDS},
+            }
+    return out
+
+
+def hot4() -> dict[str, dict]:
+    out = {}
+    with lzma.open(HERE.parent / "hot-4" / "trials.jsonl.xz", "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("role") == "candidate" and r.get("status") == "ok":
+                out[r["cell_key"]] = r
+    return out
+
+
+def table(name: str, x: dict, y: dict) -> list[str]:
+    """y against x on their common cells (fp32: the only dtype both segments finished)."""
+    keys = [k for k in x if k in y and "|fp32|" in k]
+    d_all = 100 * np.log([y[k]["ratio"] / x[k]["ratio"] for k in keys])
+    lines = [
+        f"{name}: {len(keys)} common fp32 cells, ratio within 3%: "
+        f"{np.mean(np.abs(d_all) <= 3) * 100:.1f}%",
+        f"  {'ws MiB':>10} {'cells':>6}  " + "  ".join(
+            f"{f + ' med/IQR/within3':>28}" for f in FIELDS),
+    ]  # fmt: skip
+    for lo, hi in BANDS:
+        band = [k for k in keys if lo < x[k]["ws_bytes"] / 2**20 <= (hi or np.inf)]
+        if not band:
+            continue
+        cols = []
+        for f in FIELDS:
+            d = 100 * np.log([y[k][f] / x[k][f] for k in band])
+            q1, q3 = np.percentile(d, [25, 75])
+            cols.append(
+                f"{np.median(d):+6.2f}% {q3 - q1:5.2f}% {np.mean(np.abs(d) <= 3) * 100:6.1f}%"
+            )
+        label = f"({lo}, {hi if hi else 'inf'}]"
+        lines.append(f"  {label:>10} {len(band):>6}  " + "  ".join(f"{c:>28}" for c in cols))
+    return lines
+
+
+def phases(seg: dict[str, dict[str, dict]]) -> list[str]:
+    """Host time per candidate cell by phase, ms (every dtype each segment timed)."""
+    out = ["Host time per candidate cell by phase (ms), from each manifest's timing.cell_phases_s:"]
+    for tag, cells in seg.items():
+        with lzma.open(HERE / f"{tag}.manifest.json.xz", "rt") as f:
+            m = json.load(f)
+        ph, n = m["timing"]["cell_phases_s"], len(cells)
+        parts = ", ".join(
+            f"{k.split('/')[-1]} {v / n * 1e3:.2f}" for k, v in sorted(ph.items(), key=lambda kv: -kv[1])
+        )  # fmt: skip
+        graphs = m["timing"].get("replay_graphs")
+        out.append(
+            f"  {tag} (at {m.get('git_commit', '?')}, {n} cells): {sum(ph.values()) / n * 1e3:.2f}"
+            f" = {parts}" + (f"; replay graphs {graphs}" if graphs else "")
+        )
+    return out
+
+
+def main() -> None:
+    seg, ref = segments(), hot4()
+    out = phases(seg) + [""]
+    out += [
+        "y / x per cell, as a log difference in %: median, interquartile range, share within 3%",
+        "",
+    ]
+    out += table("held vs hot-4", ref, seg["held"]) + [""]
+    out += table("release-ahead vs hot-4", ref, seg["release-ahead"]) + [""]
+    out += table("release-ahead vs held", seg["held"], seg["release-ahead"])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
