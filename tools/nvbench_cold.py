@@ -4,9 +4,10 @@ kernel at a few working sets, on a GPU:
     python tools/nvbench_cold.py --sizes 4,8,48,256 --out nvbench_cold.json
 
 nvbench times the kernel cold (its L2 flush, its blocking kernel; "GPU Time" is the mean of
-its cold samples). sweeper's Bench times the same launcher on the same buffers in cold mode,
-as a run does (time_pair_blocked: the flush queued before each call behind the blocking
-kernel), once before nvbench and once after it. Before anything is timed the GPU runs the
+its cold samples). sweeper's Bench times the same launcher on the same buffers (one
+allocation per size, shared by every pass) in cold mode, as a run does (time_pair_blocked:
+the flush queued before each call behind the blocking kernel), once before nvbench and once
+after it. Before anything is timed the GPU runs the
 kernel for `--warmup-s` seconds, so no first size meets an idle GPU's clocks: nvbench warms up
 each of its states, and a run times its ceiling and then cell after cell. The table gives the
 mean per-call time of each and their ratio per sweeper pass; the JSON holds every figure.
@@ -28,16 +29,28 @@ from sweeper.units import MiB
 CONFIG = "v16-u1-ld.def-st.cs-b512-flat"  # 16-byte vectors, default loads, streaming stores
 
 
-def nvbench_means(launcher, sizes: list[int]) -> dict[int, float]:
-    """ws bytes -> nvbench's cold GPU mean in us, fp32."""
+def buffers(sizes: list[int]) -> dict[int, tuple]:
+    """ws bytes -> (x, y) on the device: fp32 input and output of ws / 2 bytes each."""
+    from numba import cuda
+
+    out = {}
+    for ws in sizes:
+        x = cuda.to_device(np.linspace(-1, 1, ws // 8, dtype=np.float32))
+        out[ws] = (x, cuda.device_array_like(x))
+    return out
+
+
+def nvbench_means(launcher, sizes: list[int], bufs: dict | None = None) -> dict[int, float]:
+    """ws bytes -> nvbench's cold GPU mean in us, fp32, on `bufs` (allocated here if None)."""
     import cuda.bench as bench
     from numba import cuda
+
+    bufs = bufs or buffers(sizes)
 
     def relu(state):
         ws = state.get_int64("ws")
         n = ws // 8
-        x = cuda.to_device(np.linspace(-1, 1, n, dtype=np.float32))
-        y = cuda.device_array_like(x)
+        x, y = bufs[ws]
         state.add_global_memory_reads(n * 4)
         state.add_global_memory_writes(n * 4)
         stream = cuda.external_stream(state.get_stream().addressof())
@@ -61,20 +74,19 @@ def nvbench_means(launcher, sizes: list[int]) -> dict[int, float]:
     return out
 
 
-def sweeper_means(launcher, sizes: list[int]) -> dict[int, dict]:
-    """ws bytes -> sweeper's cold samples of the same launcher (mean and median, us)."""
-    from numba import cuda
-
+def sweeper_means(launcher, sizes: list[int], bufs: dict | None = None) -> dict[int, dict]:
+    """ws bytes -> sweeper's cold samples of the same launcher (mean and median, us), on
+    `bufs` (allocated here if None)."""
     from sweeper.run.stats import Stopping
     from sweeper.run.timers import Bench
 
     b = Bench()
     stop = Stopping(min_samples=64, max_samples=256, rel_tol=0.005, time_cap_s=4.0)
+    bufs = bufs or buffers(sizes)
     out = {}
     for ws in sizes:
         n = ws // 8
-        x = cuda.to_device(np.linspace(-1, 1, n, dtype=np.float32))
-        y = cuda.device_array_like(x)
+        x, y = bufs[ws]
 
         def launch(s, x=x, y=y, n=n):
             launcher(x, y, n, s)
@@ -119,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(float(s) * MiB) for s in args.sizes.split(",")]
     launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
     warm_calls = warm_up(launcher, max(sizes), args.warmup_s) if args.warmup_s > 0 else 0
-    before = sweeper_means(launcher, sizes)
-    theirs = nvbench_means(launcher, sizes)
-    after = sweeper_means(launcher, sizes)
+    # One allocation per size, timed by all three passes: the same kernel measured up to 4%
+    # apart on two buffer sets at small sizes (hot; docs/methodology.md, "Guards"), so separate
+    # allocations could compare placements as well as timers.
+    bufs = buffers(sizes)
+    before = sweeper_means(launcher, sizes, bufs)
+    theirs = nvbench_means(launcher, sizes, bufs)
+    after = sweeper_means(launcher, sizes, bufs)
     rows = []
     for ws in sizes:
         nvb = theirs.get(ws)
