@@ -161,3 +161,24 @@ def test_the_skip_when_right_cheat_passes_a_poison_check_and_fails_the_replay(he
     r = Replay(x, seed=7)
     assert not set(r.table.positions.tolist()) & {*range(PROBE_HEAD), words - 1}
     assert r.run(cheat) == CALLS * K
+
+
+def test_the_device_tables_are_refilled_in_place_for_each_replay():
+    """FreshInput keeps its device room and refills it per replay (set_table): a smaller
+    table after a larger one leaves views of exactly its size and values; one that does not
+    fit is refused."""
+    from sweeper.run.fresh import FreshInput
+
+    f = FreshInput(cuda, calls=CALLS, words=K)
+    s = cuda.stream()
+    big = fresh_table(reference_relu(random_bits(N, "fp16", seed=3), "fp16"), CALLS, k=K, seed=1)
+    small = fresh_table(np.arange(5, dtype=np.uint32), 2, k=K, seed=2)  # 5 words: k = 5
+    for t in (big, small):
+        f.set_table(t, s)
+        s.synchronize()
+        assert np.array_equal(f.pos.copy_to_host(), t.positions)
+        assert np.array_equal(f.vals.copy_to_host(), t.values.reshape(-1))
+        assert f.threads == 32 and f.table is t
+    assert f.pos.size == 5 and f.vals.size == 10
+    with pytest.raises(ValueError, match="exceeds"):
+        f.set_table(fresh_table(np.arange(64, dtype=np.uint32), CALLS + 1, k=K, seed=4), s)

@@ -250,3 +250,44 @@ def test_the_phase_clock_books_exclusive_time_and_the_hot_timer_names_its_phases
     stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
     b.time_pair_hot(_launch("a", []), _launch("b", []), stop, calls=8)
     assert set(b.clock.take()) == {"graphs", "rounds", "stopping"}
+
+
+def test_the_exec_pool_updates_a_returned_graph_and_instantiates_where_the_driver_refuses(
+    monkeypatch,
+):
+    """timers.ExecPool with a recording fake of the driver: a graph of a key seen before
+    updates the returned executable; a refused update destroys it and instantiates."""
+
+    class Driver:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        def __init__(self):
+            self.log, self.refuse, self.n = [], False, 0
+
+        def cuGraphExecUpdate(self, ex, graph):
+            self.log.append(("update", ex, graph))
+            return (1 if self.refuse else 0, None)
+
+        def cuGraphInstantiate(self, graph, flags):
+            self.n += 1
+            self.log.append(("instantiate", graph))
+            return (0, f"exec{self.n}")
+
+        def cuGraphExecDestroy(self, ex):
+            self.log.append(("destroy", ex))
+
+    cu = Driver()
+    monkeypatch.setattr(measure, "_cu", lambda: cu)
+    pool = measure.ExecPool()
+    first = pool.take(("fresh", 128), "g1")
+    assert first == "exec1" and pool.take(("fresh", 128), "g2") == "exec2"  # none free yet
+    pool.give(("fresh", 128), first)
+    assert pool.take(("fresh", 64), "g3") == "exec3"  # another key never reuses it
+    assert pool.take(("fresh", 128), "g4") == "exec1"  # updated in place
+    assert ("update", "exec1", "g4") in cu.log
+    pool.give(("fresh", 128), "exec1")
+    cu.refuse = True
+    assert pool.take(("fresh", 128), "g5") == "exec4"
+    assert cu.log[-3:] == [("update", "exec1", "g5"), ("destroy", "exec1"), ("instantiate", "g5")]
+    assert (pool.updated, pool.instantiated) == (1, 4)
