@@ -10,6 +10,7 @@ summary.txt. Run from the repository root:
 import csv
 import json
 import lzma
+import math
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ def segments() -> dict[str, dict[str, dict]]:
         for r in csv.DictReader(f):
             out.setdefault(r["segment"], {})[r["cell_key"]] = {
                 "ws_bytes": int(r["ws_bytes"]),
+                "n_samples": int(r["n_samples"]),
                 **{k: float(r[k]) for k in FIELDS},
             }
     return out
@@ -66,6 +68,14 @@ def table(name: str, x: dict, y: dict) -> list[str]:
     return lines
 
 
+def timed_gpu_ms(c: dict) -> float:
+    """The GPU time a hot cell timed: samples per side x calls per sample x per-call time of
+    both sides. Calls per sample are not recorded; they are estimated as the calibration sets
+    them, ceil(150 us / the baseline's per-call time), at most 128 (Stopping)."""
+    calls = min(128, max(1, math.ceil(150 / max(c["base_time_us"], 0.5))))
+    return c["n_samples"] * calls * (c["time_us"] + c["base_time_us"]) / 1e3
+
+
 def phases(seg: dict[str, dict[str, dict]]) -> list[str]:
     """Host time per candidate cell by phase, ms (every dtype each segment timed)."""
     out = ["Host time per candidate cell by phase (ms), from each manifest's timing.cell_phases_s:"]
@@ -81,6 +91,8 @@ def phases(seg: dict[str, dict[str, dict]]) -> list[str]:
             f"  {tag} (at {m.get('git_commit', '?')}, {n} cells): {sum(ph.values()) / n * 1e3:.2f}"
             f" = {parts}" + (f"; replay graphs {graphs}" if graphs else "")
         )
+        gpu = sum(timed_gpu_ms(c) for c in cells.values())
+        out.append(f"    timed GPU work (estimated): {gpu / 1e3:.1f} s, {gpu / n:.2f} ms per cell")
     return out
 
 
