@@ -132,6 +132,38 @@ def parts_median_ci(
     return _geomean_ci([(np.asarray(p, dtype=float),) for p in parts], _median, seed, level)
 
 
+def paired_summary_ci(
+    a_parts: list[np.ndarray], b_parts: list[np.ndarray], *, seed: int = 0, level: float = 0.95
+) -> tuple[tuple[float, float, float], ...]:
+    """parts_median_ci(a_parts), parts_median_ci(b_parts) and parts_ratio_ci(b_parts, a_parts),
+    the same values, with each part's resample medians drawn once for all three. Where the
+    parts' sizes differ between the sides (or a part is empty) the three are computed apart."""
+    a_parts = [np.asarray(p, dtype=float) for p in a_parts]
+    b_parts = [np.asarray(p, dtype=float) for p in b_parts]
+    sizes = tuple(p.size for p in a_parts)
+    if not sizes or 0 in sizes or sizes != tuple(p.size for p in b_parts):
+        return (
+            parts_median_ci(a_parts, seed=seed, level=level),
+            parts_median_ci(b_parts, seed=seed, level=level),
+            parts_ratio_ci(b_parts, a_parts, seed=seed, level=level),
+        )
+    all_counts = _resample_counts(seed, sizes)
+    points: list[list[float]] = [[], [], []]  # a, b, b / a: log of each part's point
+    logs = [np.zeros(_BOOT) for _ in range(3)]
+    for a, b, counts in zip(a_parts, b_parts, all_counts, strict=True):
+        ma, mb = _resample_medians(a, counts), _resample_medians(b, counts)
+        pa, pb = np.median(a), np.median(b)
+        for i, (point, resampled) in enumerate(((float(pa), ma), (float(pb), mb),
+                                                (float(pb / pa), mb / ma))):  # fmt: skip
+            points[i].append(math.log(point))
+            logs[i] += np.log(resampled)
+    tails = ci_tails(level)
+    return tuple(
+        (float(np.exp(np.mean(pl))), *_quantiles(np.exp(lg / len(a_parts)), tails))
+        for pl, lg in zip(points, logs, strict=True)
+    )
+
+
 def rel_halfwidth(samples: np.ndarray) -> float:
     lo, hi = median_ci(samples)
     med = float(np.median(samples))
@@ -170,9 +202,9 @@ class PairTiming:
         a_parts, b_parts = [self.a_us], [self.b_us]  # one part: the plain paired estimate
         if len(self.parts) > 1 and sum(self.parts) == self.a_us.size == self.b_us.size:
             a_parts, b_parts = self._split(self.a_us), self._split(self.b_us)
-        a_med, a_lo, a_hi = parts_median_ci(a_parts)
-        b_med, b_lo, b_hi = parts_median_ci(b_parts)
-        r, r_lo, r_hi = parts_ratio_ci(b_parts, a_parts)
+        (a_med, a_lo, a_hi), (b_med, b_lo, b_hi), (r, r_lo, r_hi) = paired_summary_ci(
+            a_parts, b_parts
+        )
         return {
             "time_us": a_med,
             "time_lo_us": a_lo,

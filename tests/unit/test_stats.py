@@ -191,3 +191,39 @@ def test_the_two_quantiles_are_numpys_linear_ones():
             got = _quantiles(v, qs)
             want = np.quantile(v, qs)
             assert got == pytest.approx(tuple(want), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("split", [(8, 8), (3, 5), (16,), (2, 2, 4), (1, 7)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_paired_summary_is_the_three_cis_it_replaces_bit_for_bit(split, seed):
+    from sweeper.run.stats import paired_summary_ci
+
+    r = np.random.default_rng(seed)
+    a = [r.lognormal(2.0, 0.05, k) for k in split]
+    b = [r.lognormal(2.1, 0.08, k) for k in split]
+    for s, lv in ((0, 0.95), (seed + 3, 0.9)):
+        got = paired_summary_ci(a, b, seed=s, level=lv)
+        want = (
+            parts_median_ci(a, seed=s, level=lv),
+            parts_median_ci(b, seed=s, level=lv),
+            parts_ratio_ci(b, a, seed=s, level=lv),
+        )
+        assert got == want
+
+
+def test_the_paired_summary_computes_apart_where_the_sides_parts_differ():
+    from sweeper.run.stats import paired_summary_ci
+
+    r = np.random.default_rng(7)
+    a, b = r.random(9) + 10, r.random(8) + 10  # one part, unequal sizes: the ratio truncates
+    assert paired_summary_ci([a], [b]) == (
+        parts_median_ci([a]), parts_median_ci([b]), parts_ratio_ci([b], [a]))  # fmt: skip
+    empty = [np.array([]), r.random(4) + 10]
+    got = paired_summary_ci(empty, [np.array([]), r.random(4) + 10])
+    assert got[0] == parts_median_ci(empty)
+    t = PairTiming(a[:8], b, 1, "hot", parts=(4, 4))  # what summary() reports from it
+    s = t.summary()
+    assert (s["time_us"], s["time_lo_us"], s["time_hi_us"]) == parts_median_ci(
+        [a[:4], a[4:8]])  # fmt: skip
+    assert (s["ratio"], s["ratio_lo"], s["ratio_hi"]) == parts_ratio_ci(
+        [b[:4], b[4:]], [a[:4], a[4:8]])  # fmt: skip
