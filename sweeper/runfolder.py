@@ -22,6 +22,9 @@ POLICY = "policy.json"  # sweeper policy build
 VERIFY_CSV = "verify_timing.csv"  # sweeper verify
 PLOTS = "plots"  # sweeper plot: the figures' folder
 REPORT = "REPORT.md"  # sweeper report
+# manifest timing entries that are not seconds of a stage
+CELL_PHASES = "cell_phases_s"  # host time by cell phase, "mode/phase" -> s (PhaseClock)
+REPLAY_GRAPHS = "replay_graphs"  # the fresh-input replay's graphs: updated / instantiated
 
 
 def trials_archive(run_dir: str | os.PathLike) -> Path | None:

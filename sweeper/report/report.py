@@ -20,7 +20,7 @@ from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
 from sweeper.run.search import search_params
-from sweeper.runfolder import PLOTS, REPORT, baseline_of, is_audit
+from sweeper.runfolder import CELL_PHASES, PLOTS, REPLAY_GRAPHS, REPORT, baseline_of, is_audit
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
@@ -542,8 +542,6 @@ def run_seconds(manifest: Mapping[str, Any]) -> tuple[float | None, float, bool]
     return (parts if t else None), parts, False
 
 
-REPLAY_GRAPHS = "replay_graphs"  # the replay's graphs updated in place / instantiated
-CELL_PHASES = "cell_phases_s"  # the manifest's host time by cell phase (GpuExecutor.phase_seconds)
 CELL_PHASE_NAMES = {
     "rounds": "timed rounds",
     "graphs": "graph builds",

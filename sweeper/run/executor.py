@@ -187,7 +187,7 @@ class GpuExecutor:
         self._count = self.cuda.device_array(1, dtype=np.uint64)
         self._fresh_cells = 0  # candidate cells replayed on fresh input (seeds their tables)
         self._fresh_loaded = False  # the replay's kernels launched once outside any capture
-        self._fresh: list[FreshInput] = []  # the replay's device tables, reused cell to cell
+        self._fresh: dict[int, FreshInput] = {}  # per buffer set: the replay's device tables
         self._exec_pool = ExecPool()  # the replay's instantiated graphs, updated cell to cell
 
     # -- Executor protocol ------------------------------------------------------------------
@@ -327,10 +327,7 @@ class GpuExecutor:
     def replay_graphs(self) -> dict[str, int]:
         """The fresh-input replay's graphs since the last call: updated in place or
         instantiated (timers.ExecPool); the runner adds them to timing.replay_graphs."""
-        pool = self._exec_pool
-        out = {"updated": pool.updated, "instantiated": pool.instantiated}
-        pool.updated = pool.instantiated = 0
-        return out
+        return self._exec_pool.take_counts()
 
     def release(self, dtype: str, n: int) -> None:
         self._buffers.pop((dtype, n), None)
@@ -464,12 +461,14 @@ class GpuExecutor:
         self._fresh_cells += 1
         # two tables, one per buffer set, into device room kept for the executor's lifetime
         tables = [fresh_table(expected, calls, seed=(self.seed, cell, i)) for i in range(2)]
+        replays = []
         for i, t in enumerate(tables):
-            if len(self._fresh) <= i or not self._fresh[i].fits(t):
+            fresh = self._fresh.get(i)
+            if fresh is None or not fresh.fits(t):
                 room = max(calls, FRESH_BLOCKED_CALLS, self.stopping.max_calls)
-                self._fresh[i : i + 1] = [FreshInput(self.cuda, room)]
-            self._fresh[i].set_table(t, s)
-        replays = self._fresh[:2]
+                fresh = self._fresh[i] = FreshInput(self.cuda, room)
+            fresh.set_table(t, s)
+            replays.append(fresh)
         for side, fresh in zip("AB", replays, strict=True):
             x, y, y2 = b.side(side)
             outs = [o for o in (y, y2) if o is not None]

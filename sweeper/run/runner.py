@@ -45,7 +45,7 @@ from sweeper.run.search import (
     survivors,
 )
 from sweeper.run.stats import Stopping
-from sweeper.runfolder import UNPACK, baseline_of, trials_archive
+from sweeper.runfolder import CELL_PHASES, REPLAY_GRAPHS, UNPACK, baseline_of, trials_archive
 from sweeper.slices import config_matches
 from sweeper.units import fmt_bytes
 
@@ -590,12 +590,12 @@ class Runner:
         take = getattr(self.ex, "phase_seconds", None)
         if take is None:
             return
-        phases = self.manifest.setdefault("timing", {}).setdefault("cell_phases_s", {})
+        phases = self.manifest.setdefault("timing", {}).setdefault(CELL_PHASES, {})
         for k, v in sorted(take().items()):
             phases[k] = round(phases.get(k, 0) + v, 2)
         counts = getattr(self.ex, "replay_graphs", None)
         if counts is not None:
-            graphs = self.manifest["timing"].setdefault("replay_graphs", {})
+            graphs = self.manifest["timing"].setdefault(REPLAY_GRAPHS, {})
             for k, v in counts().items():
                 graphs[k] = graphs.get(k, 0) + v
 

@@ -280,6 +280,12 @@ class ExecPool:
         """Back for reuse (launches already queued are not affected by a later update)."""
         self._free.setdefault(key, []).append(ex)
 
+    def take_counts(self) -> dict[str, int]:
+        """Graphs updated in place and instantiated so far, and start again from zero."""
+        out = {"updated": self.updated, "instantiated": self.instantiated}
+        self.updated = self.instantiated = 0
+        return out
+
 
 class Graph:
     """`calls` back-to-back launches in one CUDA graph, replayed on a stream.
@@ -633,8 +639,7 @@ class Bench:
                     if ahead:
                         queue(r + 1)
                     read(r)
-                    with self.clock("stopping"):
-                        done = self._done(a_us, b_us, stop, t_end)
+                    done = self._done(a_us, b_us, stop, t_end)
                     if ahead:
                         self._release_flag((r + 1) % 2)
                     if done or not ahead:
@@ -709,20 +714,19 @@ class Bench:
                         )
                         (a_us if s == "A" else b_us).append(us * 1e3)
                 order.extend(slots)
-                with self.clock("stopping"):
-                    done = self._done(a_us, b_us, stop, t_end)
-                if done:
+                if self._done(a_us, b_us, stop, t_end):
                     break
         return PairTiming(np.array(a_us), np.array(b_us), 1, mode, order)
 
-    @staticmethod
-    def _done(a_us: list, b_us: list, stop: Stopping, t_end: float) -> bool:
+    def _done(self, a_us: list, b_us: list, stop: Stopping, t_end: float) -> bool:
+        """The stopping rule (its time booked as "stopping" on the clock)."""
         n = min(len(a_us), len(b_us))
         if n < stop.min_samples:
             return False
         if n >= stop.max_samples or time.perf_counter() > t_end:
             return True
-        return max(rel_halfwidth(np.array(a_us)), rel_halfwidth(np.array(b_us))) <= stop.rel_tol
+        with self.clock("stopping"):
+            return max(rel_halfwidth(np.array(a_us)), rel_halfwidth(np.array(b_us))) <= stop.rel_tol
 
     def time_hot(self, launch: Launch, stop: Stopping, calls: int | None = None) -> np.ndarray:
         """Per-call times of one launch in hot mode (used by the timer self-checks)."""
