@@ -13,6 +13,7 @@ policy against the baseline in the same run. The proof holds when no top config 
     python tools/pruning_proof.py top EXHAUSTIVE_RUN... --k 10
         # prints the two passes' `sweeper run ... --configs TOP,policy-* --policy POLICY`
     python tools/pruning_proof.py check EXHAUSTIVE_RUN... --passes PASS_1,PASS_2 --out proof.md
+        # a pass timed in several runs joins their folders: P1A+P1B,P2A+P2B
 
 `check` exits 1 when a config beats the policy by more than the margin in every pass, and 2
 when a pass lacks a cell the proof needs.
@@ -226,7 +227,7 @@ def check(
     same pass) in each pass, and whether it beats the policy by more than `margin` in all."""
     best = top_configs(exhaustive, top)
     rows, missing = [], []
-    per_pass = [_candidates([p]) for p in passes]
+    per_pass = [_candidates(p.split("+")) for p in passes]
     for b in best.itertuples(index=False):
         row = {"mode": b.mode, "dtype": b.dtype, "n": b.n, "ws_mib": b.ws_bytes / MiB,
                "config": b.config, "exhaustive_ratio": b.ratio}  # fmt: skip
@@ -278,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
     c = sub.add_parser("check", help="the proof's table and verdict")
     c.add_argument("exhaustive", nargs="+")
-    c.add_argument("--passes", required=True, help="comma-separated pass run folders")
+    c.add_argument(
+        "--passes", required=True,
+        help="comma-separated passes; a pass timed in several runs joins their folders with +",
+    )  # fmt: skip
     c.add_argument("--top", type=int, default=TOP)
     c.add_argument("--margin", type=float, default=MARGIN)
     c.add_argument("--policy-config", default=None, help="policy-<run> (default: the one timed)")

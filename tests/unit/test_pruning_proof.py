@@ -126,6 +126,25 @@ def test_a_pass_without_a_top_config_is_reported_not_passed(runs, capsys):
     assert "no cell of A" in err and err.count("missing:") == 8
 
 
+def test_a_pass_timed_in_two_runs_joins_their_folders_with_plus(runs, capsys):
+    """A pass whose sizes were timed by two runs (e.g. the band's low sizes, then one more)
+    reads both folders; either alone lacks the other's cells."""
+    plan, root, _, ex = runs
+    halves = []
+    for i, rng in enumerate(("35:51", "57:59")):
+        m = model({"policy-x": 5700.0})
+        halves.append(str(api.run(str(plan), sizes=rng, executor=m, out_root=str(root),
+                                  run_id=f"half-{i}")))  # fmt: skip
+    joined = "+".join(halves)
+    table, missing = proof.check(ex, [joined, joined], 3, 0.02, None)
+    assert not missing and len(table) == 4 * 2 * 3
+    assert set(table[table["faster_in_every_pass"]]["config"]) == {"A", "B"}
+    assert proof.main(["check", *ex, "--passes", f"{joined},{joined}", "--top", "3"]) == 1
+    _, missing = proof.check(ex, [halves[0], halves[0]], 3, 0.02, None)
+    assert missing and all("n=" in m for m in missing)
+    capsys.readouterr()
+
+
 def test_the_table_holds_every_cell_the_proof_reads(runs, tmp_path, capsys):
     _, _, _, ex = runs
     out = tmp_path / "cells.csv.xz"
