@@ -1,16 +1,23 @@
 """Two segments of a hot 4-dtype run on the H200, one per way of releasing the hot timer's
 pipelined rounds: where their cells' host time went (the manifests' timing.cell_phases_s),
 and how far each cell's figures moved against hot-4 and against each other, by working-set
-band. Reads this folder's manifests and cells.csv.xz and ../hot-4/trials.jsonl.xz; prints
-summary.txt. Run from the repository root:
+band. Reads this folder's manifests, cells.csv.xz and hot-4.fp32.csv.xz (hot-4's ok fp32
+candidate cells); prints summary.txt. Run from the repository root:
 
     python3 results/h200/cell-phases/summary.py > results/h200/cell-phases/summary.txt
+
+hot-4.fp32.csv.xz was written from hot-4's trials (git history: 8a32559) by
+
+    git show 8a32559:results/h200/hot-4/trials.jsonl.xz > /tmp/hot-4.jsonl.xz
+    python3 results/h200/cell-phases/summary.py --hot-4-cells /tmp/hot-4.jsonl.xz
 """
 
 import csv
+import io
 import json
 import lzma
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +41,10 @@ def segments() -> dict[str, dict[str, dict]]:
 
 def hot4() -> dict[str, dict]:
     out = {}
-    with lzma.open(HERE.parent / "hot-4" / "trials.jsonl.xz", "rt") as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("role") == "candidate" and r.get("status") == "ok":
-                out[r["cell_key"]] = r
+    with lzma.open(HERE / "hot-4.fp32.csv.xz", "rt") as f:
+        for r in csv.DictReader(f):
+            out[r["cell_key"]] = {"ws_bytes": int(r["ws_bytes"]), "n_samples": int(r["n_samples"]),
+                                  **{k: float(r[k]) for k in FIELDS}}  # fmt: skip
     return out
 
 
@@ -96,7 +102,24 @@ def phases(seg: dict[str, dict[str, dict]]) -> list[str]:
     return out
 
 
+def write_hot4(trials: str) -> None:
+    """hot-4.fp32.csv.xz from hot-4's trials.jsonl.xz: its ok fp32 candidate cells."""
+    cols = ["cell_key", "ws_bytes", "n_samples", *FIELDS]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(cols)
+    with lzma.open(trials, "rt") as f:
+        for r in map(json.loads, f):
+            if (r.get("role"), r.get("status"), r.get("dtype")) == ("candidate", "ok", "fp32"):
+                w.writerow([r["cell_key"], r["ws_bytes"], r["n_samples"], *(repr(r[k]) for k in FIELDS)])
+    data = lzma.compress(buf.getvalue().encode(), preset=9 | lzma.PRESET_EXTREME)
+    (HERE / "hot-4.fp32.csv.xz").write_bytes(data)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--hot-4-cells"]:
+        write_hot4(sys.argv[2])
+        return
     seg, ref = segments(), hot4()
     out = phases(seg) + [""]
     out += [
