@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The main job, on a machine with a CUDA GPU:
 #   ./scripts/sweep.sh [sweeper run options, e.g. --modes hot,cold --time-limit 500]
+#   RESUME=results/<gpu>/<run-id> ./scripts/sweep.sh [--time-limit 500]   # continue a run
 # Sets up (a .venv with sweeper; or, with a wheelhouse folder, the machine's python3, see
 # scripts/wheelhouse.sh), plans for the detected GPU unless sweeps/ has a plan for it, runs the
-# default grid, then builds selection, policy, export, verify, plots and report in the new run
-# folder, whose path it prints last.
+# default grid, then builds selection, policy, export, verify, plots and report in the run
+# folder, whose path it prints last. A run that stops before it finishes (--time-limit) builds
+# nothing from its partial cells: the script says how to resume it and exits with status 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
@@ -16,9 +18,19 @@ else
   .venv/bin/python -m pip install -q -e ".[torch]"
   SW=(.venv/bin/python -m sweeper)
 fi
-RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
-"${SW[@]}" run --run-id "$RUN_ID" "$@"
-RUN=$(ls -d results/*/"$RUN_ID")
+if [ -n "${RESUME:-}" ]; then
+  RUN=$RESUME
+  "${SW[@]}" run --resume --run-dir "$RUN" "$@"
+else
+  RUN_ID=${RUN_ID:-$(date -u +%Y%m%d-%H%M%S)}
+  "${SW[@]}" run --run-id "$RUN_ID" "$@"
+  RUN=$(ls -d results/*/"$RUN_ID")
+fi
+STATUS=$("${SW[0]}" -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$RUN/manifest.json")
+if [ "$STATUS" != complete ]; then
+  echo "$RUN: the run is $STATUS; continue it with RESUME=$RUN ./scripts/sweep.sh" >&2
+  exit 3
+fi
 "${SW[@]}" select "$RUN"
 "${SW[@]}" policy build "$RUN"
 "${SW[@]}" export "$RUN/policy.json" --format cuda -o "$RUN/relu_policy.cuh"
