@@ -354,7 +354,7 @@ def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
 
 
 def test_the_shipped_run_maps_onto_this_checkouts_kernels():
-    """hot-11 was measured under kernel code recorded as equivalent (same PTX): every one of its
+    """cold-5 was measured under kernel code recorded as equivalent (same PTX): every one of its
     candidate ids maps onto a variant of the current extended grid, so it can be resumed and
     compared, and its done cells keep their keys."""
     import json
@@ -366,7 +366,7 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels():
 
     current_id = Variant.current_id
 
-    path = Path(__file__).parents[2] / "results/h200/hot-11/trials.jsonl.xz"
+    path = Path(__file__).parents[2] / "results/h200/cold-5/trials.jsonl.xz"
     with lzma.open(path, "rt") as f:
         trials = [json.loads(line) for line in f]
     ids = {t["variant_id"] for t in trials if t.get("role") == "candidate"}
