@@ -255,11 +255,33 @@ KERNEL_MODULES = ("source.py", "intrinsics.py", "bitmath.py", "hints.py")
 # resumed and compared.
 EQUIVALENT_FINGERPRINTS: tuple[str, ...] = (
     "53605ce348d7c9a6a31e98125a56e97f7e6d15fa6a94b678c2495389a6dff12b",
+    # this code fingerprinted from ast.dump's text, which differs by Python version: 3.10-3.11,
+    # 3.12 (the H200 runs hot-5 and the pruning proof's passes) and 3.13
+    "cbd6dd9a8d9740c8e36280a03198452f408f4ccec0a535278e7e4bee7bf41ba5",
+    "96f03c95b85f24d8c51c3d4ed758a17280b5b62b84201f1c7aac5cb3f6e75014",
+    "1aff540746a8dbc9bb9b2b6ab36f7fb9fd8f64a545d362dc1b221bbe8b8737b5",
 )
 
 
+def _dump(node) -> str:
+    """An AST node as text that is the same on every Python version: its type, then each field
+    that holds something, by name. (`ast.dump`'s text is not: 3.12 added `type_params` to every
+    function, 3.13 leaves empty fields out, so the same code would get three fingerprints.)"""
+    if isinstance(node, ast.AST):
+        fields = (
+            f"{name}={_dump(value)}"
+            for name in node._fields
+            if (value := getattr(node, name, None)) is not None
+            and not (isinstance(value, list) and not value)
+        )
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(x) for x in node) + "]"
+    return repr(node)
+
+
 def _definitions(tree: ast.Module) -> list[str]:
-    """Each top-level definition of a module as an AST dump without docstrings, comments,
+    """Each top-level definition of a module as text (_dump) without docstrings, comments,
     positions or imports: what the code does, not how the file is laid out."""
     out = []
     for node in tree.body:
@@ -277,7 +299,7 @@ def _definitions(tree: ast.Module) -> list[str]:
                 and isinstance(body[0].value.value, str)
             ):
                 sub.body = body[1:] or [ast.Pass()]
-        out.append(ast.dump(node, annotate_fields=False, include_attributes=False))
+        out.append(_dump(node))
     return out
 
 

@@ -56,6 +56,25 @@ def test_id_hash_covers_kernel_source(monkeypatch):
         Variant.from_id(old)
 
 
+def test_the_source_fingerprint_reads_code_the_same_on_every_python():
+    """The kernel-source fingerprint is taken from source._dump, not ast.dump (whose text
+    differs by version: 3.12 adds an empty `type_params` to every function, 3.13 leaves empty
+    fields out): a field that holds nothing is left out, so both forms read the same, while
+    code that does something else reads differently."""
+    import ast
+
+    fn = ast.parse("def f(x):\n    return x + 1\n").body[0]
+    bare = ast.FunctionDef(name="f", args=fn.args, body=fn.body, decorator_list=[])
+    with_empty = ast.FunctionDef(
+        name="f", args=fn.args, body=fn.body, decorator_list=[], returns=None
+    )
+    with_empty.type_params = []  # as 3.12 and later parse it
+    assert source_mod._dump(bare) == source_mod._dump(with_empty) == source_mod._dump(fn)
+    other = ast.parse("def f(x):\n    return x + 2\n").body[0]
+    assert source_mod._dump(other) != source_mod._dump(fn)
+    assert "value=1" in source_mod._dump(fn) and "kind" not in source_mod._dump(fn)
+
+
 @pytest.mark.parametrize(
     "bad, why",
     [("", "is not a variant id"), ("fp32", "is not a variant id"),
