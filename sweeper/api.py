@@ -179,7 +179,7 @@ def run(
     from sweeper.errors import PlanMismatchError, SweeperError
     from sweeper.plan.planfile import load_plan
     from sweeper.run.runner import RunConfig, start
-    from sweeper.run.search import SearchParams, search_params
+    from sweeper.run.search import SearchParams, climb_trades, search_params
     from sweeper.run.stats import Stopping
     from sweeper.runfolder import new_run_dir, newest_run
 
@@ -227,7 +227,7 @@ def run(
         search = SearchParams()
         replayed = getattr(executor, "manifest", {}).get("search")
         if replayed:  # a replay climbs with the moves of the run it answers from
-            search = SearchParams(climb_trades=search_params(replayed).climb_trades)
+            search = SearchParams(climb_trades=climb_trades(replayed))
     if plan_path is None:
         if gpu_key is None:
             raise SweeperError("name the plan file to run")

@@ -19,7 +19,7 @@ from sweeper.dtypes import DTYPES
 from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
-from sweeper.run.search import search_params
+from sweeper.run.search import climb_trades
 from sweeper.runfolder import CELL_PHASES, PLOTS, REPLAY_GRAPHS, REPORT, baseline_of, is_audit
 from sweeper.units import fmt_bytes, fmt_mib
 
@@ -465,7 +465,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
                      str(c.get("rounds", "-")), conv))  # fmt: skip
     moves = ""
     if climb:
-        trades = search_params(manifest.get("search") or {}).climb_trades
+        trades = climb_trades(manifest.get("search") or {})
         moves = " The climb's moves: " + (
             "one-axis changes, and trades at the same bytes in flight per block."
             if trades

@@ -156,15 +156,21 @@ class ReplayExecutor:
     """Answers every cell from a recorded run; a cell it does not hold is an error.
 
     Replaying a complete run with the same plan and parameters visits exactly the recorded
-    cells, so it reproduces the run's decisions without a GPU.
+    cells, so it reproduces the run's decisions without a GPU. A candidate recorded under kernel
+    code recorded as equivalent (sweeper_kernels.Variant.current_id) is answered under this
+    checkout's id, as a resumed run keys it, so a replayed run resumes like a measured one.
     """
 
     def __init__(self, run_dir: str | Path):
+        from sweeper_kernels import Variant
+
         data = load_run(run_dir)
         self.manifest = data.manifest
         df = data.results
         self.rows: dict[tuple, dict] = {}
         for r in df.to_dict(orient="records"):
+            if r["role"] == "candidate" and r["variant_id"]:
+                r["variant_id"] = Variant.current_id(r["variant_id"]) or r["variant_id"]
             ident = r["variant_id"] or r["config"]
             clean = {k: (None if isna(v) else v) for k, v in r.items()}
             for k in ("n", "ws_bytes", "vec_bytes", "unroll", "block", "n_samples"):

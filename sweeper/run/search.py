@@ -53,9 +53,26 @@ class SearchParams:
 
 
 def search_params(doc: dict) -> SearchParams:
-    """The SearchParams a manifest's `search` records. A run recorded before `climb_trades`
-    existed climbed over one-axis moves only."""
+    """The SearchParams a manifest's `search` records, to resume its run by them. A run recorded
+    before `climb_trades` existed climbed over one-axis moves only; one recorded with parameters
+    this search does not have (e.g. a survivor cap) cannot be continued by it."""
+    from dataclasses import fields
+
+    from sweeper.errors import SweeperError
+
+    unknown = sorted(set(doc) - {f.name for f in fields(SearchParams)})
+    if unknown:
+        raise SweeperError(
+            f"the run's search was recorded with parameters this version does not have "
+            f"({', '.join(unknown)}); resume it with the version that started it, or start a new run"
+        )
     return SearchParams(**{"climb_trades": False, **doc})
+
+
+def climb_trades(doc: dict) -> bool:
+    """Whether a manifest's recorded search climbed with trades (what a replay and the report
+    need of any run, whatever else its search recorded)."""
+    return bool(doc.get("climb_trades", False))
 
 
 def one_axis(a, b) -> bool:

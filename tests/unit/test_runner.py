@@ -653,3 +653,25 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
         "hot/fresh": 0.5,
         "hot/rounds": 3.0,
     }
+
+
+def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(tmp_path):
+    """hot-5's candidates were recorded under kernel code recorded as equivalent (its ids carry
+    Python 3.12's ast.dump fingerprint): the replay answers them under this checkout's ids, as
+    a resume keys done cells, so a replay stopped part-way and resumed records
+    every cell once and ends where a replay run in one go ends."""
+    from sweeper import api
+    from sweeper.run.runner import TimeLimitReached
+
+    shipped = Path(__file__).parents[2] / "results/h200/hot-5"
+    plan = str(Path(__file__).parents[2] / "sweeps/h200.json")
+    kw = {"dtypes": ["fp32"], "out_root": str(tmp_path)}
+    whole = api.run(plan, executor=ReplayExecutor(shipped), run_id="whole", **kw)
+    with pytest.raises(TimeLimitReached):
+        api.run(plan, executor=ReplayExecutor(shipped), run_id="parts", time_limit_s=0.5, **kw)
+    parts = tmp_path / "h200" / "parts"
+    assert any(t["role"] == "candidate" for t in read_trials(parts)[0])  # done cells to skip
+    api.run(plan, executor=ReplayExecutor(shipped), resume=str(parts), **kw)
+    keys = [t["cell_key"] for t in read_trials(parts)[0]]
+    assert len(keys) == len(set(keys))  # no cell recorded twice
+    assert set(keys) == {t["cell_key"] for t in read_trials(whole)[0]}

@@ -270,3 +270,20 @@ def test_a_manifest_without_climb_trades_climbed_one_axis_moves_only():
     assert SearchParams().climb_trades is True
     a, b, c = (TradeModel._v("fp32", x) for x in (TRADE[0], TRADE[1], TRADE[3]))
     assert one_axis(a, b) and not one_axis(a, c) and not one_axis(a, a)
+
+
+def test_a_manifest_with_parameters_this_search_lacks_is_not_resumed_by_it_but_still_read():
+    """cold-5's search recorded a survivor cap and a tolerance this search does not have: a
+    resume by it is refused in one clear error, while a replay and the report read what they
+    need (whether the climb traded) from any manifest."""
+    import json
+    from pathlib import Path
+
+    from sweeper.errors import SweeperError
+    from sweeper.run.search import climb_trades, search_params
+
+    doc = json.loads((Path(__file__).parents[2] / "results/h200/cold-5/manifest.json").read_text())
+    with pytest.raises(SweeperError, match=r"max_survivors, tolerance\); resume it with"):
+        search_params(doc["search"])
+    assert climb_trades(doc["search"]) is False
+    assert climb_trades({"climb_trades": True}) is True
