@@ -492,8 +492,16 @@ class Runner:
         def survivor_rows() -> list[dict]:
             return [r for r in self._rows_for(mode, dtype) if r["config"] in kept]
 
-        added = 0
-        for _ in range(cfg.search.max_refine_rounds):
+        # The refinement's budget is the run's, not a segment's, so a resumed run refines no
+        # further than one run in one go: a stage an earlier segment finished (its count is in
+        # the manifest) is not run again, one it stopped in counts the sizes it refined so far.
+        recorded = self.manifest.get("timing", {}).get(f"{mode}/{dtype}/refine_points")
+        start_points = added = (
+            int(recorded)
+            if recorded is not None
+            else len({r["n"] for r in self._rows_for(mode, dtype) if r.get("phase") == "refine"})
+        )
+        for _ in range(cfg.search.max_refine_rounds if recorded is None else 0):
             rows = survivor_rows()
             points = refinement_points(rows, plan.l2_bytes, itemsize, cfg.search)
             points = points[: max(0, cfg.search.max_refine_points - added)]
@@ -527,7 +535,7 @@ class Runner:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             bracketed += len(points)
         self._add(f"{mode}/{dtype}/refine_s", time.perf_counter() - t)
-        self._add(f"{mode}/{dtype}/refine_points", added)
+        self._add(f"{mode}/{dtype}/refine_points", added - start_points)
         self._add(f"{mode}/{dtype}/bracket_points", bracketed)
         # where `sweeper policy build` will refuse a boundary: the gap is still open
         opened = [k for k in self.manifest.get("open_brackets", []) if k != f"{mode}/{dtype}"]

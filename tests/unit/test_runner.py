@@ -381,6 +381,23 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels(run):
     assert current_id(t["variant_id"][:-8] + "00000000") is None  # ... an unknown one maps to none
 
 
+def test_a_resume_refines_no_further_than_the_run_in_one_go(plan, tmp_path):
+    """The refinement's point budget is the run's: resuming a run whose refinement stopped at
+    the budget measures no new size (before, each segment got a fresh budget, and a resume of
+    hot-5 added two sizes its one-go replay does not have)."""
+    from dataclasses import replace
+
+    search = replace(SearchParams(), max_refine_points=2)
+    run_dir = start(replace(cfg(plan, tmp_path), search=search), model())
+    before = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    refined = {t["n"] for t in read_trials(run_dir)[0] if t["phase"] == "refine"}
+    m = load_manifest(run_dir)
+    assert m["timing"]["hot/fp32/refine_points"] == 2 and len(refined) >= 2
+    start(replace(cfg(plan, tmp_path), search=search), model(), resume=run_dir)
+    assert {t["cell_key"] for t in read_trials(run_dir)[0]} == before
+    assert load_manifest(run_dir)["timing"]["hot/fp32/refine_points"] == 2
+
+
 def test_a_time_limited_run_stops_resumably_and_resumes_to_the_full_run(plan, tmp_path, complete):
     from dataclasses import replace
 
