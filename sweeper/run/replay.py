@@ -168,9 +168,12 @@ class ReplayExecutor:
         self.manifest = data.manifest
         df = data.results
         self.rows: dict[tuple, dict] = {}
+        current: dict[str, str] = {}  # recorded id -> this checkout's (one parse per id)
         for r in df.to_dict(orient="records"):
-            if r["role"] == "candidate" and r["variant_id"]:
-                r["variant_id"] = Variant.current_id(r["variant_id"]) or r["variant_id"]
+            if r["role"] == "candidate" and (vid := r["variant_id"]):
+                if vid not in current:
+                    current[vid] = Variant.current_id(vid) or vid
+                r["variant_id"] = current[vid]
             ident = r["variant_id"] or r["config"]
             clean = {k: (None if isna(v) else v) for k, v in r.items()}
             for k in ("n", "ws_bytes", "vec_bytes", "unroll", "block", "n_samples"):

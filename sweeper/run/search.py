@@ -66,7 +66,7 @@ def search_params(doc: dict) -> SearchParams:
             f"the run's search was recorded with parameters this version does not have "
             f"({', '.join(unknown)}); resume it with the version that started it, or start a new run"
         )
-    return SearchParams(**{"climb_trades": False, **doc})
+    return SearchParams(**{**doc, "climb_trades": climb_trades(doc)})
 
 
 def climb_trades(doc: dict) -> bool:
