@@ -2,7 +2,8 @@
 pipelined rounds: where their cells' host time went (the manifests' timing.cell_phases_s),
 and how far each cell's figures moved against hot-4 and against each other, by working-set
 band. Reads this folder's manifests, cells.csv.xz and hot-4.fp32.csv.xz (hot-4's ok fp32
-candidate cells); prints summary.txt. Run from the repository root:
+candidate cells), and hot-5's manifest and trials (the held segment is hot-5's first, so its
+resumed segments' host time is hot-5's less the held segment's); prints summary.txt. Run from the repository root:
 
     python3 results/h200/cell-phases/summary.py > results/h200/cell-phases/summary.txt
 
@@ -116,12 +117,28 @@ def write_hot4(trials: str) -> None:
     (HERE / "hot-4.fp32.csv.xz").write_bytes(data)
 
 
+def hot5_resumed(held_cells: int) -> list[str]:
+    """hot-5's resumed segments (its first segment is `held`): the run's timing.cell_phases_s
+    less the held segment's, per candidate cell the resumes measured."""
+    m = json.loads((HERE.parent / "hot-5" / "manifest.json").read_text())
+    with lzma.open(HERE / "held.manifest.json.xz", "rt") as f:
+        held = json.load(f)["timing"]["cell_phases_s"]
+    with lzma.open(HERE.parent / "hot-5" / "trials.jsonl.xz", "rt") as f:
+        cells = sum(1 for r in map(json.loads, f) if r.get("role") == "candidate")
+    n = cells - held_cells
+    ph = {k: v - held.get(k, 0) for k, v in m["timing"]["cell_phases_s"].items()}
+    parts = ", ".join(
+        f"{k.split('/')[-1]} {v / n * 1e3:.2f}" for k, v in sorted(ph.items(), key=lambda kv: -kv[1])
+    )  # fmt: skip
+    return [f"  hot-5's resumed segments (hot-5 less held, {n} cells): {sum(ph.values()) / n * 1e3:.2f} = {parts}"]
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--hot-4-cells"]:
         write_hot4(sys.argv[2])
         return
     seg, ref = segments(), hot4()
-    out = phases(seg) + [""]
+    out = phases(seg) + hot5_resumed(len(seg["held"])) + [""]
     out += [
         "y / x per cell, as a log difference in %: median, interquartile range, share within 3%",
         "",
