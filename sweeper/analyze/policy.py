@@ -1,20 +1,24 @@
 """Launch policy: the fewest working-set bands per dtype, each served by one config.
 
-A band is a run of consecutive MEASURED sizes over which one config is inside the noise (or
-the tolerance) of the fastest at every size. Segmentation (`segment`) is an exact dynamic
-program; it minimises, in this order,
+A band is a run of at least two consecutive MEASURED sizes over which one config is inside
+the noise (or the tolerance) of the fastest at every size. Segmentation (`segment`) is an
+exact dynamic program; it minimises, in this order,
 
 1. boundaries whose bracket (last measured size below, first measured size above) is wider
    than the plan resolution (l2_bytes / resolution): these are refused, not emitted, because
    a boundary there is a guess across an unsampled stretch (the v2 bug: a 32 MiB threshold
    extrapolated across (33.6 MB, 134 MB));
-2. the number of bands;
-3. the performance given up: minus the sum over sizes of (band config GB/s / fastest GB/s).
+2. the sizes a band serves outside the tolerance: a config that wins at one size alone (a
+   lone winner, most often noise) gets no band of its own; that size joins a neighbour's
+   band, whose config serves it at its measured fraction of the best (the band's
+   `outside_tolerance` lists such sizes, and its worst fraction shows the cost);
+3. the number of bands;
+4. the performance given up: minus the sum over sizes of (band config GB/s / fastest GB/s).
 
-Minimality is exact because the DP tries every last band [i, j] for every prefix end j; a
-band is feasible iff the intersection of the per-size acceptable sets is non-empty, which is
-hereditary, so greedy extension gives the same band count when no bracket is too wide
-(`greedy_band_count`, used as an independent witness in the tests).
+Minimality is exact because the DP tries every last band [i, j] for every prefix end j.
+Without the two-size rule a band is feasible iff the intersection of the per-size acceptable
+sets is non-empty, which is hereditary, so greedy extension gives the same band count when no
+bracket is too wide (`greedy_band_count`, used as an independent witness in the tests).
 
 Files: `policy.json` (kind "policy", one GPU / run) and merged policies (kind
 "merged-policy", keyed by what code can read at run time: compute capability and
@@ -32,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 from sweeper_kernels import hints
 
 from sweeper import __version__
-from sweeper.analyze.bands import segment
+from sweeper.analyze.bands import misses, segment
 from sweeper.analyze.select import (
     DEFAULT_TOLERANCE,
-    acceptable_sets,
+    fracs_of_best,
     searched,
     simplicity_key,
     variants,
@@ -116,18 +120,18 @@ def build_policy(
     # production (the layer before just wrote it), then hot.
     mode = _pick(ok["mode"].tolist(), mode, "mode", DEFAULT_MODES)
     pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
-    sets = acceptable_sets(
-        results[(results["mode"] == mode) & (results["pattern"] == pattern)], tolerance
-    )
+    picked = results[(results["mode"] == mode) & (results["pattern"] == pattern)]
+    sets = fracs_of_best(picked, tolerance)
     table = variants(results)
     simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731
     out_dtypes: dict[str, Any] = {}
     for (_, _, dtype), seq in sorted(sets.items()):
         if dtypes is not None and dtype not in dtypes:
             continue
-        sizes = [s for s, _ in seq]
-        acc = [a for _, a in seq]
-        bands, wide = segment(sizes, acc, step, simpler)
+        sizes = [s for s, _, _ in seq]
+        acc = [a for _, a, _ in seq]
+        measured = [f for _, _, f in seq]
+        bands, wide = segment(sizes, acc, step, simpler, measured=measured)
         if wide:
             bad = [
                 (sizes[i - 1], sizes[i])
@@ -142,7 +146,7 @@ def build_policy(
                 "`sweeper run --resume --run-dir RUN` samples that stretch (the runner adds "
                 "sizes wherever a boundary's bracket is too wide)"
             )
-        out_dtypes[dtype] = _bands_doc(sizes, acc, bands, l2)
+        out_dtypes[dtype] = _bands_doc(sizes, acc, measured, bands, l2)
         out_dtypes[dtype]["generic"] = generic_config(
             results[(results["mode"] == mode) & (results["pattern"] == pattern)],
             dtype,
@@ -212,10 +216,11 @@ def generic_config(results: pd.DataFrame, dtype: str, simpler) -> dict:
     return {"config": best, "worst_ratio": round(float(per.at[best, "worst"]), 5)}
 
 
-def _bands_doc(sizes: list[int], acc: list[dict[str, float]], bands, l2: int) -> dict:
+def _bands_doc(sizes: list[int], acc, measured, bands, l2: int) -> dict:
     out = []
+    lone = set(misses(bands, acc))
     for k, (i, j, config) in enumerate(bands):
-        fracs = [acc[t][config] for t in range(i, j + 1)]
+        fracs = [measured[t][config] for t in range(i, j + 1)]
         lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2
         out.append(
             {
@@ -231,6 +236,7 @@ def _bands_doc(sizes: list[int], acc: list[dict[str, float]], bands, l2: int) ->
                 "mean_frac_of_best": sum(fracs) / len(fracs),
                 "bracket_below": None if k == 0 else [sizes[i - 1], sizes[i]],
                 "bracket_below_rel": None if k == 0 else [sizes[i - 1] / l2, sizes[i] / l2],
+                "outside_tolerance": [sizes[t] for t in range(i, j + 1) if t in lone],
             }
         )
     for a, b in zip(out, out[1:], strict=False):
@@ -383,6 +389,16 @@ def _validate_brackets(doc: dict) -> None:
             for f in ("worst_frac_of_best", "mean_frac_of_best"):
                 if not _num(require(b, f, (int, float), w)):
                     raise FieldError(w + f, f"expected a number, found {b[f]!r}")
+            outside = b.get("outside_tolerance", [])  # absent in policies built before it
+            if not (
+                isinstance(outside, list)
+                and all(isinstance(x, int) and first <= x <= last for x in outside)
+            ):
+                raise FieldError(
+                    w + "outside_tolerance",
+                    f"expected the band's measured sizes served outside the tolerance, "
+                    f"found {outside!r}",
+                )
             br = b.get("bracket_below", "missing")
             if k == 0:
                 if br is not None:
@@ -681,8 +697,17 @@ def describe(doc: dict) -> str:
             lines.append(
                 f"  {dt:5} [{fmt_bytes(b['lo_bytes'], none='inf')}, {fmt_bytes(b['hi_bytes'], none='inf')})  {b['config']}  "
                 f"worst {b['worst_frac_of_best']:.3f} of best over {b['n_sizes']} sizes{brs}"
+                + _outside_note(b)
             )
     return "\n".join(lines)
+
+
+def _outside_note(band: Mapping[str, Any]) -> str:
+    outside = band.get("outside_tolerance") or []
+    if not outside:
+        return ""
+    where = ", ".join(fmt_bytes(x) for x in outside)
+    return f"; outside the tolerance at {where} (a lone winner there)"
 
 
 def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:

@@ -221,8 +221,20 @@ def acceptable_sets(
 ) -> dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]]:
     """Per (mode, pattern, dtype): sorted [(ws_bytes, {config: gbps / fastest gbps})] of the
     configs tied with the fastest at that size (the sets band segmentation works on)."""
+    return {
+        k: [(ws, tied) for ws, tied, _ in seq]
+        for k, seq in fracs_of_best(results, tolerance).items()
+    }
+
+
+def fracs_of_best(
+    results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE
+) -> dict[tuple[str, str, str], list[tuple[int, dict[str, float], dict[str, float]]]]:
+    """Per (mode, pattern, dtype): sorted [(ws_bytes, tied, measured)], each a {config: gbps
+    / fastest gbps}: `tied` the acceptable_sets entry, `measured` every config measured at
+    that size (what a band that must span two sizes may fall back on, bands.segment)."""
     check_tolerance(tolerance)
-    out: dict[tuple[str, str, str], list[tuple[int, dict[str, float]]]] = {}
+    out: dict[tuple[str, str, str], list[tuple[int, dict[str, float], dict[str, float]]]] = {}
     for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
         seq = []
         for ws, cell in grp.groupby("ws_bytes", sort=True):
@@ -231,15 +243,10 @@ def acceptable_sets(
                 .drop_duplicates("config")
                 .to_dict("records")
             )
-            best = recs[0]
+            best = float(recs[0]["gbps"])
+            frac = {r["config"]: float(r["gbps"]) / best for r in recs}
             seq.append(
-                (
-                    int(ws),
-                    {
-                        r["config"]: float(r["gbps"]) / float(best["gbps"])
-                        for r in tied_set(recs, tolerance)
-                    },
-                )
+                (int(ws), {r["config"]: frac[r["config"]] for r in tied_set(recs, tolerance)}, frac)
             )
         out[tuple(key)] = seq  # type: ignore[index]
     return out

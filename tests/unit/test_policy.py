@@ -6,13 +6,14 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.analyze.bands import greedy_band_count, segment
+from sweeper.analyze.bands import greedy_band_count, misses, segment
 from sweeper.analyze.columns import COLUMNS
 from sweeper.analyze.policy import (
     build_policy,
@@ -28,6 +29,8 @@ from sweeper.analyze.policy import (
 from sweeper.errors import SchemaError, SweeperError
 from sweeper.plan.gpus import lookup
 from sweeper.plan.planfile import make_plan
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MiB = 1 << 20
 L2 = 72 * MiB
@@ -441,6 +444,103 @@ def test_of_two_segmentations_with_as_many_bands_the_one_closer_to_the_best_wins
     0.99 of its best (2.99): the first."""
     acc = [{"A": 1.0}, {"A": 0.99, "B": 1.0}, {"B": 1.0}]
     assert segment([1, 2, 3], acc, 10.0) == ([(0, 0, "A"), (1, 2, "B")], 0)
+
+
+# ---- no band on one finely sampled size --------------------------------------------------
+
+
+def brute_two_size(sizes, acc, measured, max_bracket):
+    """(wide, misses, bands) of the best segmentation by enumeration: bands of two sizes or
+    more except beside a wide gap, a config measured across its band and inside the tolerance
+    at every size beside a wide gap."""
+    m = len(sizes)
+    gap = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
+    loose = [
+        max(gap[t - 1] if t else 0, gap[t] if t < m - 1 else 0) > max_bracket for t in range(m)
+    ]
+    best = None
+    for cuts in itertools.product([0, 1], repeat=m - 1):
+        starts = [0] + [k + 1 for k in range(m - 1) if cuts[k]]
+        ends = [s - 1 for s in starts[1:]] + [m - 1]
+        total = 0
+        for i, j in zip(starts, ends, strict=True):
+            if i == j and m > 1 and not loose[i]:
+                break
+            fits = [
+                sum(c not in acc[t] for t in range(i, j + 1))
+                for c in "abcd"
+                if all(c in measured[t] and (c in acc[t] or not loose[t]) for t in range(i, j + 1))
+            ]
+            if not fits:
+                break
+            total += min(fits)
+        else:
+            wide = sum(1 for i in starts[1:] if sizes[i] - sizes[i - 1] > max_bracket)
+            cost = (wide, total, len(starts))
+            best = cost if best is None or cost < best else best
+    return best
+
+
+two_size_instances = st.integers(1, 8).flatmap(
+    lambda m: st.tuples(
+        st.lists(st.sampled_from([1, 1, 1, 3]), min_size=m, max_size=m),
+        st.lists(st.sets(st.sampled_from("abcd"), min_size=1), min_size=m, max_size=m),
+        st.lists(st.floats(0.5, 1.0), min_size=4, max_size=4),
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(two_size_instances)
+def test_with_every_measured_config_no_band_rests_on_one_finely_sampled_size(inst):
+    gaps, sets, fr = inst
+    sizes = list(itertools.accumulate(gaps))
+    acc = [{c: fr["abcd".index(c)] for c in s} for s in sets]
+    measured = [{c: 0.9 * fr["abcd".index(c)] for c in "abcd"} | a for a in acc]
+    bands, wide = segment(sizes, acc, 2, measured=measured)
+    assert bands[0][0] == 0 and bands[-1][1] == len(sizes) - 1
+    for (i, j, c), nxt in zip(bands, bands[1:] + [None], strict=True):
+        if nxt:
+            assert nxt[0] == j + 1
+        if i == j and len(sizes) > 1:  # only beside a wide gap
+            assert any(abs(sizes[t] - sizes[i]) > 2 for t in (i - 1, i + 1) if 0 <= t < len(sizes))
+    assert (wide, len(misses(bands, acc)), len(bands)) == brute_two_size(sizes, acc, measured, 2)
+
+
+def test_a_lone_winner_among_fine_sizes_joins_a_neighbours_band_and_is_listed():
+    """B wins at the middle of five finely sampled sizes alone (A is 3% behind there): one
+    band of A, which names that size as served outside the tolerance."""
+    sizes = [10, 11, 12, 13, 14]
+    acc = [{"A": 1.0}, {"A": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
+    measured = [{"A": 1.0, "B": 0.9}, {"A": 1.0, "B": 0.9}, {"A": 0.97, "B": 1.0}, *acc[3:]]
+    measured[3] = measured[4] = {"A": 1.0, "B": 0.9}
+    bands, wide = segment(sizes, acc, 5, measured=measured)
+    assert (bands, wide) == ([(0, 4, "A")], 0) and misses(bands, acc) == [2]
+    assert segment(sizes, acc, 5) == ([(0, 1, "A"), (2, 2, "B"), (3, 4, "A")], 0)
+
+
+def test_a_lone_winner_beside_a_wide_gap_keeps_its_band_and_its_wide_brackets():
+    """The same winner sampled once between gaps wider than the resolution may be the only
+    sample of a real change (the v2 cliff): it is kept, and its brackets are reported."""
+    sizes = [10, 11, 20, 29, 30]
+    acc = [{"A": 1.0}, {"A": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
+    measured = [{"A": 1.0, "B": 0.9}] * 2 + [{"A": 0.5, "B": 1.0}] + [{"A": 1.0, "B": 0.9}] * 2
+    assert segment(sizes, acc, 5, measured=measured) == (
+        [(0, 1, "A"), (2, 2, "B"), (3, 4, "A")],
+        2,
+    )
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("results/*/*/policy.json")), ids=str)
+def test_no_shipped_policy_band_rests_on_one_size(path):
+    doc = load_policy(path)
+    for dtype, d in doc["dtypes"].items():
+        for b in d["bands"]:
+            assert b["n_sizes"] >= 2, (dtype, b["config"], b["first_measured"])
+            assert all(
+                b["first_measured"] <= x <= b["last_measured"] for x in b["outside_tolerance"]
+            )
+            assert doc["provenance"]["tolerance"] >= 0.02
 
 
 @pytest.mark.parametrize(
