@@ -31,21 +31,21 @@ def segment(
     of boundaries whose bracket is wider than max_bracket). acc[k]: config -> frac of best
     for the configs acceptable at sizes[k] (never empty).
 
-    With `measured` (measured[k]: config -> frac of best for every config measured at
-    sizes[k], a superset of acc[k]) no band rests on one measured size where the sizes were
-    sampled finely: a band spans at least two sizes, and a config that wins at one size alone
-    (a lone winner, most often noise) gets no band of its own; that size joins a neighbour's
-    band, whose config serves it outside the tolerance. Such sizes (`misses`) are minimised
-    right after wide brackets. A size with a gap wider than max_bracket beside it is not
-    finely sampled: there a lone winner may be the only sample of a real change (the v2
-    cliff seen at one size), so it keeps its own band, and the wide brackets it brings are
-    reported, never absorbed."""
+    With `measured` (measured[k]: config -> frac of best for the configs that may serve
+    sizes[k], a superset of acc[k]), a band that rests on one finely sampled size counts as
+    a cost, as a size served outside the tolerance does: a config that wins at one size alone
+    (a lone winner, most often noise) gets no band of its own where a neighbour's band has a
+    config in measured[k] there (that size is then a `miss`); both are minimised right after
+    wide brackets. A size with a gap wider than max_bracket beside it is not finely sampled:
+    there a lone winner may be the only sample of a real change (the v2 cliff seen at one
+    size), so it keeps its own band at no cost and is never a miss, and the wide brackets it
+    brings are reported, never absorbed."""
     m = len(sizes)
     if m == 0:
         return [], 0
     key = simpler or (lambda name: name)
     pool = measured if measured is not None else acc
-    min_len = 2 if measured is not None and m > 1 else 1  # where sampled finely
+    min_len = 2 if measured is not None and m > 1 else 1  # else a cost, where sampled finely
     gap = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
     loose = np.array(
         [
@@ -76,8 +76,9 @@ def segment(
             ok &= there[i] & (inside[i] | ~loose[i])
             if not ok.any():
                 break
-            if (j == i and min_len > 1 and not loose[i]) or best[i][0] == math.inf:
+            if best[i][0] == math.inf:
                 continue
+            lone = int(j == i and min_len > 1 and not loose[i])
             # the band's config: fewest misses, then closest to the best, then simplest
             fewest = np.where(ok, miss, np.iinfo(np.int64).max)
             pick = fewest == fewest.min()
@@ -85,12 +86,10 @@ def segment(
             k = int(np.flatnonzero(total == total.max())[0])
             wide = 1 if i > 0 and sizes[i] - sizes[i - 1] > max_bracket * (1 + 1e-12) else 0
             prev = best[i]
-            cand = (prev[0] + wide, prev[1] + int(miss[k]), prev[2] + 1, prev[3] - sums[k])
+            cand = (prev[0] + wide, prev[1] + int(miss[k]) + lone, prev[2] + 1, prev[3] - sums[k])
             if cand < best[j + 1]:
                 best[j + 1] = cand
                 back[j + 1] = (i, k)
-    if best[m][0] == math.inf:  # no two adjacent sizes share a measured config
-        return segment(sizes, acc, max_bracket, simpler)
     bands = []
     j = m
     while j > 0:

@@ -1,17 +1,20 @@
 """Launch policy: the fewest working-set bands per dtype, each served by one config.
 
-A band is a run of at least two consecutive MEASURED sizes over which one config is inside
-the noise (or the tolerance) of the fastest at every size. Segmentation (`segment`) is an
+A band is a run of consecutive MEASURED sizes over which one config is inside the noise (or
+the tolerance) of the fastest at every size. Segmentation (`segment`) is an
 exact dynamic program; it minimises, in this order,
 
 1. boundaries whose bracket (last measured size below, first measured size above) is wider
    than the plan resolution (l2_bytes / resolution): these are refused, not emitted, because
    a boundary there is a guess across an unsampled stretch (the v2 bug: a 32 MiB threshold
    extrapolated across (33.6 MB, 134 MB));
-2. the sizes a band serves outside the tolerance: a config that wins at one size alone (a
-   lone winner, most often noise) gets no band of its own; that size joins a neighbour's
-   band, whose config serves it at its measured fraction of the best (the band's
-   `outside_tolerance` lists such sizes, and its worst fraction shows the cost);
+2. bands that rest on one finely sampled size, and sizes a band serves outside the
+   tolerance: a config that wins at one size alone (a lone winner, most often noise) gets no
+   band of its own where a neighbour's band has a config within twice the tolerance of the
+   best there (`ABSORB_TOLERANCES`); that size joins the band, whose config serves it at its
+   measured fraction of the best (the band's `outside_tolerance` lists such sizes, and its
+   worst fraction shows the cost). Beside a gap wider than the resolution, or where no
+   neighbour's config comes that close, the lone winner keeps its band;
 3. the number of bands;
 4. the performance given up: minus the sum over sizes of (band config GB/s / fastest GB/s).
 
@@ -130,7 +133,8 @@ def build_policy(
             continue
         sizes = [s for s, _, _ in seq]
         acc = [a for _, a, _ in seq]
-        measured = [f for _, _, f in seq]
+        floor = 1.0 - ABSORB_TOLERANCES * tolerance
+        measured = [{c: v for c, v in f.items() if v >= floor} | a for _, a, f in seq]
         bands, wide = segment(sizes, acc, step, simpler, measured=measured)
         if wide:
             bad = [
@@ -214,6 +218,12 @@ def generic_config(results: pd.DataFrame, dtype: str, simpler) -> dict:
         )
     best = min(per.index, key=lambda c: (-round(float(per.at[c, "worst"]), 12), simpler(c)))
     return {"config": best, "worst_ratio": round(float(per.at[best, "worst"]), 5)}
+
+
+# A lone winner's size joins a neighbour's band only where that band's config is within this
+# many tie tolerances of the best there (4% at the default 2%): a noise-level loss. Further
+# behind, the lone winner is a real change (or a neighbour's cell failed) and keeps its band.
+ABSORB_TOLERANCES = 2
 
 
 def _bands_doc(sizes: list[int], acc, measured, bands, l2: int) -> dict:

@@ -28,11 +28,11 @@ L2 = lookup("h200").l2_bytes
 
 def test_auto_takes_each_modes_newest_verified_policy_per_dtype():
     got = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write", "cold"])
-    # hot-5 is the verified hot policy; aw-3 is the newest after-write policy but has no fp32,
-    # which aw-fp32 covers; cold-5 has no verify.txt, so cold has none
-    assert [p.parent.name for p in got] == ["hot-5", "aw-3", "aw-fp32"]
+    # hot-5 is the verified hot policy; aw-3 has no fp32, which aw-fp32-2 and the older
+    # aw-fp32 cover (the newest run wins); cold-5 has no verify.txt, so cold has none
+    assert [p.parent.name for p in got] == ["hot-5", "aw-3", "aw-fp32-2"]
     fp32 = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write"], ["fp32"])
-    assert [p.parent.name for p in fp32] == ["hot-5", "aw-fp32"]
+    assert [p.parent.name for p in fp32] == ["hot-5", "aw-fp32-2"]
     fp16 = dp.shipped_policies(SHIPPED, "h200", ["after-write"], ["fp16"])
     assert [p.parent.name for p in fp16] == ["aw-3"]
     d = dp.load_dispatch(got[0])

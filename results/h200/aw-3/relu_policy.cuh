@@ -78,39 +78,6 @@ struct Ld_L1__no_allocate {  // load hint 'L1::no_allocate': ld.global.L1::no_al
   }
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-struct Ld_L2__evict_first {  // load hint 'L2::evict_first': ld.global
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {
-    if constexpr (NW == 1) asm volatile("ld.global.u32 %0, [%1];" : "=r"(w[0]) : "l"(a));
-    else if constexpr (NW == 2) asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(a));
-    else asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a));
-  }
-  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {
-    uint32_t v;
-    if constexpr (BITS == 8) asm volatile("ld.global.b8 %0, [%1];" : "=r"(v) : "l"(a));
-    else if constexpr (BITS == 16) asm volatile("ld.global.b16 %0, [%1];" : "=r"(v) : "l"(a));
-    else asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(a));
-    return v;
-  }
-};
-#else
-struct Ld_L2__evict_first {  // load hint 'L2::evict_first': ld.global.L2::cache_hint
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {
-    uint64_t pol; asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    if constexpr (NW == 1) asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(w[0]) : "l"(a), "l"(pol));
-    else if constexpr (NW == 2) asm volatile("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(w[0]), "=r"(w[1]) : "l"(a), "l"(pol));
-    else asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a), "l"(pol));
-  }
-  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {
-    uint32_t v;
-    uint64_t pol; asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    if constexpr (BITS == 8) asm volatile("ld.global.L2::cache_hint.b8 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(pol));
-    else if constexpr (BITS == 16) asm volatile("ld.global.L2::cache_hint.b16 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(pol));
-    else asm volatile("ld.global.L2::cache_hint.b32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(pol));
-    return v;
-  }
-};
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 struct Ld_L2__evict_last {  // load hint 'L2::evict_last': ld.global
   template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {
     if constexpr (NW == 1) asm volatile("ld.global.u32 %0, [%1];" : "=r"(w[0]) : "l"(a));
@@ -468,6 +435,8 @@ using V_v16_u1_ld_cs_st_cg_b256_flat = Variant<16, 1, Ld_cs, St_cg, 256, -1>;
 using V_v16_u1_ld_cs_st_cs_b256_flat = Variant<16, 1, Ld_cs, St_cs, 256, -1>;
 // v16-u1-ld.def-st.cg-b256-flat: vec_bytes=16 unroll=1 load=default store=cg block=256 grid=flat
 using V_v16_u1_ld_def_st_cg_b256_flat = Variant<16, 1, Ld_default, St_cg, 256, -1>;
+// v16-u1-ld.lu-st.cs-b256-flat: vec_bytes=16 unroll=1 load=lu store=cs block=256 grid=flat
+using V_v16_u1_ld_lu_st_cs_b256_flat = Variant<16, 1, Ld_lu, St_cs, 256, -1>;
 // v16-u1-ld.lu-st.wt-b256-flat: vec_bytes=16 unroll=1 load=lu store=wt block=256 grid=flat
 using V_v16_u1_ld_lu_st_wt_b256_flat = Variant<16, 1, Ld_lu, St_wt, 256, -1>;
 // v16-u1-ld.nc-st.cg-b256-flat: vec_bytes=16 unroll=1 load=nc store=cg block=256 grid=flat
@@ -492,10 +461,6 @@ using V_v16_u4_ld_def_st_cs_b128_flat32 = Variant<16, 4, Ld_default, St_cs, 128,
 using V_v16_u4_ld_lu_st_cs_b256_flat32 = Variant<16, 4, Ld_lu, St_cs, 256, -2>;
 // v16-u4-ld.lu-st.wt-b256-flat32: vec_bytes=16 unroll=4 load=lu store=wt block=256 grid=flat32
 using V_v16_u4_ld_lu_st_wt_b256_flat32 = Variant<16, 4, Ld_lu, St_wt, 256, -2>;
-// v16-u8-ld.L2ef-st.cs-b128-stride4: vec_bytes=16 unroll=8 load=L2::evict_first store=cs block=128 grid=stride4
-using V_v16_u8_ld_L2ef_st_cs_b128_stride4 = Variant<16, 8, Ld_L2__evict_first, St_cs, 128, 4>;
-// v16-u8-ld.cs-st.cs-b128-onepass: vec_bytes=16 unroll=8 load=cs store=cs block=128 grid=onepass
-using V_v16_u8_ld_cs_st_cs_b128_onepass = Variant<16, 8, Ld_cs, St_cs, 128, 0>;
 // v16-u8-ld.def-st.cs-b128-stride2: vec_bytes=16 unroll=8 load=default store=cs block=128 grid=stride2
 using V_v16_u8_ld_def_st_cs_b128_stride2 = Variant<16, 8, Ld_default, St_cs, 128, 2>;
 // v16-u8-ld.lu-st.cg-b128-flat: vec_bytes=16 unroll=8 load=lu store=cg block=128 grid=flat
@@ -504,11 +469,9 @@ using V_v16_u8_ld_lu_st_cg_b128_flat = Variant<16, 8, Ld_lu, St_cg, 128, -1>;
 using V_v16_u8_ld_lu_st_def_b128_flat32 = Variant<16, 8, Ld_lu, St_default, 128, -2>;
 // v8-u2-ld.L2el-st.def-b256-flat32: vec_bytes=8 unroll=2 load=L2::evict_last store=default block=256 grid=flat32
 using V_v8_u2_ld_L2el_st_def_b256_flat32 = Variant<8, 2, Ld_L2__evict_last, St_default, 256, -2>;
-// v8-u4-ld.cs-st.cs-b128-flat32: vec_bytes=8 unroll=4 load=cs store=cs block=128 grid=flat32
-using V_v8_u4_ld_cs_st_cs_b128_flat32 = Variant<8, 4, Ld_cs, St_cs, 128, -2>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-3, plan c3e620e4ee88, mode after-write, tolerance 0.02, file results/h200/aw-3/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-3, plan c3e620e4ee88, mode after-write, tolerance 0.0273, file results/h200/aw-3/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
   // [0.000000, 0.107267) x L2 = [0 B, 6.436 MiB) on the source GPU: v16-u1-ld.cs-st.cs-b256-flat; measured 64 KiB..6.097 MiB, worst 0.968 of the fastest
@@ -555,14 +518,11 @@ inline cudaError_t dispatch_e0_fp16(const void* in, void* out, size_t n, const D
   // [0.532292, 0.617188) x L2 = [31.94 MiB, 37.03 MiB) on the source GPU: v16-u8-ld.def-st.cs-b128-stride2; measured 32 MiB..36.56 MiB, worst 0.990 of the fastest
   //   lower edge: between measured 33423360 and 33554432 bytes (run aw-3)
   if (rel < 0.6171875) return V_v16_u8_ld_def_st_cs_b128_stride2::launch<Dt::F16>(in, out, n, d, s);
-  // [0.617188, 1.046875) x L2 = [37.03 MiB, 62.81 MiB) on the source GPU: v16-u4-ld.lu-st.cs-b256-flat32; measured 37.5 MiB..61.88 MiB, worst 0.989 of the fastest
+  // [0.617188, 1.080208) x L2 = [37.03 MiB, 64.81 MiB) on the source GPU: v16-u4-ld.lu-st.cs-b256-flat32; measured 37.5 MiB..64 MiB, worst 0.989 of the fastest
   //   lower edge: between measured 38338560 and 39321600 bytes (run aw-3)
-  if (rel < 1.046875) return V_v16_u4_ld_lu_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
-  // [1.046875, 1.359375) x L2 = [62.81 MiB, 81.56 MiB) on the source GPU: v16-u8-ld.cs-st.cs-b128-onepass; measured 63.75 MiB..80.62 MiB, worst 0.989 of the fastest
-  //   lower edge: between measured 64880640 and 66846720 bytes (run aw-3)
-  if (rel < 1.359375) return V_v16_u8_ld_cs_st_cs_b128_onepass::launch<Dt::F16>(in, out, n, d, s);
-  // [1.359375, 2.646484) x L2 = [81.56 MiB, 158.8 MiB) on the source GPU: v16-u2-ld.L1na-st.cs-b128-flat; measured 82.5 MiB..158.2 MiB, worst 0.987 of the fastest
-  //   lower edge: between measured 84541440 and 86507520 bytes (run aw-3)
+  if (rel < 1.0802083333333334) return V_v16_u4_ld_lu_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
+  // [1.080208, 2.646484) x L2 = [64.81 MiB, 158.8 MiB) on the source GPU: v16-u2-ld.L1na-st.cs-b128-flat; measured 65.62 MiB..158.2 MiB, worst 0.980 of the fastest
+  //   lower edge: between measured 67108864 and 68812800 bytes (run aw-3)
   if (rel < 2.646484375) return V_v16_u2_ld_L1na_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
   // [2.646484, inf) x L2 = [158.8 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.def-b256-flat; measured 159.4 MiB..1.875 GiB, worst 0.983 of the fastest
   //   lower edge: between measured 165888000 and 167116800 bytes (run aw-3)
@@ -574,8 +534,7 @@ inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
   if (rel < 0.242633056640625) return "v16-u2-ld.L1na-st.cs-b256-flat";
   if (rel < 0.5322916666666667) return "v16-u4-ld.lu-st.wt-b256-flat32";
   if (rel < 0.6171875) return "v16-u8-ld.def-st.cs-b128-stride2";
-  if (rel < 1.046875) return "v16-u4-ld.lu-st.cs-b256-flat32";
-  if (rel < 1.359375) return "v16-u8-ld.cs-st.cs-b128-onepass";
+  if (rel < 1.0802083333333334) return "v16-u4-ld.lu-st.cs-b256-flat32";
   if (rel < 2.646484375) return "v16-u2-ld.L1na-st.cs-b128-flat";
   return "v16-u1-ld.L2el-st.def-b256-flat";
 }
@@ -592,15 +551,12 @@ inline cudaError_t dispatch_e0_int8(const void* in, void* out, size_t n, const D
   // [0.559342, 0.703125) x L2 = [33.56 MiB, 42.19 MiB) on the source GPU: v16-u8-ld.lu-st.def-b128-flat32; measured 33.75 MiB..41.25 MiB, worst 0.981 of the fastest
   //   lower edge: between measured 34992128 and 35389440 bytes (run aw-3)
   if (rel < 0.703125) return V_v16_u8_ld_lu_st_def_b128_flat32::launch<Dt::I8>(in, out, n, d, s);
-  // [0.703125, 1.001953) x L2 = [42.19 MiB, 60.12 MiB) on the source GPU: v16-u4-ld.cs-st.cs-b256-flat32; measured 43.12 MiB..60 MiB, worst 0.987 of the fastest
+  // [0.703125, 1.109375) x L2 = [42.19 MiB, 66.56 MiB) on the source GPU: v16-u4-ld.cs-st.cs-b256-flat32; measured 43.12 MiB..65.62 MiB, worst 0.983 of the fastest
   //   lower edge: between measured 43253760 and 45219840 bytes (run aw-3)
-  if (rel < 1.001953125) return V_v16_u4_ld_cs_st_cs_b256_flat32::launch<Dt::I8>(in, out, n, d, s);
-  // [1.001953, 1.296875) x L2 = [60.12 MiB, 77.81 MiB) on the source GPU: v16-u8-ld.L2ef-st.cs-b128-stride4; measured 60.23 MiB..76.88 MiB, worst 0.990 of the fastest
-  //   lower edge: between measured 62914560 and 63160320 bytes (run aw-3)
-  if (rel < 1.296875) return V_v16_u8_ld_L2ef_st_cs_b128_stride4::launch<Dt::I8>(in, out, n, d, s);
-  // [1.296875, 3.017578) x L2 = [77.81 MiB, 181.1 MiB) on the source GPU: v8-u4-ld.cs-st.cs-b128-flat32; measured 78.75 MiB..180.5 MiB, worst 0.980 of the fastest
-  //   lower edge: between measured 80609280 and 82575360 bytes (run aw-3)
-  if (rel < 3.017578125) return V_v8_u4_ld_cs_st_cs_b128_flat32::launch<Dt::I8>(in, out, n, d, s);
+  if (rel < 1.109375) return V_v16_u4_ld_cs_st_cs_b256_flat32::launch<Dt::I8>(in, out, n, d, s);
+  // [1.109375, 3.017578) x L2 = [66.56 MiB, 181.1 MiB) on the source GPU: v16-u1-ld.lu-st.cs-b256-flat; measured 67.5 MiB..180.5 MiB, worst 0.974 of the fastest
+  //   lower edge: between measured 68812800 and 70778880 bytes (run aw-3)
+  if (rel < 3.017578125) return V_v16_u1_ld_lu_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
   // [3.017578, 4.892349) x L2 = [181.1 MiB, 293.5 MiB) on the source GPU: v16-u1-ld.L2el-st.wt-b256-flat32; measured 181.6 MiB..293 MiB, worst 0.979 of the fastest
   //   lower edge: between measured 189235200 and 190464000 bytes (run aw-3)
   if (rel < 4.8923492431640625) return V_v16_u1_ld_L2el_st_wt_b256_flat32::launch<Dt::I8>(in, out, n, d, s);
@@ -614,9 +570,8 @@ inline const char* choice_e0_int8(size_t n, const DeviceInfo& d) {
   if (rel < 0.24815826416015624) return "v16-u2-ld.cs-st.cs-b256-flat";
   if (rel < 0.5593424479166667) return "v16-u4-ld.def-st.cs-b128-flat32";
   if (rel < 0.703125) return "v16-u8-ld.lu-st.def-b128-flat32";
-  if (rel < 1.001953125) return "v16-u4-ld.cs-st.cs-b256-flat32";
-  if (rel < 1.296875) return "v16-u8-ld.L2ef-st.cs-b128-stride4";
-  if (rel < 3.017578125) return "v8-u4-ld.cs-st.cs-b128-flat32";
+  if (rel < 1.109375) return "v16-u4-ld.cs-st.cs-b256-flat32";
+  if (rel < 3.017578125) return "v16-u1-ld.lu-st.cs-b256-flat";
   if (rel < 4.8923492431640625) return "v16-u1-ld.L2el-st.wt-b256-flat32";
   return "v8-u2-ld.L2el-st.def-b256-flat32";
 }

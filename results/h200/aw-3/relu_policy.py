@@ -48,6 +48,14 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
+  "v16-u1-ld.lu-st.cs-b256-flat": {
+   "block": 256,
+   "grid": "flat",
+   "load_hint": "lu",
+   "store_hint": "cs",
+   "unroll": 1,
+   "vec_bytes": 16
+  },
   "v16-u1-ld.lu-st.wt-b256-flat": {
    "block": 256,
    "grid": "flat",
@@ -144,22 +152,6 @@ POLICY = {
    "unroll": 4,
    "vec_bytes": 16
   },
-  "v16-u8-ld.L2ef-st.cs-b128-stride4": {
-   "block": 128,
-   "grid": "stride4",
-   "load_hint": "L2::evict_first",
-   "store_hint": "cs",
-   "unroll": 8,
-   "vec_bytes": 16
-  },
-  "v16-u8-ld.cs-st.cs-b128-onepass": {
-   "block": 128,
-   "grid": "onepass",
-   "load_hint": "cs",
-   "store_hint": "cs",
-   "unroll": 8,
-   "vec_bytes": 16
-  },
   "v16-u8-ld.def-st.cs-b128-stride2": {
    "block": 128,
    "grid": "stride2",
@@ -190,14 +182,6 @@ POLICY = {
    "load_hint": "L2::evict_last",
    "store_hint": "default",
    "unroll": 2,
-   "vec_bytes": 8
-  },
-  "v8-u4-ld.cs-st.cs-b128-flat32": {
-   "block": 128,
-   "grid": "flat32",
-   "load_hint": "cs",
-   "store_hint": "cs",
-   "unroll": 4,
    "vec_bytes": 8
   }
  },
@@ -256,12 +240,8 @@ POLICY = {
       "config": "v16-u8-ld.def-st.cs-b128-stride2"
      },
      {
-      "below": 1.046875,
+      "below": 1.0802083333333334,
       "config": "v16-u4-ld.lu-st.cs-b256-flat32"
-     },
-     {
-      "below": 1.359375,
-      "config": "v16-u8-ld.cs-st.cs-b128-onepass"
      },
      {
       "below": 2.646484375,
@@ -290,16 +270,12 @@ POLICY = {
       "config": "v16-u8-ld.lu-st.def-b128-flat32"
      },
      {
-      "below": 1.001953125,
+      "below": 1.109375,
       "config": "v16-u4-ld.cs-st.cs-b256-flat32"
      },
      {
-      "below": 1.296875,
-      "config": "v16-u8-ld.L2ef-st.cs-b128-stride4"
-     },
-     {
       "below": 3.017578125,
-      "config": "v8-u4-ld.cs-st.cs-b128-flat32"
+      "config": "v16-u1-ld.lu-st.cs-b256-flat"
      },
      {
       "below": 4.8923492431640625,

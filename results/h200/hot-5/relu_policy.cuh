@@ -533,8 +533,6 @@ using V_v16_u2_ld_def_st_wt_b128_flat = Variant<16, 2, Ld_default, St_wt, 128, -
 using V_v16_u2_ld_lu_st_def_b128_flat = Variant<16, 2, Ld_lu, St_default, 128, -1>;
 // v16-u2-ld.nc-st.cs-b128-flat: vec_bytes=16 unroll=2 load=nc store=cs block=128 grid=flat
 using V_v16_u2_ld_nc_st_cs_b128_flat = Variant<16, 2, Ld_nc, St_cs, 128, -1>;
-// v4-u1-ld.nc-st.def-b512-flat: vec_bytes=4 unroll=1 load=nc store=default block=512 grid=flat
-using V_v4_u1_ld_nc_st_def_b512_flat = Variant<4, 1, Ld_nc, St_default, 512, -1>;
 // v8-u1-ld.cs-st.cs-b256-flat: vec_bytes=8 unroll=1 load=cs store=cs block=256 grid=flat
 using V_v8_u1_ld_cs_st_cs_b256_flat = Variant<8, 1, Ld_cs, St_cs, 256, -1>;
 // v8-u1-ld.cs-st.def-b256-flat: vec_bytes=8 unroll=1 load=cs store=default block=256 grid=flat
@@ -543,27 +541,22 @@ using V_v8_u1_ld_cs_st_def_b256_flat = Variant<8, 1, Ld_cs, St_default, 256, -1>
 using V_v8_u4_ld_L2el75_st_cs_b256_stride1 = Variant<8, 4, Ld_L2__evict_last_0_75, St_cs, 256, 1>;
 // v8-u4-ld.nc-st.cs-b128-flat: vec_bytes=8 unroll=4 load=nc store=cs block=128 grid=flat
 using V_v8_u4_ld_nc_st_cs_b128_flat = Variant<8, 4, Ld_nc, St_cs, 128, -1>;
-// v8-u4-ld.nc-st.cs-b128-flat32: vec_bytes=8 unroll=4 load=nc store=cs block=128 grid=flat32
-using V_v8_u4_ld_nc_st_cs_b128_flat32 = Variant<8, 4, Ld_nc, St_cs, 128, -2>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-5, plan c3e620e4ee88, mode hot, tolerance 0.02, file results/h200/hot-5/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-5, plan c3e620e4ee88, mode hot, tolerance 0.0269, file results/h200/hot-5/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.029415) x L2 = [0 B, 1.765 MiB) on the source GPU: v16-u1-ld.lu-st.cs-b256-flat; measured 64 KiB..1.754 MiB, worst 0.991 of the fastest
-  if (rel < 0.029414876302083334) return V_v16_u1_ld_lu_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.029415, 0.029831) x L2 = [1.765 MiB, 1.79 MiB) on the source GPU: v16-u2-ld.def-st.wt-b128-flat; measured 1.776 MiB..1.776 MiB, worst 1.000 of the fastest
-  //   lower edge: between measured 1838976 and 1862272 bytes (run hot-5)
+  // [0.000000, 0.029045) x L2 = [0 B, 1.743 MiB) on the source GPU: v16-u1-ld.lu-st.cs-b256-flat; measured 64 KiB..1.732 MiB, worst 0.991 of the fastest
+  if (rel < 0.02904485066731771) return V_v16_u1_ld_lu_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [0.029045, 0.029831) x L2 = [1.743 MiB, 1.79 MiB) on the source GPU: v16-u2-ld.def-st.wt-b128-flat; measured 1.754 MiB..1.776 MiB, worst 0.974 of the fastest
+  //   lower edge: between measured 1815712 and 1838976 bytes (run hot-5)
   if (rel < 0.02983118693033854) return V_v16_u2_ld_def_st_wt_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
   // [0.029831, 0.127027) x L2 = [1.79 MiB, 7.622 MiB) on the source GPU: v16-u1-ld.lu-st.cg-b256-flat; measured 1.804 MiB..6.775 MiB, worst 0.991 of the fastest
   //   lower edge: between measured 1862272 and 1891360 bytes (run hot-5)
   if (rel < 0.12702713012695313) return V_v16_u1_ld_lu_st_cg_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.127027, 0.237108) x L2 = [7.622 MiB, 14.23 MiB) on the source GPU: v16-u2-ld.def-st.def-b128-flat; measured 8.468 MiB..14.12 MiB, worst 0.986 of the fastest
+  // [0.127027, 0.265625) x L2 = [7.622 MiB, 15.94 MiB) on the source GPU: v16-u2-ld.def-st.def-b128-flat; measured 8.468 MiB..15 MiB, worst 0.976 of the fastest
   //   lower edge: between measured 7103872 and 8879840 bytes (run hot-5)
-  if (rel < 0.23710784912109376) return V_v16_u2_ld_def_st_def_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.237108, 0.265625) x L2 = [14.23 MiB, 15.94 MiB) on the source GPU: v8-u4-ld.nc-st.cs-b128-flat32; measured 14.34 MiB..15 MiB, worst 0.994 of the fastest
-  //   lower edge: between measured 14801664 and 15033408 bytes (run hot-5)
-  if (rel < 0.265625) return V_v8_u4_ld_nc_st_cs_b128_flat32::launch<Dt::BF16>(in, out, n, d, s);
+  if (rel < 0.265625) return V_v16_u2_ld_def_st_def_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
   // [0.265625, 0.609375) x L2 = [15.94 MiB, 36.56 MiB) on the source GPU: v8-u4-ld.nc-st.cs-b128-flat; measured 16.88 MiB..35.62 MiB, worst 0.977 of the fastest
   //   lower edge: between measured 15728640 and 17694720 bytes (run hot-5)
   if (rel < 0.609375) return V_v8_u4_ld_nc_st_cs_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
@@ -582,11 +575,10 @@ inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const D
 }
 inline const char* choice_e0_bf16(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  if (rel < 0.029414876302083334) return "v16-u1-ld.lu-st.cs-b256-flat";
+  if (rel < 0.02904485066731771) return "v16-u1-ld.lu-st.cs-b256-flat";
   if (rel < 0.02983118693033854) return "v16-u2-ld.def-st.wt-b128-flat";
   if (rel < 0.12702713012695313) return "v16-u1-ld.lu-st.cg-b256-flat";
-  if (rel < 0.23710784912109376) return "v16-u2-ld.def-st.def-b128-flat";
-  if (rel < 0.265625) return "v8-u4-ld.nc-st.cs-b128-flat32";
+  if (rel < 0.265625) return "v16-u2-ld.def-st.def-b128-flat";
   if (rel < 0.609375) return "v8-u4-ld.nc-st.cs-b128-flat";
   if (rel < 0.857421875) return "v16-u1-ld.def-st.cs-b256-stride1";
   if (rel < 1.109375) return "v16-u2-ld.L2el75-st.cs-b256-stride1";
@@ -632,10 +624,7 @@ inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
 }
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  // [0.000000, 0.028120) x L2 = [0 B, 1.687 MiB) on the source GPU: v4-u1-ld.nc-st.def-b512-flat; measured 64 KiB..1.598 MiB, worst 0.991 of the fastest
-  if (rel < 0.028119913736979165) return V_v4_u1_ld_nc_st_def_b512_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.028120, 0.056367) x L2 = [1.687 MiB, 3.382 MiB) on the source GPU: v8-u1-ld.cs-st.def-b256-flat; measured 1.776 MiB..3.295 MiB, worst 0.988 of the fastest
-  //   lower edge: between measured 1676032 and 1862272 bytes (run hot-5)
+  // [0.000000, 0.056367) x L2 = [0 B, 3.382 MiB) on the source GPU: v8-u1-ld.cs-st.def-b256-flat; measured 64 KiB..3.295 MiB, worst 0.977 of the fastest
   if (rel < 0.05636672973632813) return V_v8_u1_ld_cs_st_def_b256_flat::launch<Dt::F32>(in, out, n, d, s);
   // [0.056367, 0.139189) x L2 = [3.382 MiB, 8.351 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 3.469 MiB..8.234 MiB, worst 0.988 of the fastest
   //   lower edge: between measured 3455360 and 3637216 bytes (run hot-5)
@@ -646,14 +635,14 @@ inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const D
   // [0.153270, 0.222374) x L2 = [9.196 MiB, 13.34 MiB) on the source GPU: v16-u2-ld.def-st.def-b128-flat; measured 9.262 MiB..13.23 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 9573536 and 9712288 bytes (run hot-5)
   if (rel < 0.2223742167154948) return V_v16_u2_ld_def_st_def_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.222374, 0.609375) x L2 = [13.34 MiB, 36.56 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 13.45 MiB..35.62 MiB, worst 0.972 of the fastest
+  // [0.222374, 0.578125) x L2 = [13.34 MiB, 34.69 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 13.45 MiB..33.75 MiB, worst 0.986 of the fastest
   //   lower edge: between measured 13874720 and 14106432 bytes (run hot-5)
-  if (rel < 0.609375) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.609375, 0.873047) x L2 = [36.56 MiB, 52.38 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-stride1; measured 37.5 MiB..52.27 MiB, worst 0.975 of the fastest
-  //   lower edge: between measured 37355520 and 39321600 bytes (run hot-5)
-  if (rel < 0.873046875) return V_v16_u1_ld_def_st_cs_b256_stride1::launch<Dt::F32>(in, out, n, d, s);
-  // [0.873047, 1.078125) x L2 = [52.38 MiB, 64.69 MiB) on the source GPU: v8-u4-ld.L2el75-st.cs-b256-stride1; measured 52.5 MiB..63.75 MiB, worst 0.990 of the fastest
-  //   lower edge: between measured 54804480 and 55050240 bytes (run hot-5)
+  if (rel < 0.578125) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.578125, 0.869141) x L2 = [34.69 MiB, 52.15 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-stride1; measured 35.62 MiB..52.03 MiB, worst 0.978 of the fastest
+  //   lower edge: between measured 35389440 and 37355520 bytes (run hot-5)
+  if (rel < 0.869140625) return V_v16_u1_ld_def_st_cs_b256_stride1::launch<Dt::F32>(in, out, n, d, s);
+  // [0.869141, 1.078125) x L2 = [52.15 MiB, 64.69 MiB) on the source GPU: v8-u4-ld.L2el75-st.cs-b256-stride1; measured 52.27 MiB..63.75 MiB, worst 0.976 of the fastest
+  //   lower edge: between measured 54558720 and 54804480 bytes (run hot-5)
   if (rel < 1.078125) return V_v8_u4_ld_L2el75_st_cs_b256_stride1::launch<Dt::F32>(in, out, n, d, s);
   // [1.078125, 1.466797) x L2 = [64.69 MiB, 88.01 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b256-flat; measured 65.62 MiB..87.89 MiB, worst 0.997 of the fastest
   //   lower edge: between measured 66846720 and 68812800 bytes (run hot-5)
@@ -664,13 +653,12 @@ inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const D
 }
 inline const char* choice_e0_fp32(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  if (rel < 0.028119913736979165) return "v4-u1-ld.nc-st.def-b512-flat";
   if (rel < 0.05636672973632813) return "v8-u1-ld.cs-st.def-b256-flat";
   if (rel < 0.13918914794921874) return "v16-u1-ld.cg-st.cs-b256-flat";
   if (rel < 0.15326995849609376) return "v16-u2-ld.lu-st.def-b128-flat";
   if (rel < 0.2223742167154948) return "v16-u2-ld.def-st.def-b128-flat";
-  if (rel < 0.609375) return "v16-u1-ld.cg-st.cs-b256-flat";
-  if (rel < 0.873046875) return "v16-u1-ld.def-st.cs-b256-stride1";
+  if (rel < 0.578125) return "v16-u1-ld.cg-st.cs-b256-flat";
+  if (rel < 0.869140625) return "v16-u1-ld.def-st.cs-b256-stride1";
   if (rel < 1.078125) return "v8-u4-ld.L2el75-st.cs-b256-stride1";
   if (rel < 1.466796875) return "v16-u1-ld.L2el50-st.cs-b256-flat";
   return "v16-u1-ld.L2el-st.def-b256-flat";

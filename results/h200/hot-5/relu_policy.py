@@ -176,14 +176,6 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
-  "v4-u1-ld.nc-st.def-b512-flat": {
-   "block": 512,
-   "grid": "flat",
-   "load_hint": "nc",
-   "store_hint": "default",
-   "unroll": 1,
-   "vec_bytes": 4
-  },
   "v8-u1-ld.cs-st.cs-b256-flat": {
    "block": 256,
    "grid": "flat",
@@ -215,14 +207,6 @@ POLICY = {
    "store_hint": "cs",
    "unroll": 4,
    "vec_bytes": 8
-  },
-  "v8-u4-ld.nc-st.cs-b128-flat32": {
-   "block": 128,
-   "grid": "flat32",
-   "load_hint": "nc",
-   "store_hint": "cs",
-   "unroll": 4,
-   "vec_bytes": 8
   }
  },
  "entries": [
@@ -234,7 +218,7 @@ POLICY = {
    "dtypes": {
     "bf16": [
      {
-      "below": 0.029414876302083334,
+      "below": 0.02904485066731771,
       "config": "v16-u1-ld.lu-st.cs-b256-flat"
      },
      {
@@ -246,12 +230,8 @@ POLICY = {
       "config": "v16-u1-ld.lu-st.cg-b256-flat"
      },
      {
-      "below": 0.23710784912109376,
-      "config": "v16-u2-ld.def-st.def-b128-flat"
-     },
-     {
       "below": 0.265625,
-      "config": "v8-u4-ld.nc-st.cs-b128-flat32"
+      "config": "v16-u2-ld.def-st.def-b128-flat"
      },
      {
       "below": 0.609375,
@@ -310,10 +290,6 @@ POLICY = {
     ],
     "fp32": [
      {
-      "below": 0.028119913736979165,
-      "config": "v4-u1-ld.nc-st.def-b512-flat"
-     },
-     {
       "below": 0.05636672973632813,
       "config": "v8-u1-ld.cs-st.def-b256-flat"
      },
@@ -330,11 +306,11 @@ POLICY = {
       "config": "v16-u2-ld.def-st.def-b128-flat"
      },
      {
-      "below": 0.609375,
+      "below": 0.578125,
       "config": "v16-u1-ld.cg-st.cs-b256-flat"
      },
      {
-      "below": 0.873046875,
+      "below": 0.869140625,
       "config": "v16-u1-ld.def-st.cs-b256-stride1"
      },
      {
