@@ -470,31 +470,46 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     return df
 
 
-def verify_tolerance(run_dir) -> float:
-    """The tie tolerance a policy needs on this GPU: the p95 of how far the ratio to the
-    baseline moved between the passes of the run's `sweeper verify` (verify_timing.csv), and
-    never below the default."""
-    from sweeper.analyze.select import DEFAULT_TOLERANCE
+def verify_tolerance(run_dir) -> list[tuple[int | None, float]]:
+    """The tie tolerance a policy needs on this GPU, per range of working set
+    (sweeper.analyze.select.TOLERANCE_RANGES_MIB): the p95 of how far the ratio to the baseline
+    moved between the passes of the run's `sweeper verify` (verify_timing.csv) over that
+    range's sizes (over all sizes where a range has fewer than TOLERANCE_MIN_SIZES), and never
+    below the default. Returns [(hi_bytes, value), ..., (None, value)]."""
+    from sweeper.analyze.select import (
+        DEFAULT_TOLERANCE,
+        TOLERANCE_MIN_SIZES,
+        TOLERANCE_RANGES_MIB,
+    )
     from sweeper.errors import SweeperError
     from sweeper.export.verdict import load_verify, pass_spread, size_groups
+    from sweeper.units import MiB
 
     vt = load_verify(run_dir)
     rows = []
     if vt is not None and "pass" in vt:
         rows = vt.sort_values("pass", kind="stable").to_dict("records")
-    spread = pass_spread(size_groups(rows).values())
-    if spread is None:
+    groups = size_groups(rows)
+    overall = pass_spread(groups.values())
+    if overall is None:
         raise SweeperError(
             f"--tolerance verify: {run_dir} has no verify timing of two or more passes; run "
             "`sweeper verify RUN/policy.json --passes 2` on the GPU first"
         )
-    return max(DEFAULT_TOLERANCE, round(spread["p95"], 4))
+    out: list[tuple[int | None, float]] = []
+    lo = 0
+    for hi in [*(int(m * MiB) for m in TOLERANCE_RANGES_MIB), None]:
+        sel = [g for (_, ws), g in groups.items() if ws > lo and (hi is None or ws <= hi)]
+        spread = pass_spread(sel) if len(sel) >= TOLERANCE_MIN_SIZES else None
+        out.append((hi, max(DEFAULT_TOLERANCE, round((spread or overall)["p95"], 4))))
+        lo = hi or 0
+    return out
 
 
 def policy_build(
     run: str | None = None,
     root: str = "results",
-    tolerance: float | str | None = None,
+    tolerance: float | str | list | None = None,
     mode: str | None = None,
     pattern: str | None = None,
     resolution: int | None = None,
@@ -513,7 +528,11 @@ def policy_build(
     doc = pol.build_policy(
         data.results,
         data.manifest,
-        DEFAULT_TOLERANCE if tolerance is None else float(tolerance),
+        DEFAULT_TOLERANCE
+        if tolerance is None
+        else tolerance
+        if isinstance(tolerance, list)
+        else float(tolerance),
         mode=mode,
         pattern=pattern,
         resolution=resolution,

@@ -539,8 +539,8 @@ def policy_build_cmd(
     tolerance: str = typer.Option(
         "0.02",
         "--tolerance",
-        help="Relative GB/s tie tolerance, or 'verify': the p95 pass-to-pass movement of the "
-        "run's verify (at least 0.02).",
+        help="Relative GB/s tie tolerance, or 'verify': per range of working set, the p95 "
+        "pass-to-pass movement of the run's verify there (at least 0.02).",
     ),
     modes: str = typer.Option(
         None,

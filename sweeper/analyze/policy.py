@@ -8,13 +8,12 @@ exact dynamic program; it minimises, in this order,
    than the plan resolution (l2_bytes / resolution): these are refused, not emitted, because
    a boundary there is a guess across an unsampled stretch (the v2 bug: a 32 MiB threshold
    extrapolated across (33.6 MB, 134 MB));
-2. bands that rest on one finely sampled size, and sizes a band serves outside the
-   tolerance: a config that wins at one size alone (a lone winner, most often noise) gets no
-   band of its own where a neighbour's band has a config within twice the tolerance of the
-   best there (`ABSORB_TOLERANCES`); that size joins the band, whose config serves it at its
-   measured fraction of the best (the band's `outside_tolerance` lists such sizes, and its
-   worst fraction shows the cost). Beside a gap wider than the resolution, or where no
-   neighbour's config comes that close, the lone winner keeps its band;
+2. the sizes a band serves outside the tolerance, each weighted by how far
+   (`bands.miss_cost`): a config that wins at one size alone (a lone winner, most often
+   noise) gets no band of its own where the sizes are finely sampled; that size joins the
+   neighbouring band that serves it best, at its measured fraction of the best (the band's
+   `outside_tolerance` lists such sizes, and its worst fraction shows the cost). Beside a
+   gap wider than the resolution the lone winner keeps its band (`bands.segment`);
 3. the number of bands;
 4. the performance given up: minus the sum over sizes of (band config GB/s / fastest GB/s).
 
@@ -45,6 +44,7 @@ from sweeper.analyze.select import (
     fracs_of_best,
     searched,
     simplicity_key,
+    tolerance_at,
     variants,
 )
 from sweeper.dtypes import DTYPES
@@ -93,7 +93,7 @@ def _pick(values: Sequence[str], wanted: str | None, what: str, prefer: Sequence
 def build_policy(
     results: pd.DataFrame,
     manifest: dict,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | Sequence[tuple[int | None, float]] = DEFAULT_TOLERANCE,
     mode: str | None = None,
     pattern: str | None = None,
     resolution: int | None = None,
@@ -133,9 +133,9 @@ def build_policy(
             continue
         sizes = [s for s, _, _ in seq]
         acc = [a for _, a, _ in seq]
-        floor = 1.0 - ABSORB_TOLERANCES * tolerance
-        measured = [{c: v for c, v in f.items() if v >= floor} | a for _, a, f in seq]
-        bands, wide = segment(sizes, acc, step, simpler, measured=measured)
+        measured = [f for _, _, f in seq]
+        tol = [tolerance_at(tolerance, ws) for ws in sizes]
+        bands, wide = segment(sizes, acc, step, simpler, measured=measured, tolerance=tol)
         if wide:
             bad = [
                 (sizes[i - 1], sizes[i])
@@ -171,7 +171,7 @@ def build_policy(
             "plan_hash": plan.get("plan_hash", ""),
             "plan_path": plan.get("path", ""),
             "resolution": int(res),
-            "tolerance": tolerance,
+            **_tolerance_doc(tolerance),
             "mode": mode,
             "pattern": pattern,
             "baseline": baseline_of(manifest),
@@ -220,10 +220,44 @@ def generic_config(results: pd.DataFrame, dtype: str, simpler) -> dict:
     return {"config": best, "worst_ratio": round(float(per.at[best, "worst"]), 5)}
 
 
-# A lone winner's size joins a neighbour's band only where that band's config is within this
-# many tie tolerances of the best there (4% at the default 2%): a noise-level loss. Further
-# behind, the lone winner is a real change (or a neighbour's cell failed) and keeps its band.
-ABSORB_TOLERANCES = 2
+def _tolerance_doc(tolerance) -> dict:
+    """provenance.tolerance (the largest, for readers of one number) and, for a tolerance per
+    range of working set, provenance.tolerance_by_range."""
+    if isinstance(tolerance, (int, float)):
+        return {"tolerance": float(tolerance)}
+    ranges = [{"hi_bytes": hi, "tolerance": float(v)} for hi, v in tolerance]
+    return {"tolerance": max(r["tolerance"] for r in ranges), "tolerance_by_range": ranges}
+
+
+def _validate_ranges(prov: dict) -> None:
+    ranges = prov.get("tolerance_by_range")
+    if ranges is None:
+        return
+    where = "provenance.tolerance_by_range"
+    his = [r.get("hi_bytes", "missing") if isinstance(r, dict) else "missing" for r in ranges]
+    values = [r.get("tolerance") if isinstance(r, dict) else None for r in ranges]
+    ok = (
+        isinstance(ranges, list)
+        and ranges
+        and his[-1] is None
+        and all(isinstance(h, int) for h in his[:-1])
+        and his[:-1] == sorted(set(his[:-1]))
+        and all(isinstance(v, (int, float)) and 0 <= v < 1 for v in values)
+    )
+    if not ok:
+        raise FieldError(
+            where, "expected [{hi_bytes, tolerance}, ...] ascending, the last hi_bytes null"
+        )
+    if max(values) != prov["tolerance"]:
+        raise FieldError("provenance.tolerance", "expected the largest of tolerance_by_range")
+
+
+def tolerance_of(prov: Mapping[str, Any]):
+    """The tolerance a policy was built with: a number, or [(hi_bytes, value), ...]."""
+    ranges = prov.get("tolerance_by_range")
+    if ranges:
+        return [(r["hi_bytes"], r["tolerance"]) for r in ranges]
+    return prov["tolerance"]
 
 
 def _bands_doc(sizes: list[int], acc, measured, bands, l2: int) -> dict:
@@ -352,6 +386,7 @@ def validate_policy(doc: dict) -> None:
     for f in ("gpu", "mode", "pattern", "plan_hash"):
         require(prov, f, str, "provenance.")
     require(prov, "tolerance", (int, float), "provenance.")
+    _validate_ranges(prov)
     res = require(prov, "resolution", int, "provenance.")
     if res < 1:
         raise FieldError("provenance.resolution", f"must be a positive integer, found {res}")
@@ -570,6 +605,11 @@ def merge_docs(policies: Sequence[dict], names: Sequence[str]) -> dict:
                     "run_ids": prov.get("run_ids", []),
                     "plan_hash": prov.get("plan_hash", ""),
                     "tolerance": prov.get("tolerance"),
+                    **(
+                        {"tolerance_by_range": prov["tolerance_by_range"]}
+                        if prov.get("tolerance_by_range")
+                        else {}
+                    ),
                     "mode": prov.get("mode", ""),
                     "resolution": prov.get("resolution"),
                 },
@@ -694,7 +734,7 @@ def describe(doc: dict) -> str:
     prov = doc["provenance"]
     lines.append(
         f"{prov['gpu']} L2 {fmt_bytes(doc['l2_bytes'], none='inf')}, runs {', '.join(prov['run_ids'])}, "
-        f"mode {prov['mode']}, tolerance {prov['tolerance']}"
+        f"mode {prov['mode']}, tolerance {describe_tolerance(prov)}"
     )
     for dt, d in doc["dtypes"].items():
         for b in d["bands"]:
@@ -712,12 +752,25 @@ def describe(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def describe_tolerance(prov: Mapping[str, Any]) -> str:
+    """The tie tolerance a policy was built with, for people: one number, or one per range."""
+    ranges = prov.get("tolerance_by_range")
+    if not ranges:
+        return f"{prov.get('tolerance', '-')}"
+    parts, lo = [], "0 B"
+    for r in ranges:
+        hi = fmt_bytes(r["hi_bytes"], none="inf")
+        parts.append(f"{r['tolerance']} in ({lo}, {hi}]")
+        lo = hi
+    return "by working set: " + ", ".join(parts)
+
+
 def _outside_note(band: Mapping[str, Any]) -> str:
     outside = band.get("outside_tolerance") or []
     if not outside:
         return ""
     where = ", ".join(fmt_bytes(x) for x in outside)
-    return f"; outside the tolerance at {where} (a lone winner there)"
+    return f"; served outside the tolerance at {where}"
 
 
 def bands_from_policy(policy: Mapping[str, Any]) -> dict[str, list[Band]]:

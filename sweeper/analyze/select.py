@@ -137,12 +137,35 @@ def _copy_lookup(results: pd.DataFrame) -> dict[tuple[str, str, int], float]:
     return out
 
 
-def check_tolerance(tolerance: float) -> None:
-    """A tie tolerance is a relative GB/s difference: a number in [0, 1)."""
-    if not 0 <= tolerance < 1:  # False for NaN
-        raise SweeperError(
-            f"--tolerance {tolerance}: a relative GB/s difference in [0, 1), e.g. 0.02"
-        )
+def check_tolerance(tolerance) -> None:
+    """A tie tolerance is a relative GB/s difference: a number in [0, 1), or one per range
+    of working set (tolerance_at)."""
+    values = [tolerance] if isinstance(tolerance, (int, float)) else [v for _, v in tolerance]
+    for value in values:
+        if not 0 <= value < 1:  # False for NaN
+            raise SweeperError(
+                f"--tolerance {value}: a relative GB/s difference in [0, 1), e.g. 0.02"
+            )
+
+
+# Working-set ranges (upper edges in MiB; the last range is open) over which verify's
+# pass-to-pass movement sets a tolerance (`sweeper policy build --tolerance verify`): on the
+# H200 its p95 runs from 0.8% above 256 MiB to 4.1% at or below 1 MiB within one verify
+# (docs/export.md). A range with fewer sizes than TOLERANCE_MIN_SIZES takes the p95 over all.
+TOLERANCE_RANGES_MIB = (1, 4, 16, 64, 256)
+TOLERANCE_MIN_SIZES = 10
+
+
+def tolerance_at(tolerance, ws_bytes: int) -> float:
+    """The tie tolerance at a working set: `tolerance` is a number, or one per range of
+    working set, [(hi_bytes, value), ..., (None, value)] ascending, each range (the previous
+    hi, hi] (what `sweeper policy build --tolerance verify` measures)."""
+    if isinstance(tolerance, (int, float)):
+        return float(tolerance)
+    for hi, value in tolerance:
+        if hi is None or ws_bytes <= hi:
+            return float(value)
+    return float(tolerance[-1][1])
 
 
 def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
@@ -245,9 +268,8 @@ def fracs_of_best(
             )
             best = float(recs[0]["gbps"])
             frac = {r["config"]: float(r["gbps"]) / best for r in recs}
-            seq.append(
-                (int(ws), {r["config"]: frac[r["config"]] for r in tied_set(recs, tolerance)}, frac)
-            )
+            tied = tied_set(recs, tolerance_at(tolerance, int(ws)))
+            seq.append((int(ws), {r["config"]: frac[r["config"]] for r in tied}, frac))
         out[tuple(key)] = seq  # type: ignore[index]
     return out
 

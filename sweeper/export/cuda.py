@@ -31,6 +31,7 @@ from string import Template
 from sweeper_kernels import hints
 from sweeper_kernels.hints import createpolicy
 
+from sweeper.analyze.policy import describe_tolerance
 from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
 from sweeper.units import fmt_bytes
@@ -171,7 +172,7 @@ def _dispatchers(doc: dict) -> str:
         out.append(
             f"// entry {k}: {e['gpu']} {e.get('device_name', '')} (cc {e['cc'][0]}.{e['cc'][1]}, "
             f"L2 {e['l2_bytes']} bytes) from run(s) {runs}, plan {src.get('plan_hash', '')}, "
-            f"mode {src.get('mode', '')}, tolerance {src.get('tolerance')}, file {src.get('file')}"
+            f"mode {src.get('mode', '')}, tolerance {describe_tolerance(src)}, file {src.get('file')}"
         )
         for dt, d in e["dtypes"].items():
             out.append(

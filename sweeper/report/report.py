@@ -264,10 +264,12 @@ def policy(doc: Mapping[str, Any] | None) -> list[str]:
         return [
             "**No policy built yet** (`sweeper policy` writes policy.json into the run folder)."
         ]
+    from sweeper.analyze.policy import describe_tolerance
+
     prov = doc.get("provenance") or {}
     out = [
         f"From `policy.json`: mode {prov.get('mode', '-')}, pattern {prov.get('pattern', '-')}, "
-        f"tolerance {prov.get('tolerance', '-')}, resolution L2/{prov.get('resolution', '-')}. "
+        f"tolerance {describe_tolerance(prov)}, resolution L2/{prov.get('resolution', '-')}. "
         "A band holds working sets in [lo, hi); the bracket is the pair of measured sizes "
         "the boundary below it sits between.",
         "",

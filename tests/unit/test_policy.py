@@ -8,12 +8,13 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.analyze.bands import greedy_band_count, misses, segment
+from sweeper.analyze.bands import greedy_band_count, miss_cost, misses, segment
 from sweeper.analyze.columns import COLUMNS
 from sweeper.analyze.policy import (
     build_policy,
@@ -449,10 +450,10 @@ def test_of_two_segmentations_with_as_many_bands_the_one_closer_to_the_best_wins
 # ---- no band on one finely sampled size --------------------------------------------------
 
 
-def brute_two_size(sizes, acc, measured, max_bracket):
-    """(wide, misses + one-size bands on fine sizes, bands) of the best segmentation by
-    enumeration: a config measured across its band and inside the tolerance at every size
-    beside a wide gap; a band of one size beside no wide gap costs as a miss does."""
+def brute_two_size(sizes, acc, measured, max_bracket, tol):
+    """(wide, total miss cost, bands) of the best segmentation by enumeration: bands of two
+    sizes or more except beside a wide gap, a config measured across its band and inside the
+    tolerance at every size beside a wide gap; None when there is none."""
     m = len(sizes)
     gap = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
     loose = [
@@ -464,14 +465,16 @@ def brute_two_size(sizes, acc, measured, max_bracket):
         ends = [s - 1 for s in starts[1:]] + [m - 1]
         total = 0
         for i, j in zip(starts, ends, strict=True):
+            if i == j and m > 1 and not loose[i]:
+                break
             fits = [
-                sum(c not in acc[t] for t in range(i, j + 1))
+                sum(miss_cost(measured[t][c], tol) for t in range(i, j + 1) if c not in acc[t])
                 for c in "abcd"
                 if all(c in measured[t] and (c in acc[t] or not loose[t]) for t in range(i, j + 1))
             ]
             if not fits:
                 break
-            total += min(fits) + (i == j and m > 1 and not loose[i])
+            total += min(fits)
         else:
             wide = sum(1 for i in starts[1:] if sizes[i] - sizes[i - 1] > max_bracket)
             cost = (wide, total, len(starts))
@@ -494,26 +497,32 @@ def test_lone_winners_on_fine_sizes_are_absorbed_where_a_neighbour_can_serve(ins
     gaps, sets, fr = inst
     sizes = list(itertools.accumulate(gaps))
     acc = [{c: fr["abcd".index(c)] for c in s} for s in sets]
-    # every config may serve every size, or only some (as beyond ABSORB_TOLERANCES)
+    # a config is measured at a size or not (a failed cell, a refinement size)
     measured = [
         {c: 0.9 * fr["abcd".index(c)] for c in "abcd" if (k + "abcd".index(c)) % 3} | a
         for k, a in enumerate(acc)
     ]
-    bands, wide = segment(sizes, acc, 2, measured=measured)
+    tol = [0.02] * len(sizes)
+    bands, wide = segment(sizes, acc, 2, measured=measured, tolerance=tol)
     assert bands[0][0] == 0 and bands[-1][1] == len(sizes) - 1
+    want = brute_two_size(sizes, acc, measured, 2, 0.02)
+    if want is None:  # two neighbours share no measured config: the tied-set segmentation
+        assert (bands, wide) == segment(sizes, acc, 2)
+        return
     for (i, j, c), nxt in zip(bands, bands[1:] + [None], strict=True):
         if nxt:
             assert nxt[0] == j + 1
         assert all(c in measured[t] for t in range(i, j + 1))
-    fine_singles = sum(
-        1
-        for i, j, _ in bands
-        if i == j
-        and len(sizes) > 1
-        and all(abs(sizes[t] - sizes[i]) <= 2 for t in (i - 1, i + 1) if 0 <= t < len(sizes))
+    cost = sum(
+        miss_cost(measured[t][c], 0.02)
+        for i, j, c in bands
+        for t in range(i, j + 1)
+        if c not in acc[t]
     )
-    got = (wide, len(misses(bands, acc)) + fine_singles, len(bands))
-    assert got == brute_two_size(sizes, acc, measured, 2)
+    assert (wide, cost, len(bands)) == want
+    assert {t for i, j, c in bands for t in range(i, j + 1) if c not in acc[t]} == set(
+        misses(bands, acc)
+    )
 
 
 def test_a_lone_winner_among_fine_sizes_joins_a_neighbours_band_and_is_listed():
@@ -523,21 +532,28 @@ def test_a_lone_winner_among_fine_sizes_joins_a_neighbours_band_and_is_listed():
     acc = [{"A": 1.0}, {"A": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
     measured = [{"A": 1.0, "B": 0.9}, {"A": 1.0, "B": 0.9}, {"A": 0.97, "B": 1.0}, *acc[3:]]
     measured[3] = measured[4] = {"A": 1.0, "B": 0.9}
-    bands, wide = segment(sizes, acc, 5, measured=measured)
+    bands, wide = segment(sizes, acc, 5, measured=measured, tolerance=[0.02] * 5)
     assert (bands, wide) == ([(0, 4, "A")], 0) and misses(bands, acc) == [2]
     assert segment(sizes, acc, 5) == ([(0, 1, "A"), (2, 2, "B"), (3, 4, "A")], 0)
 
 
-def test_a_lone_winner_keeps_its_band_where_no_neighbour_can_serve_that_size():
-    """The same fine sizes, but A is not among the configs that may serve the middle size
-    (built from ABSORB_TOLERANCES: A far behind there): B keeps its one-size band."""
-    sizes = [10, 11, 12, 13, 14]
-    acc = [{"A": 1.0}, {"A": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
-    measured = [{"A": 1.0, "B": 0.9}] * 2 + [{"B": 1.0}] + [{"A": 1.0, "B": 0.9}] * 2
-    assert segment(sizes, acc, 5, measured=measured) == (
-        [(0, 1, "A"), (2, 2, "B"), (3, 4, "A")],
-        0,
-    )
+def test_a_lone_winner_joins_the_band_that_serves_its_size_best_even_at_a_band_more():
+    """A failed cell leaves B measured alone at 13 (A's cell failed there) and C wins at 12
+    alone: A's band would serve 12 at 0.43 of the best (cost 28 at 2%), B's at 0.966 (cost 1),
+    so 12 joins B's band [12, 13], though that takes three bands, not two."""
+    sizes = [10, 11, 12, 13, 14, 15]
+    acc = [{"A": 1.0}, {"A": 1.0}, {"C": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
+    measured = [
+        {"A": 1.0, "B": 0.9},
+        {"A": 1.0, "B": 0.9},
+        {"A": 0.43, "B": 0.966, "C": 1.0},
+        {"B": 1.0, "C": 0.5},
+        {"A": 1.0, "B": 0.9},
+        {"A": 1.0, "B": 0.9},
+    ]
+    bands, _ = segment(sizes, acc, 5, measured=measured, tolerance=[0.02] * 6)
+    assert bands == [(0, 1, "A"), (2, 3, "B"), (4, 5, "A")] and misses(bands, acc) == [2]
+    assert miss_cost(0.43, 0.02) == 28 and miss_cost(0.966, 0.02) == 1
 
 
 def test_a_lone_winner_beside_a_wide_gap_keeps_its_band_and_its_wide_brackets():
@@ -546,7 +562,7 @@ def test_a_lone_winner_beside_a_wide_gap_keeps_its_band_and_its_wide_brackets():
     sizes = [10, 11, 20, 29, 30]
     acc = [{"A": 1.0}, {"A": 1.0}, {"B": 1.0}, {"A": 1.0}, {"A": 1.0}]
     measured = [{"A": 1.0, "B": 0.9}] * 2 + [{"A": 0.5, "B": 1.0}] + [{"A": 1.0, "B": 0.9}] * 2
-    assert segment(sizes, acc, 5, measured=measured) == (
+    assert segment(sizes, acc, 5, measured=measured, tolerance=[0.02] * 5) == (
         [(0, 1, "A"), (2, 2, "B"), (3, 4, "A")],
         2,
     )
@@ -611,6 +627,47 @@ def test_the_tie_tolerance_can_come_from_verifys_pass_to_pass_movement(tmp_path,
     assert r.exit_code == 0, r.output
     doc = json.loads((run / "policy.json").read_text())
     assert doc["provenance"]["tolerance"] == pytest.approx(want)
+
+
+def test_the_tolerance_from_verify_is_taken_per_range_of_working_set(tmp_path):
+    """Ratios that move 4% between passes at <= 1 MiB and 1% above: the tie tolerance is
+    4% there and the 2% floor elsewhere; a range with fewer than TOLERANCE_MIN_SIZES sizes
+    takes the p95 over all sizes. A size's ties follow its range's tolerance."""
+    from sweeper import api
+    from sweeper.analyze.select import TOLERANCE_MIN_SIZES, tolerance_at
+    from sweeper.analyze.store import write_run
+
+    run = tmp_path / "results" / "synth" / "r1"
+    write_run(run, manifest(), cliff_results({"fp32": new_sizes("fp32")}))
+    small = [int(k * MiB / 16) for k in range(1, 17)]  # 16 sizes in (0, 1 MiB]
+    mid = [int(MiB * (1 + k / 4)) for k in range(1, TOLERANCE_MIN_SIZES)]  # 9 in (1, 4]
+    large = [int(MiB * (16 + 4 * k)) for k in range(1, 40)]  # 39 in (16, 64] and above
+    rows = [
+        {"pass": p, "mode": "hot", "dtype": "fp32", "n": ws // 8, "ws_bytes": ws, "config": "plain",
+         "gbps": 1000.0, "vs_numba": 1.0, "ratio": r, "ratio_lo": r - 0.01, "ratio_hi": r + 0.01}
+        for ws, moved in [*((w, 0.04) for w in small), *((w, 0.01) for w in mid + large)]
+        for p, r in ((1, 1.0), (2, 1.0 + moved))
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(run / "verify_timing.csv", index=False)
+    tol = api.verify_tolerance(run)
+    overall = round(float(np.quantile([0.04] * 16 + [0.01] * 48, 0.95)), 4)
+    fallback = max(0.02, overall)  # (1, 4]: 9 sizes, (4, 16] and (256, inf): none
+    assert tol == [
+        (MiB, 0.04),
+        (4 * MiB, fallback),
+        (16 * MiB, fallback),
+        (64 * MiB, 0.02),
+        (256 * MiB, 0.02),
+        (None, fallback),
+    ]
+    assert tolerance_at(tol, MiB // 2) == 0.04 and tolerance_at(tol, 100 * MiB) == 0.02
+    _, doc = api.policy_build(str(run), tolerance="verify")
+    prov = doc["provenance"]
+    assert prov["tolerance"] == 0.04 and prov["tolerance_by_range"][0] == {
+        "hi_bytes": MiB,
+        "tolerance": 0.04,
+    }
+    assert "0.04 in (0 B, 1 MiB]" in api.policy_show(str(run / "policy.json"))
 
 
 def test_tolerance_verify_without_two_passes_is_refused_and_writes_nothing(tmp_path):

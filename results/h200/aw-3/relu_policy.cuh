@@ -471,7 +471,7 @@ using V_v16_u8_ld_lu_st_def_b128_flat32 = Variant<16, 8, Ld_lu, St_default, 128,
 using V_v8_u2_ld_L2el_st_def_b256_flat32 = Variant<8, 2, Ld_L2__evict_last, St_default, 256, -2>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-3, plan c3e620e4ee88, mode after-write, tolerance 0.0273, file results/h200/aw-3/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-3, plan c3e620e4ee88, mode after-write, tolerance by working set: 0.0345 in (0 B, 1 MiB], 0.0229 in (1 MiB, 4 MiB], 0.0282 in (4 MiB, 16 MiB], 0.02 in (16 MiB, 64 MiB], 0.0274 in (64 MiB, 256 MiB], 0.02 in (256 MiB, inf], file results/h200/aw-3/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
   // [0.000000, 0.107267) x L2 = [0 B, 6.436 MiB) on the source GPU: v16-u1-ld.cs-st.cs-b256-flat; measured 64 KiB..6.097 MiB, worst 0.968 of the fastest

@@ -543,7 +543,7 @@ using V_v8_u4_ld_L2el75_st_cs_b256_stride1 = Variant<8, 4, Ld_L2__evict_last_0_7
 using V_v8_u4_ld_nc_st_cs_b128_flat = Variant<8, 4, Ld_nc, St_cs, 128, -1>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-5, plan c3e620e4ee88, mode hot, tolerance 0.0269, file results/h200/hot-5/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-5, plan c3e620e4ee88, mode hot, tolerance by working set: 0.0418 in (0 B, 1 MiB], 0.0211 in (1 MiB, 4 MiB], 0.029 in (4 MiB, 16 MiB], 0.0291 in (16 MiB, 64 MiB], 0.02 in (64 MiB, 256 MiB], 0.02 in (256 MiB, inf], file results/h200/hot-5/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
   // [0.000000, 0.029045) x L2 = [0 B, 1.743 MiB) on the source GPU: v16-u1-ld.lu-st.cs-b256-flat; measured 64 KiB..1.732 MiB, worst 0.991 of the fastest
