@@ -1,4 +1,4 @@
-"""Segmentation: the fewest bands of one config each that cover a size ladder, every size served by a config acceptable there."""
+"""Segmentation: the fewest bands of one config each that cover a size ladder, every size served by a config acceptable there, but where a lone winner on finely sampled sizes gets no band of its own (segment)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Launch policy: the fewest working-set bands per dtype, each served by one config.
 
 A band is a run of consecutive MEASURED sizes over which one config is inside the noise (or
-the tolerance) of the fastest at every size. Segmentation (`segment`) is an
-exact dynamic program; it minimises, in this order,
+the tie tolerance, one number or one per range of working set: `select.tolerance_at`) of the
+fastest at every size but those of 2. below. Segmentation (`segment`) is an exact dynamic
+program; it minimises, in this order,
 
 1. boundaries whose bracket (last measured size below, first measured size above) is wider
    than the plan resolution (l2_bytes / resolution): these are refused, not emitted, because
