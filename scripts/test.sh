@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls exactly this).
 # Fresh machine: creates .venv, installs sweeper with test extras, lints, runs the CPU and
-# simulator suites. GPU tests (marker `gpu`) skip themselves without a GPU; on a GPU machine
-# they run too.
+# simulator suites on every core (pytest-xdist). GPU tests (marker `gpu`) skip themselves
+# without a GPU; on a GPU machine they run too, all in one worker (scripts/gpu_tests.sh runs
+# them alone, which is what their timing checks are recorded with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,4 +15,4 @@ fi
 .venv/bin/ruff check sweeper kernels tests tools
 .venv/bin/ruff format --check sweeper kernels tests tools
 # a test that needs nvcc, ptxas or nvdisasm fails here instead of skipping (tests/conftest.py)
-SWEEPER_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q "$@"
+SWEEPER_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q -n auto --dist loadgroup "$@"

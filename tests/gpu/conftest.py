@@ -36,6 +36,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.gpu)
+            # under pytest-xdist (scripts/test.sh: -n auto --dist loadgroup) every GPU test
+            # runs in one worker, one at a time, so no two share the GPU
+            item.add_marker(pytest.mark.xdist_group("gpu"))
             reason = no_gpu_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
