@@ -524,15 +524,15 @@ def policy_build(
     data = load_run(resolve_run(run, root))
     pol.check_complete(data.path, data.manifest)
     if tolerance == "verify":
-        tolerance = verify_tolerance(data.path)
+        tolerance = verify_tolerance(data.path)  # one per range of working set
+    elif tolerance is None:
+        tolerance = DEFAULT_TOLERANCE
+    elif not isinstance(tolerance, list):
+        tolerance = float(tolerance)
     doc = pol.build_policy(
         data.results,
         data.manifest,
-        DEFAULT_TOLERANCE
-        if tolerance is None
-        else tolerance
-        if isinstance(tolerance, list)
-        else float(tolerance),
+        tolerance,
         mode=mode,
         pattern=pattern,
         resolution=resolution,

@@ -152,11 +152,7 @@ def build_policy(
                 "sizes wherever a boundary's bracket is too wide)"
             )
         out_dtypes[dtype] = _bands_doc(sizes, acc, measured, bands, l2)
-        out_dtypes[dtype]["generic"] = generic_config(
-            results[(results["mode"] == mode) & (results["pattern"] == pattern)],
-            dtype,
-            simpler,
-        )
+        out_dtypes[dtype]["generic"] = generic_config(picked, dtype, simpler)
     if not out_dtypes:
         raise SweeperError("no dtype left to build a policy for")
     used = sorted(
@@ -251,14 +247,6 @@ def _validate_ranges(prov: dict) -> None:
         )
     if max(values) != prov["tolerance"]:
         raise FieldError("provenance.tolerance", "expected the largest of tolerance_by_range")
-
-
-def tolerance_of(prov: Mapping[str, Any]):
-    """The tolerance a policy was built with: a number, or [(hi_bytes, value), ...]."""
-    ranges = prov.get("tolerance_by_range")
-    if ranges:
-        return [(r["hi_bytes"], r["tolerance"]) for r in ranges]
-    return prov["tolerance"]
 
 
 def _bands_doc(sizes: list[int], acc, measured, bands, l2: int) -> dict:

@@ -250,7 +250,8 @@ def refinement_points(
 # the size away (1.6%): on the H200 a bf16 band at 1.78 MiB stood on one size between
 # neighbours 0.18 and 0.22 MiB away, finer than L2/256; three rounds of these samples (1.69
 # and 1.89, 1.73 and 1.83, 1.75 and 1.80 MiB) left it on one size with neighbours 0.022 and
-# 0.028 MiB away (hot-5's policy.json; its trials replayed through policy_sample_points)
+# 0.028 MiB away (hot-5's trials replayed through policy_sample_points at 2%; its policy now
+# serves that size with a neighbour, bands.segment)
 SINGLE_STEP = 64
 
 
@@ -262,9 +263,11 @@ def policy_sample_points(
     tolerance: float = 0.02,
     divisor: int = 256,
 ) -> tuple[list[int], list[int]]:
-    """New sizes (n) the policy needs, from one minimal segmentation of these rows (the one
-    `sweeper policy build` runs: sweeper.analyze.bands.segment over
-    sweeper.analyze.select.acceptable_sets):
+    """New sizes (n) the policy needs, from one minimal segmentation of these rows over
+    their tied sets alone (sweeper.analyze.bands.segment over
+    sweeper.analyze.select.acceptable_sets). `sweeper policy build` also lets a lone winner's
+    size join a neighbour's band, which never adds a wide bracket, so its brackets are closed
+    by these too; the one-size bands here are those lone winners:
 
     * brackets: the midpoint of every gap wider than L2/resolution that holds a band
       boundary, so a run refined by these never has its policy refused;
