@@ -50,6 +50,7 @@ from sweeper.slices import config_matches
 from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
+CLIMB_ROUND = "climb_round"  # a climbed cell's round of the climb (trials only)
 
 
 class Executor(Protocol):
@@ -299,8 +300,10 @@ class Runner:
         timing[key] = round(timing.get(key, 0) + value, 2)
 
     # -- recording ---------------------------------------------------------------------------
-    def _record(self, row: dict, phase: str) -> dict:
+    def _record(self, row: dict, phase: str, tag: dict | None = None) -> dict:
         row = dict(row)
+        if tag and row["role"] == "candidate":
+            row.update(tag)
         row.setdefault("run_id", self.manifest["run_id"])
         row.setdefault("gpu", self.manifest["gpu"])
         row.setdefault("pattern", self.cfg.pattern)
@@ -327,7 +330,15 @@ class Runner:
         self._done_count += 1
         self.progress(desc, self._done_count, max(self._total, self._done_count))
 
-    def _measure_size(self, mode: str, dtype: str, n: int, variants: list[Any], phase: str) -> None:
+    def _measure_size(
+        self,
+        mode: str,
+        dtype: str,
+        n: int,
+        variants: list[Any],
+        phase: str,
+        tag: dict | None = None,
+    ) -> None:
         ref_keys = [cell_key(mode, dtype, n, role, role_cfg) for role, role_cfg in self._refs()]
         if not all(k in self.rows for k in ref_keys):
             for row in self.ex.reference(mode, dtype, n):
@@ -340,7 +351,7 @@ class Runner:
             if key in self.rows:
                 self.skipped += 1
             else:
-                self._record(self.ex.measure(mode, dtype, n, v), phase)
+                self._record(self.ex.measure(mode, dtype, n, v), phase, tag)
             self._tick(f"{mode} {dtype} {phase}")
         self.ex.release(dtype, n)
 
@@ -545,8 +556,16 @@ class Runner:
     def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:
         """From the seed grid's screening rows, measure the neighbours (one-axis moves and,
         with search.climb_trades, bytes-in-flight trades) of every config near the best at
-        each screening size until none comes within the margin (search.climb_moves). New configs join `by_config`; their compiles run in one batch
-        per round. Executors without `neighbours` do not climb."""
+        each screening size until none comes within the margin (search.climb_moves). New
+        configs join `by_config`; their compiles run in one batch per round. Executors
+        without `neighbours` do not climb.
+
+        Each climbed cell records its round (`climb_round`; the seed's cells have none), so
+        the round budget is the run's and a resumed run climbs as one run in one go would:
+        it takes up the last round it finds, whose moves follow from the rows of the rounds
+        before it (the cells that round measured are skipped), and goes on from there. A run
+        recorded before cells carried their round goes on from the rounds its manifest
+        counts."""
         neighbours_of = getattr(self.ex, "neighbours", None)
         if neighbours_of is None:
             return
@@ -563,12 +582,24 @@ class Runner:
                 out.append(v.config)
             return out
 
-        rounds, measured, converged, compile_s = 0, 0, True, 0.0
+        def climbed(rows: list[dict]) -> list[int]:
+            return [r.get(CLIMB_ROUND, 0) for r in rows if r["role"] == "candidate"]
+
+        rows = self._screen_rows(mode, dtype, screen)
+        done = max(climbed(rows), default=0)
+        recorded = self.manifest.get("climb", {}).get(f"{mode}/{dtype}")
+        rounds, untagged = max(0, done - 1), 0
+        if recorded and not done:  # climbed before cells carried their round: go on from its count
+            rounds, untagged = recorded["rounds"], recorded["cells"]
+        converged, compile_s = True, 0.0
         while True:
-            moves = climb_moves(self._screen_rows(mode, dtype, screen), neighbours, params)
+            rows = self._screen_rows(mode, dtype, screen)
+            moves = climb_moves(
+                [r for r in rows if r.get(CLIMB_ROUND, 0) <= rounds], neighbours, params
+            )
             if not moves:
                 break
-            if rounds == params.max_climb_rounds:
+            if rounds >= params.max_climb_rounds:
                 converged = False
                 break
             rounds += 1
@@ -576,15 +607,14 @@ class Runner:
             tc = time.perf_counter()
             self.ex.prepare([by_config[c] for c in sorted(new)])
             compile_s += time.perf_counter() - tc
-            cells = sum(len(cs) for cs in moves.values())
-            self._total += cells
-            measured += cells
+            self._total += sum(len(cs) for cs in moves.values())
             for n, cs in moves.items():
-                self._measure_size(mode, dtype, n, [by_config[c] for c in cs], "screen")
-        before = self.manifest.setdefault("climb", {}).get(f"{mode}/{dtype}", {})
-        self.manifest["climb"][f"{mode}/{dtype}"] = {  # summed over a resumed run's segments
-            "rounds": before.get("rounds", 0) + rounds,
-            "cells": before.get("cells", 0) + measured,
+                variants = [by_config[c] for c in cs]
+                self._measure_size(mode, dtype, n, variants, "screen", {CLIMB_ROUND: rounds})
+        rows = self._screen_rows(mode, dtype, screen)
+        self.manifest.setdefault("climb", {})[f"{mode}/{dtype}"] = {
+            "rounds": rounds,
+            "cells": untagged + sum(1 for k in climbed(rows) if k > 0),
             "configs": len(by_config),
             "converged": converged,
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.analyze.store import load_manifest, load_run
+from sweeper.analyze.store import load_manifest, load_run, read_trials
 from sweeper.plan.gpus import lookup
 from sweeper.plan.planfile import make_plan
 from sweeper.run.replay import ModelExecutor, SimpleVariant
@@ -158,6 +158,64 @@ def test_a_run_interrupted_mid_climb_resumes_with_the_configs_it_had_climbed_to(
         for d in (resumed, full)
     ]
     assert sweep[0] == sweep[1] == {"k6", "k7", "k8"}
+
+
+def screened(run_dir) -> set[tuple[int, str, int]]:
+    """(n, config, climb round) of every candidate cell the screening and the climb measured."""
+    trials, _ = read_trials(run_dir)
+    return {
+        (t["n"], t["config"], t.get("climb_round", 0))
+        for t in trials
+        if t["role"] == "candidate" and t["phase"] == "screen"
+    }
+
+
+@pytest.mark.parametrize("after", [3, 40, 75])
+def test_a_climb_interrupted_in_any_round_resumes_as_one_run_in_one_go(tmp_path, after):
+    """The round budget is the run's: a resume takes up the interrupted round and climbs the
+    rounds left, measuring exactly the cells (and rounds) of an uninterrupted run."""
+    with pytest.raises(KeyboardInterrupt):
+        start(run_config(tmp_path, rounds=4), chain_model(InterruptedClimb, after=after))
+    run_dir = next(tmp_path.glob("*/r1"))
+    assert 0 < len(screened(run_dir)) < after + 10  # stopped inside the screening or the climb
+    resumed = start(run_config(tmp_path, rounds=4), chain_model(), resume=run_dir)
+    full = start(run_config(tmp_path, "r2", rounds=4), chain_model())
+    assert screened(resumed) == screened(full)
+    assert max(k for _, _, k in screened(full)) == 4
+    climb = [load_manifest(d)["climb"]["hot/fp32"] for d in (resumed, full)]
+    assert climb[0] == climb[1] == {**climb[1], "rounds": 4, "converged": False}
+
+
+def test_a_climb_stopped_by_its_round_limit_climbs_no_further_on_resume(tmp_path):
+    ex = chain_model(speed=lambda i: lambda ws, l2: 3000.0 + 100 * i)
+    run_dir = start(run_config(tmp_path, rounds=2), ex)
+    before = screened(run_dir)
+    start(
+        run_config(tmp_path, rounds=2),
+        chain_model(speed=lambda i: lambda ws, l2: 3000.0 + 100 * i),
+        resume=run_dir,
+    )
+    assert screened(run_dir) == before
+    climb = load_manifest(run_dir)["climb"]["hot/fp32"]
+    assert climb == {**climb, "rounds": 2, "converged": False}
+    assert climb["cells"] == sum(1 for _, _, k in before if k > 0)
+
+
+def test_a_climb_recorded_without_rounds_per_cell_goes_on_from_the_manifests_count(tmp_path):
+    """Trials written before cells carried their climb round: a resume neither climbs past
+    the recorded round limit nor forgets the recorded rounds and cells."""
+    import json
+
+    speed = lambda i: lambda ws, l2: 3000.0 + 100 * i  # noqa: E731
+    run_dir = start(run_config(tmp_path, rounds=2), chain_model(speed=speed))
+    path = run_dir / "trials.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in t.items() if k != "climb_round"}) + "\n"
+                            for t in lines))  # fmt: skip
+    before = load_manifest(run_dir)["climb"]["hot/fp32"]
+    start(run_config(tmp_path, rounds=2), chain_model(speed=speed), resume=run_dir)
+    assert load_manifest(run_dir)["climb"]["hot/fp32"] == before
+    assert len(read_trials(run_dir)[0]) == len(lines)
 
 
 def test_a_band_on_one_measured_size_gets_samples_beside_it():
