@@ -15,6 +15,9 @@ policy against the baseline in the same run. The proof holds when no top config 
     python tools/pruning_proof.py check EXHAUSTIVE_RUN... --passes PASS_1,PASS_2 --out proof.md
         # a pass timed in several runs joins their folders: P1A+P1B,P2A+P2B
 
+`leave-out RUN --fraction F` asks what one screening size contributes to a recorded run: the
+survivors without it, the cells that would save, and how much speed the sweep would lose.
+
 `check` exits 1 when a config beats the policy by more than the margin in every pass, and 2
 when a pass lacks a cell the proof needs.
 """
@@ -192,6 +195,48 @@ def drift(reference: str, passes: list[str]) -> dict:
             "between_passes": stats(between)}  # fmt: skip
 
 
+def leave_out(run: str, fraction: float, params: SearchParams | None = None) -> pd.DataFrame:
+    """What one screening size contributes to a recorded run: its survivors decided again from
+    the screening and climb cells without that size (the one nearest `fraction` x L2), the
+    sweep and refinement cells that would save, and how far the best of those survivors then
+    falls short of the run's best at each swept size (the worst size per mode and dtype)."""
+    from sweeper.analyze.store import read_trials
+    from sweeper.run.search import survivors
+
+    params = params or SearchParams()
+    trials, _ = read_trials(run)
+    l2 = load_run(run).manifest["plan"]["l2_bytes"]
+    out = []
+    for key in sorted({(t["mode"], t["dtype"]) for t in trials}):
+        rows = [t for t in trials if (t["mode"], t["dtype"]) == key]
+        screen = [t for t in rows if t.get("phase") == "screen"]
+        entries = [
+            {"n": n, "working_set_bytes": w} for n, w in {(t["n"], t["ws_bytes"]) for t in screen}
+        ]
+        (gone,) = screen_sizes(entries, l2, (fraction,))
+        keep = set(survivors(screen, params)[0])
+        left = set(survivors([t for t in screen if t["n"] != gone], params)[0])
+        swept = [
+            t for t in rows
+            if t["role"] == "candidate" and t["status"] == "ok" and t.get("phase") in ("sweep", "refine")
+        ]  # fmt: skip
+        best: dict[int, list[float]] = {}
+        for t in swept:
+            b = best.setdefault(t["ws_bytes"], [0.0, 0.0])
+            b[0] = max(b[0], t["ratio"])
+            if t["config"] in left:
+                b[1] = max(b[1], t["ratio"])
+        ws, (full, kept) = min(best.items(), key=lambda kv: kv[1][1] / kv[1][0])
+        gone_ws = next(t["ws_bytes"] for t in screen if t["n"] == gone)
+        out.append({
+            "mode": key[0], "dtype": key[1], "left_out_mib": gone_ws / MiB,
+            "survivors": len(keep), "survivors_without": len(left),
+            "cells": len(swept), "cells_saved": sum(1 for t in swept if t["config"] not in left),
+            "worst_ws_mib": ws / MiB, "best": full, "best_without": kept, "short": 1 - kept / full,
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
 def replay_markdown(tables: dict[str, pd.DataFrame], top: int = TOP) -> str:
     """One row per dtype and size, a column group per move set."""
     names = list(tables)
@@ -293,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("replay", help="the climb replayed on the exhaustive runs' ratios")
     r.add_argument("exhaustive", nargs="+")
     r.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    lo = sub.add_parser("leave-out", help="what one screening size contributes to a run")
+    lo.add_argument("run")
+    lo.add_argument("--fraction", type=float, required=True, help="the size, as a fraction of L2")
     d = sub.add_parser("drift", help="how far configs' standing moves across runs and passes")
     d.add_argument("reference", help="the run the policy was built from")
     d.add_argument("--passes", required=True, help="two comma-separated pass run folders")
@@ -308,6 +356,17 @@ def main(argv: list[str] | None = None) -> int:
             x = doc[k]
             print(f"  {k.replace('_', ' ')}: median {x['median']:.2%}, p95 {x['p95']:.2%}, "
                   f"max {x['max']:.2%}")  # fmt: skip
+        return 0
+    if a.cmd == "leave-out":
+        print(f"{a.run} without its screening size nearest {a.fraction:g} x L2\n")
+        print("| mode | dtype | left out | survivors | without it | sweep and refine cells | "
+              "saved | worst size | best there | best without | short |")  # fmt: skip
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in leave_out(a.run, a.fraction).to_dict("records"):
+            print(f"| {r['mode']} | {r['dtype']} | {r['left_out_mib']:.1f} MiB | {r['survivors']} | "
+                  f"{r['survivors_without']} | {r['cells']} | {r['cells_saved']} | "
+                  f"{r['worst_ws_mib']:.2f} MiB | {r['best']:.3f}x | {r['best_without']:.3f}x | "
+                  f"{r['short']:.1%} |")  # fmt: skip
         return 0
     if a.cmd == "table":
         if not is_table(a.out):

@@ -195,3 +195,45 @@ def test_drift_is_a_configs_move_relative_to_the_others_across_runs_and_between_
     assert doc["across_runs"]["max"] == pytest.approx(moved, rel=1e-3)
     with pytest.raises(SystemExit, match="exactly two passes"):
         proof.drift(ref, [p1])
+
+
+def test_leave_out_shows_what_a_screening_size_contributes(tmp_path, capsys):
+    """B is near the best only at the 8 x L2 screening size, and far ahead at 1.1-1.3 x L2,
+    where no screening size lies: without 8 x L2 it is screened out and those sizes lose."""
+
+    def b_speed(ws, l2):
+        if 1.1 * l2 <= ws <= 1.3 * l2:
+            return 8000.0
+        return 7000.0 if ws >= 4 * l2 else 5000.0
+
+    curves = {f"A{i}": (lambda ws, l2, g=6000.0 - 10 * i: g) for i in range(3)}
+    curves["B"] = b_speed
+    ex = ModelExecutor(curves, l2_bytes=L2, baseline=lambda ws, l2: 4500.0,
+                       copy=lambda ws, l2: 6000.0, noise=0.0)  # fmt: skip
+    plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32").path
+    run = str(api.run(str(plan), dtypes=["fp32"], executor=ex, out_root=str(tmp_path), run_id="r"))
+    (row,) = proof.leave_out(run, 8.0).to_dict("records")
+    from sweeper.run.search import screen_sizes
+
+    entries = load_plan(plan).sizes("fp32")
+    (n,) = screen_sizes(entries, L2, (8.0,))
+    assert row["left_out_mib"] * 2**20 == next(
+        e["working_set_bytes"] for e in entries if e["n"] == n
+    )
+    assert (row["survivors"], row["survivors_without"]) == (4, 3)
+    swept_b = sum(1 for _ in load_run_candidates(run, "B"))
+    assert row["cells_saved"] == swept_b > 0
+    assert 1.1 * L2 <= row["worst_ws_mib"] * 2**20 <= 1.3 * L2
+    assert row["short"] == pytest.approx(1 - 6000 / 8000, abs=0.01)
+    # a size whose survivors all survive elsewhere too costs nothing
+    (row,) = proof.leave_out(run, 0.5).to_dict("records")
+    assert row["cells_saved"] == 0 and row["short"] == 0
+    assert proof.main(["leave-out", run, "--fraction", "8"]) == 0
+    assert "| hot | fp32 |" in capsys.readouterr().out
+
+
+def load_run_candidates(run: str, config: str):
+    from sweeper.analyze.store import read_trials
+
+    trials, _ = read_trials(run)
+    return [t for t in trials if t["config"] == config and t.get("phase") in ("sweep", "refine")]
