@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A lower bound on the GPU work of a hot run's candidate cells, from its recorded samples.
 
-    python tools/gpu_work.py results/h200/hot-5
+    python tools/gpu_work.py results/h200/hot-5 [--max-samples 8]
 
 Per dtype and search phase (screen, sweep, refine), the seconds of GPU time that the cells'
 kernels alone must take, whatever the host does:
@@ -14,7 +14,9 @@ kernels alone must take, whatever the host does:
 Calls per sample are estimated as the calibration sets them (Bench.calibrate_calls) from the
 baseline's time per call. Pre-checks, calibration, the L2 normalizer, the output checks and
 the reference cells are left out, so the run cannot take less than the total: it is the floor
-that a faster host loop alone can reach for this set of cells.
+that a faster host loop alone can reach for this set of cells. `--max-samples K` counts every
+cell at no more than K samples per side: the floor of the same cells under a stopping rule
+capped there.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def cell_work(cell: dict, stopping: dict) -> dict[str, float]:
     }
 
 
-def gpu_work(run: str) -> tuple[dict, dict]:
+def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict]:
     """((dtype, phase) -> {"cells": n, part: seconds}, the manifest's timing)."""
     m = load_manifest(run)
     if "hot" not in m.get("modes", []):
@@ -64,13 +66,15 @@ def gpu_work(run: str) -> tuple[dict, dict]:
             continue
         row = out[(t["dtype"], t.get("phase", "?"))]
         row["cells"] += 1
+        if max_samples is not None:
+            t = {**t, "n_samples": min(t["n_samples"], max_samples)}
         for part, s in cell_work(t, m["stopping"]).items():
             row[part] += s
     return dict(out), m.get("timing", {})
 
 
-def table(run: str) -> list[str]:
-    work, timing = gpu_work(run)
+def table(run: str, max_samples: int | None = None) -> list[str]:
+    work, timing = gpu_work(run, max_samples)
     lines = [
         "| dtype | phase | cells | "
         + " | ".join(f"{p} s" for p in PARTS)
@@ -93,7 +97,9 @@ def table(run: str) -> list[str]:
         + " | ".join(f"{total[p]:.1f}" for p in PARTS)
         + f" | {floor:.1f} | {1e3 * floor / max(total['cells'], 1):.2f} |"
     )
-    if timing.get("total_s"):
+    if max_samples is not None:
+        lines.append(f"\nEvery cell counted at no more than {max_samples} samples per side.")
+    elif timing.get("total_s"):
         lines.append(
             f"\nThe run took {timing['total_s']:.1f} s: the GPU work above is "
             f"{floor / timing['total_s']:.0%} of it."
@@ -104,9 +110,17 @@ def table(run: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="run folders (hot mode)")
+    ap.add_argument(
+        "--max-samples",
+        type=int,
+        default=None,
+        help="count cells at most this many samples per side",
+    )
     args = ap.parse_args(argv)
     try:
-        out = [f"## {run}\n\n" + "\n".join(table(run)) for run in args.runs]
+        if args.max_samples is not None and args.max_samples < 1:
+            raise SweeperError(f"--max-samples {args.max_samples}: 1 or more")
+        out = [f"## {run}\n\n" + "\n".join(table(run, args.max_samples)) for run in args.runs]
     except SweeperError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -53,3 +53,16 @@ def test_a_run_without_hot_mode_is_refused_in_one_line(capsys):
     assert gw.main([str(ROOT / "results/h200/aw-3")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
+
+
+def test_capping_the_samples_lowers_only_the_parts_that_scale_with_them():
+    cell = {"time_us": 8.0, "base_time_us": 10.0, "n_samples": 16}
+    full, capped = gw.cell_work(cell, STOP), gw.cell_work({**cell, "n_samples": 8}, STOP)
+    assert capped["timed"] == pytest.approx(full["timed"] / 2)
+    assert capped["warm-up"] == pytest.approx(full["warm-up"] / 2)
+    assert capped["fresh"] == full["fresh"]
+
+
+def test_max_samples_must_be_positive(capsys):
+    assert gw.main([str(ROOT / "results/h200/hot-5"), "--max-samples", "0"]) == 2
+    assert "--max-samples 0" in capsys.readouterr().err
