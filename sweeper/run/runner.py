@@ -663,6 +663,7 @@ def start(
         cfg.plan.sizes(d)  # raises for a dtype the plan lacks
     check_slice(cfg, executor)
     device = executor.describe()
+    grid = grid_hash(cfg, executor)
     if resume is not None:
         run_dir = Path(resume)
         manifest = load_manifest(run_dir)
@@ -672,7 +673,7 @@ def start(
                 f"{run_dir} is archived ({archive.name}); `{UNPACK[archive.name]} {archive}` "
                 "to resume it"
             )
-        check_resumable(manifest, cfg, device)
+        check_resumable(manifest, cfg, device, grid)
         dropped = repair_trials(run_dir)
         trials, _ = read_trials(run_dir)
         check_same_kernels(trials, executor, cfg)
@@ -699,6 +700,7 @@ def start(
             raise SweeperError(f"{run_dir} already holds a run; use --resume or another --run-id")
         run_dir.mkdir(parents=True, exist_ok=True)
         manifest = manifest_for(cfg, device, run_id)
+        manifest["grid_hash"] = grid
         done = {}
     write_manifest(run_dir, manifest)
     return Runner(cfg, executor, run_dir, manifest, done, progress).run()
@@ -751,9 +753,26 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
         )
 
 
-def check_resumable(manifest: dict, cfg: RunConfig, device: dict) -> None:
-    """A resumed run must use the same plan, grid, modes and the same kind of device."""
+def grid_hash(cfg: RunConfig, executor: Executor) -> str:
+    """A fingerprint of the configs the run's grid gives its dtypes (in its slice): what the
+    screening starts from, so a resume can tell that the grid changed under a run."""
+    from sweeper.schema import content_hash
+
+    return content_hash(
+        {d: sorted(v.config for v in executor.variants(cfg.grid, d) if cfg.in_slice(v.config))
+         for d in cfg.dtypes}
+    )  # fmt: skip
+
+
+def check_resumable(manifest: dict, cfg: RunConfig, device: dict, grid: str | None = None) -> None:
+    """A resumed run must use the same plan, grid (by name and, where the manifest records it,
+    by content: `grid_hash`), modes and the same kind of device."""
     problems = []
+    if grid is not None and manifest.get("grid_hash", grid) != grid:
+        problems.append(
+            f"the {cfg.grid} grid holds other configs than when the run started (grid hash "
+            f"{manifest['grid_hash']} != {grid}); resume it with the version that started it"
+        )
     if manifest["plan"]["plan_hash"] != cfg.plan.plan_hash:
         problems.append(
             f"plan hash {manifest['plan']['plan_hash']} != {cfg.plan.plan_hash} ({cfg.plan_path})"

@@ -95,8 +95,9 @@ def test_default_grid_contents():
     keys = compile_keys(grid)
     # default_grid's docstring: tiled keys = core 36 + L2 band 4 + DRAM 3 + upper band 7;
     # 16-byte keys (50 - 24 narrow) at 3 blocks x 3 grids, 4- and 8-byte keys (24) at one
-    # shape; 9 flat keys, each at 3 blocks, once as flat, once as flat32
-    tiled, narrow, flat = 36 + 4 + 3 + 7, 24, 9
+    # shape; 9 small-size flat keys and the band's flat peak, each at 3 blocks, once as
+    # flat, once as flat32
+    tiled, narrow, flat = 36 + 4 + 3 + 7, 24, 9 + 1
     assert len(keys) == 4 * (tiled + 2 * flat)  # block and grid are launch parameters
     assert len(grid) == 4 * ((tiled - narrow) * 3 * 3 + narrow + flat * 3 * 2)
     for d in DTYPES:
@@ -115,7 +116,11 @@ def test_default_grid_contents():
         assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
     assert Variant(d, 16, 2, "default", "cs", 128, "stride1") in grid
     assert {v.grid for v in grid} == {"onepass", "stride1", "stride4", "flat", "flat32"}
-    assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4}
+    assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4, 8}
+    assert {v.load_hint for v in grid if v.flat and v.unroll == 8} == {"nc"}
+    for d in DTYPES:
+        for b in (128, 256, 512):
+            assert Variant(d, 16, 8, "nc", "cs", b, "flat") in grid
     assert Variant(d, 16, 2, "default", "cs", 128, "flat") in grid
     # every flat config twice: 64-bit and 32-bit index maths, separate compiles
     flat = {(v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block) for v in grid if v.flat}

@@ -194,6 +194,25 @@ def test_resume_refuses_a_different_device(plan, tmp_path):
         start(cfg(plan, tmp_path), model(device_name="Other"), resume=tmp_path / "h200" / "r1")
 
 
+def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
+    """The grid's name is not its content: a config added to it since the run started would
+    be screened by the resume alone, so the resume is refused; a manifest written before the
+    grid's fingerprint was recorded resumes with the grid as it is."""
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), model(interrupt_after=10))
+    run_dir = tmp_path / "h200" / "r1"
+    grown = ModelExecutor({**CURVES, "new": stream}, l2_bytes=L2,
+                          baseline=baseline, copy=copy, fail={"bad": "mismatch"})  # fmt: skip
+    with pytest.raises(PlanMismatchError, match="grid holds other configs"):
+        start(cfg(plan, tmp_path), grown, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
+    m = load_manifest(run_dir)
+    del m["grid_hash"]
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    start(cfg(plan, tmp_path), grown, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "complete"
+
+
 def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
     """A variant id hashes the kernel source: a run interrupted before a kernel change must
     not be resumed after it (two versions of one config name in one run)."""
