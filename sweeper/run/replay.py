@@ -208,22 +208,12 @@ class ReplayExecutor:
             return recorded
         from sweeper_kernels import GRIDS
 
-        seeds = set(self._grid_configs(grid, dtype)) if grid in GRIDS else set()
-        seeds &= self._screened_everywhere(dtype)  # the grid as the recorded run had it
-        return [v for v in recorded if v.config in seeds or not v.config.startswith("v")]
+        from sweeper.run.search import screened_everywhere
 
-    def _screened_everywhere(self, dtype: str) -> set[str]:
-        """Configs the recorded run screened at every screening size of each of its modes:
-        its seed. A config this checkout's grid holds and the run's did not (the climb
-        measured it at some sizes only) stays out, so the replay screens what the run did."""
-        sizes: dict[str, set[int]] = {}
-        at: dict[tuple[str, str], set[int]] = {}
-        for (mode, d, n, role, _), r in self.rows.items():
-            if d == dtype and role == "candidate" and r.get("phase") == "screen":
-                sizes.setdefault(mode, set()).add(n)
-                at.setdefault((mode, r["config"]), set()).add(n)
-        configs = {c for _, c in at}
-        return {c for c in configs if all(at.get((m, c), set()) >= ns for m, ns in sizes.items())}
+        seeds = set(self._grid_configs(grid, dtype)) if grid in GRIDS else set()
+        # the grid as the recorded run had it
+        seeds &= screened_everywhere(self.rows.values(), dtype) or set()
+        return [v for v in recorded if v.config in seeds or not v.config.startswith("v")]
 
     @staticmethod
     def _grid_configs(grid: str, dtype: str) -> list[str]:

@@ -42,6 +42,7 @@ from sweeper.run.search import (
     policy_sample_points,
     refinement_points,
     screen_sizes,
+    screened_everywhere,
     survivors,
 )
 from sweeper.run.stats import Stopping
@@ -387,6 +388,19 @@ class Runner:
             d: [v for v in self.ex.variants(cfg.grid, d) if cfg.in_slice(v.config)]
             for d in cfg.dtypes
         }
+        if self.rows and "grid_hash" not in self.manifest:
+            # resumed, and recorded before the manifest held its grid's fingerprint: a dtype
+            # whose screening is over in some mode (its sweep began) keeps the seed screened
+            # there, whatever the grid holds now
+            for d, vs in all_variants.items():
+                swept = {
+                    r["mode"]
+                    for r in self.rows.values()
+                    if r["dtype"] == d and r.get("phase") in ("sweep", "refine")
+                }
+                seed = screened_everywhere(self.rows.values(), d, swept) if swept else None
+                if seed is not None:
+                    all_variants[d] = [v for v in vs if v.config in seed]
         self.ex.prepare([v for vs in all_variants.values() for v in vs])
         self._add("prepare_s", time.perf_counter() - t0)
         self._record_compile()

@@ -98,6 +98,27 @@ def screen_sizes(
     return sorted(out, key=lambda n: next(e["working_set_bytes"] for e in entries if e["n"] == n))
 
 
+def screened_everywhere(
+    rows: Iterable[dict], dtype: str, modes: Iterable[str] | None = None
+) -> set[str] | None:
+    """The configs a run's screening measured at every screening size of `dtype`, in every
+    mode it screened (or in each of `modes`): its seed (a climbed config is measured where
+    the climb went). None when the run has screened none of that dtype there."""
+    sizes: dict[str, set[int]] = {}
+    at: dict[tuple[str, str], set[int]] = {}
+    keep = None if modes is None else set(modes)
+    for r in rows:
+        if keep is not None and r["mode"] not in keep:
+            continue
+        if r["dtype"] == dtype and r["role"] == "candidate" and r.get("phase") == "screen":
+            sizes.setdefault(r["mode"], set()).add(r["n"])
+            at.setdefault((r["mode"], r["config"]), set()).add(r["n"])
+    if not sizes:
+        return None
+    configs = {c for _, c in at}
+    return {c for c in configs if all(at.get((m, c), set()) >= ns for m, ns in sizes.items())}
+
+
 def _ok(rows: Iterable[dict]) -> list[dict]:
     return [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
 

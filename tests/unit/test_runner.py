@@ -213,6 +213,29 @@ def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
     assert load_manifest(run_dir)["status"] == "complete"
 
 
+def test_a_run_recorded_without_its_grids_fingerprint_resumes_with_the_seed_it_screened(
+    plan, tmp_path, complete
+):
+    """A manifest without grid_hash, interrupted in its sweep, resumed where the grid gained
+    a config: the resume keeps the seed the run screened and measures what one run in one go
+    measured."""
+    full_dir, _ = complete
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), model(interrupt_after=200))
+    run_dir = tmp_path / "h200" / "r1"
+    trials, _ = read_trials(run_dir)
+    assert any(t["phase"] == "sweep" for t in trials)  # stopped in the sweep
+    m = load_manifest(run_dir)
+    del m["grid_hash"]
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    grown = ModelExecutor({**CURVES, "new": stream}, l2_bytes=L2,
+                          baseline=baseline, copy=copy, fail={"bad": "mismatch"})  # fmt: skip
+    start(cfg(plan, tmp_path), grown, resume=run_dir)
+    keys = {t["cell_key"] for t in read_trials(run_dir)[0]}
+    assert keys == {t["cell_key"] for t in read_trials(full_dir)[0]}
+    assert not any(c[3] == "new" for c in grown.calls)
+
+
 def test_resume_refuses_cells_made_by_other_kernel_code(plan, tmp_path):
     """A variant id hashes the kernel source: a run interrupted before a kernel change must
     not be resumed after it (two versions of one config name in one run)."""
