@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The eight decision mutations of docs/mutation-testing.md, each applied to a copy of the
+# The decision mutations of docs/mutation-testing.md, each applied to a copy of the
 # tree; the mutated module's own test file must fail on each. Exit status 1 if one survives.
 #   tools/decision_mutations.sh
 set -u
@@ -58,4 +58,9 @@ mutate "a bracket exactly at the resolution refused" sweeper/analyze/bands.py \
 mutate "the band edge at the first measured size, not the bracket's midpoint" \
   sweeper/analyze/policy.py "lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2" \
   "lo = 0 if k == 0 else sizes[i]" tests/unit/test_policy.py
+mutate "a round's moves decided from every climbed cell, not the rounds before it" \
+  sweeper/run/runner.py "if r.get(CLIMB_ROUND, 0) <= rounds]," "if True]," tests/unit/test_search.py
+mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \
+  'if grid is not None and manifest.get("grid_hash", grid) != grid:' \
+  'if False and manifest.get("grid_hash", grid) != grid:' tests/unit/test_runner.py
 exit $status
