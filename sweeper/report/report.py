@@ -576,7 +576,35 @@ def cell_phases(phases: Any) -> list[str]:
     return out
 
 
-def timing(manifest: Mapping[str, Any]) -> list[str]:
+def gpu_work_line(manifest: Mapping[str, Any], results: pd.DataFrame | None) -> list[str]:
+    """The lower bound on the hot cells' GPU work (sweeper.analyze.gpuwork), beside the run's
+    wall time; nothing for a run without ok hot candidate cells or its stopping rule."""
+    from sweeper.analyze.gpuwork import floor, fresh_replayed
+
+    stopping = manifest.get("stopping")
+    if results is None or results.empty or not isinstance(stopping, Mapping):
+        return []
+    need = ["mode", "role", "status", "time_us", "base_time_us", "n_samples"]
+    if any(c not in results.columns for c in need):
+        return []
+    hot = results[(results["mode"] == "hot") & (results["role"] == "candidate")]
+    fresh = fresh_replayed(manifest)
+    f = floor(hot[need].to_dict("records"), stopping, fresh=fresh)
+    if not f["cells"]:
+        return []
+    total = f["timed"] + f["warm-up"] + f["fresh"]
+    wall = (manifest.get("timing") or {}).get("total_s")
+    only_hot = list(manifest.get("modes") or []) == ["hot"]
+    share = f", {total / wall:.0%} of the run's wall time" if wall and only_hot else ""
+    replay = f", fresh-input replay {_secs(f['fresh'])}" if fresh else ""
+    return [
+        f"The hot cells' GPU work, at least: {_secs(total)} for {int(f['cells']):,} cells "
+        f"(timed {_secs(f['timed'])}, warm-up calls {_secs(f['warm-up'])}{replay}; "
+        f"`sweeper.analyze.gpuwork`){share}."
+    ]
+
+
+def timing(manifest: Mapping[str, Any], results: pd.DataFrame | None = None) -> list[str]:
     t = manifest.get("timing") or {}
     if not t:
         return ["No timing recorded in the manifest."]
@@ -606,6 +634,7 @@ def timing(manifest: Mapping[str, Any]) -> list[str]:
     if isinstance(g, Mapping) and g:
         out += [f"The fresh-input replay updated {g.get('updated', 0):,} graphs in place and "
                 f"instantiated {g.get('instantiated', 0):,}."]  # fmt: skip
+    out += gpu_work_line(manifest, results)
     total, parts, recorded = run_seconds(manifest)
     out += [
         "",
@@ -1062,7 +1091,7 @@ def build_report(
         "Plots": plots_section(run_dir, plot_files, headline),
         "Guards": guards(results, manifest, f.pairing),
         "Pruned": pruned(manifest),
-        "Timing": timing(manifest),
+        "Timing": timing(manifest, results),
     }
     lines = [f"# Run report: {manifest.get('gpu', '?')} · {manifest.get('run_id', '?')}"]
     for name in SECTIONS:

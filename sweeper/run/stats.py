@@ -182,6 +182,15 @@ class Stopping:
     max_calls: int = 128
 
 
+def calls_per_sample(per_call_us: float, stop: Stopping) -> int:
+    """Hot mode's calls per graph replay: enough that one sample is about
+    stop.target_sample_us of GPU time at per_call_us per call (at least 0.5 us counted), at
+    most stop.max_calls."""
+    return int(
+        min(stop.max_calls, max(1, math.ceil(stop.target_sample_us / max(per_call_us, 0.5))))
+    )
+
+
 @dataclass
 class PairTiming:
     """Per-call times (us) of two sides timed in ABBA order, adjacent samples paired."""

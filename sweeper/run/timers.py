@@ -43,7 +43,6 @@ captured units, so the candidate's calls are chained as in the timed graph.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from functools import cache
@@ -51,7 +50,7 @@ from functools import cache
 import numpy as np
 
 from sweeper.errors import NoGPUError, SweeperError
-from sweeper.run.stats import PairTiming, Stopping, rel_halfwidth
+from sweeper.run.stats import PairTiming, Stopping, calls_per_sample, rel_halfwidth
 
 Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
 
@@ -551,9 +550,7 @@ class Bench:
             per_call = self.cuda.event_elapsed_time(e0, e1) * 1e3 / 4
         finally:
             g.close()
-        return int(
-            min(stop.max_calls, max(1, math.ceil(stop.target_sample_us / max(per_call, 0.5))))
-        )
+        return calls_per_sample(per_call, stop)
 
     def time_pair_hot(
         self,

@@ -1,4 +1,4 @@
-"""tools/gpu_work.py: the GPU-work floor of a hot run's cells, from its recorded samples."""
+"""The GPU-work floor of a hot run's cells (sweeper.analyze.gpuwork, tools/gpu_work.py)."""
 
 from __future__ import annotations
 
@@ -7,32 +7,45 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.run.stats import Stopping
+from sweeper.analyze import gpuwork
+from sweeper.run.stats import Stopping, calls_per_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gpu_work", ROOT / "tools/gpu_work.py")
 gw = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gw)
-STOP = {"target_sample_us": Stopping().target_sample_us, "max_calls": Stopping().max_calls}
+STOP = Stopping()
 
 
 def test_calls_per_sample_is_the_calibrations_rule():
     src = (ROOT / "sweeper/run/timers.py").read_text()
-    assert (
-        "min(stop.max_calls, max(1, math.ceil(stop.target_sample_us / max(per_call, 0.5))))" in src
-    )
-    assert gw.calls_per_sample(1.0, STOP) == 128  # capped: 150 calls of 1 us
-    assert gw.calls_per_sample(0.1, STOP) == 128
-    assert gw.calls_per_sample(10.0, STOP) == 15
-    assert gw.calls_per_sample(200.0, STOP) == 1
+    assert "return calls_per_sample(per_call, stop)" in src  # Bench.calibrate_calls
+    assert calls_per_sample(1.0, STOP) == 128  # capped: 150 calls of 1 us
+    assert calls_per_sample(0.1, STOP) == 128
+    assert calls_per_sample(10.0, STOP) == 15
+    assert calls_per_sample(200.0, STOP) == 1
 
 
 def test_a_cells_work_by_part():
     cell = {"time_us": 8.0, "base_time_us": 10.0, "n_samples": 12}
-    w = gw.cell_work(cell, STOP)  # 15 calls per sample
+    w = gpuwork.cell_work(cell, STOP)  # 15 calls per sample
     assert w["timed"] == pytest.approx(12 * 15 * 18 / 1e6)
     assert w["warm-up"] == pytest.approx(12 * 18 / 1e6)
-    assert w["fresh"] == pytest.approx((2 * 16 * 8 + 4 * 15 * gw.EMPTY_KERNEL_US) / 1e6)
+    assert w["fresh"] == pytest.approx((2 * 16 * 8 + 4 * 15 * gpuwork.EMPTY_KERNEL_US) / 1e6)
+    assert gpuwork.cell_work(cell, {"target_sample_us": 150.0, "max_calls": 128}) == w
+
+
+def test_the_floor_counts_only_ok_hot_candidates_and_caps_samples():
+    cell = {"role": "candidate", "mode": "hot", "status": "ok", "time_us": 8.0,
+            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+    others = [{**cell, "mode": "cold"}, {**cell, "status": "mismatch"},
+              {**cell, "role": "copy"}, {**cell, "n_samples": float("nan")}]  # fmt: skip
+    f = gpuwork.floor([cell, *others], STOP)
+    assert f["cells"] == 1 and f["timed"] == pytest.approx(gpuwork.cell_work(cell, STOP)["timed"])
+    capped = gpuwork.floor([cell], STOP, max_samples=8)
+    assert capped["timed"] == pytest.approx(f["timed"] / 2)
+    assert capped["warm-up"] == pytest.approx(f["warm-up"] / 2)
+    assert capped["fresh"] == f["fresh"]
 
 
 def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
@@ -43,26 +56,51 @@ def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
     ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
     assert gw.main([str(run)]) == 0
     last = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| all |")][0]
-    cells, *parts, floor, per_cell = [float(x) for x in last.strip("|").split("|")[2:]]
+    cells, *parts, total, per_cell = [float(x) for x in last.strip("|").split("|")[2:]]
     assert cells == len(ok)
-    assert floor == pytest.approx(sum(parts), abs=0.2)
-    assert floor == pytest.approx(sum(sum(gw.cell_work(t, STOP).values()) for t in ok), abs=0.1)
+    assert total == pytest.approx(sum(parts), abs=0.2)
+    assert total == pytest.approx(
+        sum(sum(gpuwork.cell_work(t, STOP).values()) for t in ok), abs=0.1
+    )
 
 
-def test_a_run_without_hot_mode_is_refused_in_one_line(capsys):
+def test_bad_input_gets_one_line_and_status_2(capsys):
     assert gw.main([str(ROOT / "results/h200/aw-3")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
-
-
-def test_capping_the_samples_lowers_only_the_parts_that_scale_with_them():
-    cell = {"time_us": 8.0, "base_time_us": 10.0, "n_samples": 16}
-    full, capped = gw.cell_work(cell, STOP), gw.cell_work({**cell, "n_samples": 8}, STOP)
-    assert capped["timed"] == pytest.approx(full["timed"] / 2)
-    assert capped["warm-up"] == pytest.approx(full["warm-up"] / 2)
-    assert capped["fresh"] == full["fresh"]
-
-
-def test_max_samples_must_be_positive(capsys):
     assert gw.main([str(ROOT / "results/h200/hot-5"), "--max-samples", "0"]) == 2
     assert "--max-samples 0" in capsys.readouterr().err
+
+
+def test_a_run_without_the_fresh_input_replay_counts_none():
+    cell = {"role": "candidate", "mode": "hot", "status": "ok", "time_us": 8.0,
+            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+    assert gpuwork.floor([cell], STOP, fresh=False)["fresh"] == 0
+    assert gpuwork.floor([cell], STOP, fresh=False)["timed"] == gpuwork.floor([cell], STOP)["timed"]
+    assert gpuwork.fresh_replayed({"harness": {"fresh_input": {"words": 64}}})
+    assert not gpuwork.fresh_replayed({"harness": {}}) and not gpuwork.fresh_replayed({})
+
+
+def test_the_reports_timing_section_states_the_floor():
+    import pandas as pd
+
+    from sweeper.report.report import timing
+
+    cell = {"mode": "hot", "role": "candidate", "status": "ok", "time_us": 8.0,
+            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+    results = pd.DataFrame([cell, {**cell, "role": "copy"}])
+    m = {"modes": ["hot"], "stopping": {"target_sample_us": 150.0, "max_calls": 128},
+         "harness": {"fresh_input": {}}, "timing": {"total_s": 1.0}}  # fmt: skip
+    w = gpuwork.cell_work(cell, STOP)
+    line = [x for x in timing(m, results) if "GPU work" in x]
+    assert line == [
+        f"The hot cells' GPU work, at least: {sum(w.values()):,.1f} s for 1 cells (timed "
+        f"{w['timed']:,.1f} s, warm-up calls {w['warm-up']:,.1f} s, fresh-input replay "
+        f"{w['fresh']:,.1f} s; `sweeper.analyze.gpuwork`), {sum(w.values()):.0%} of the run's "
+        "wall time."
+    ]
+    both = timing({**m, "modes": ["hot", "cold"], "harness": {}}, results)
+    line = [x for x in both if "GPU work" in x][0]
+    assert "fresh-input" not in line and "wall time" not in line  # other modes share the wall
+    assert not [x for x in timing(m, results.assign(mode="cold")) if "GPU work" in x]
+    assert not [x for x in timing(m) if "GPU work" in x]

@@ -1,0 +1,73 @@
+"""A lower bound on the GPU work of a run's hot candidate cells, from their recorded figures.
+
+Per cell, the kernels alone must take:
+
+* timed: samples per side x calls per sample x (candidate + baseline time per call);
+* warm-up: the one call of each side before every sample (sweeper.run.timers);
+* fresh: the fresh-input replay (sweeper.run.fresh): 2 x (calls + 1) candidate calls and
+  4 x calls one-block kernels, each counted at an empty kernel's time in a hot graph.
+
+Calls per sample are those the calibration sets (sweeper.run.stats.calls_per_sample) from the
+baseline's time per call. Pre-checks, calibration, the L2 normalizer, the output checks and the
+reference cells are left out, so a run cannot take less than the sum: the floor a faster host
+loop alone can reach for its cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sweeper.run.stats import Stopping, calls_per_sample
+
+EMPTY_KERNEL_US = 0.52  # an empty kernel's time per call in a hot graph (docs/methodology.md)
+PARTS = ("timed", "warm-up", "fresh")
+
+
+def fresh_replayed(manifest: Mapping) -> bool:
+    """Whether the run replayed its cells on fresh input (its harness records the replay)."""
+    return "fresh_input" in (manifest.get("harness") or {})
+
+
+def cell_work(cell: Mapping, stopping: Mapping | Stopping, fresh: bool = True) -> dict[str, float]:
+    """Seconds of GPU work of one hot candidate cell, by part (`fresh`: 0 for a run without
+    the fresh-input replay)."""
+    stop = stopping if isinstance(stopping, Stopping) else Stopping(**stopping)
+    calls = calls_per_sample(float(cell["base_time_us"]), stop)
+    a, b, k = float(cell["time_us"]), float(cell["base_time_us"]), int(cell["n_samples"])
+    return {
+        "timed": k * calls * (a + b) / 1e6,
+        "warm-up": k * (a + b) / 1e6,
+        "fresh": (2 * (calls + 1) * a + 4 * calls * EMPTY_KERNEL_US) / 1e6 if fresh else 0.0,
+    }
+
+
+def hot_cells(rows: Iterable[Mapping]) -> list[Mapping]:
+    """The ok hot candidate cells with the figures cell_work needs."""
+    need = ("time_us", "base_time_us", "n_samples")
+    return [
+        r
+        for r in rows
+        if r.get("role") == "candidate"
+        and r.get("mode") == "hot"
+        and r.get("status") == "ok"
+        and all(r.get(k) is not None and r.get(k) == r.get(k) for k in need)  # not NaN
+    ]
+
+
+def floor(
+    rows: Iterable[Mapping],
+    stopping: Mapping | Stopping,
+    max_samples: int | None = None,
+    fresh: bool = True,
+) -> dict[str, float]:
+    """The summed GPU work of the ok hot candidate cells among `rows` ("cells": their count),
+    each counted at no more than `max_samples` samples per side if given (`fresh`: whether the
+    run replayed them on fresh input, fresh_replayed)."""
+    out = {"cells": 0.0, **dict.fromkeys(PARTS, 0.0)}
+    for r in hot_cells(rows):
+        if max_samples is not None:
+            r = {**r, "n_samples": min(int(r["n_samples"]), max_samples)}
+        out["cells"] += 1
+        for part, s in cell_work(r, stopping, fresh).items():
+            out[part] += s
+    return out
