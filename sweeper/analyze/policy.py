@@ -231,11 +231,12 @@ def _validate_ranges(prov: dict) -> None:
     if ranges is None:
         return
     where = "provenance.tolerance_by_range"
+    if not isinstance(ranges, list):
+        ranges = []  # refused below, as an empty list is
     his = [r.get("hi_bytes", "missing") if isinstance(r, dict) else "missing" for r in ranges]
     values = [r.get("tolerance") if isinstance(r, dict) else None for r in ranges]
     ok = (
-        isinstance(ranges, list)
-        and ranges
+        ranges
         and his[-1] is None
         and all(isinstance(h, int) for h in his[:-1])
         and his[:-1] == sorted(set(his[:-1]))

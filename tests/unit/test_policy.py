@@ -252,6 +252,14 @@ def _corrupt(doc, how):
         bands[0]["hi_rel"] = float("nan")
     elif how == "rel_missing":
         del bands[1]["lo_rel"]
+    elif how == "ranges_number":
+        d["provenance"]["tolerance_by_range"] = 5
+    elif how == "ranges_open_end":
+        d["provenance"]["tolerance_by_range"] = [{"hi_bytes": 2**20, "tolerance": 0.02}]
+    elif how == "ranges_max":
+        d["provenance"]["tolerance_by_range"] = [
+            {"hi_bytes": 2**20, "tolerance": 0.03}, {"hi_bytes": None, "tolerance": 0.02}
+        ]  # fmt: skip
     return d
 
 
@@ -272,6 +280,9 @@ def _corrupt(doc, how):
         ("rel_swapped", "dtypes.fp32.bands[0].hi_rel", "is not hi_bytes / l2_bytes"),
         ("rel_nan", "dtypes.fp32.bands[0].hi_rel", "nan is not hi_bytes / l2_bytes"),
         ("rel_missing", "dtypes.fp32.bands[1].lo_rel", "'missing' is not lo_bytes"),
+        ("ranges_number", "provenance.tolerance_by_range", "the last hi_bytes null"),
+        ("ranges_open_end", "provenance.tolerance_by_range", "the last hi_bytes null"),
+        ("ranges_max", "provenance.tolerance", "the largest of tolerance_by_range"),
     ],
 )
 def test_each_corruption_is_named(tmp_path, policy_doc, how, field, words):
