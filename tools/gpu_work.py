@@ -21,8 +21,9 @@ from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.errors import SweeperError
 
 
-def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict]:
-    """((dtype, phase) -> {"cells": n, part: seconds}, the manifest's timing)."""
+def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict, bool]:
+    """((dtype, phase) -> {"cells": n, part: seconds}, the manifest's timing, whether hot is
+    the run's only mode)."""
     m = load_manifest(run)
     if "hot" not in m.get("modes", []):
         raise SweeperError(
@@ -34,39 +35,41 @@ def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict]:
         groups[(t["dtype"], t.get("phase", "?"))].append(t)
     fresh = fresh_replayed(m)
     out = {k: floor(rows, m["stopping"], max_samples, fresh) for k, rows in groups.items()}
-    return {k: v for k, v in out.items() if v["cells"]}, m.get("timing", {})
+    only_hot = list(m.get("modes", [])) == ["hot"]
+    return {k: v for k, v in out.items() if v["cells"]}, m.get("timing", {}), only_hot
+
+
+def _row(dtype: str, phase: str, row: dict) -> str:
+    """One table line: the cells, each part, their sum and the sum per cell."""
+    total = sum(row[p] for p in PARTS)
+    return (
+        f"| {dtype} | {phase} | {int(row['cells'])} | "
+        + " | ".join(f"{row[p]:.1f}" for p in PARTS)
+        + f" | {total:.1f} | {1e3 * total / max(row['cells'], 1):.2f} |"
+    )
 
 
 def table(run: str, max_samples: int | None = None) -> list[str]:
-    work, timing = gpu_work(run, max_samples)
+    work, timing, only_hot = gpu_work(run, max_samples)
     lines = [
         "| dtype | phase | cells | "
         + " | ".join(f"{p} s" for p in PARTS)
         + " | floor s | ms per cell |",
         "|---|---|---:|" + "---:|" * (len(PARTS) + 2),
     ]
-    total = defaultdict(float)
+    total = dict.fromkeys(("cells", *PARTS), 0.0)
     for (dtype, phase), row in sorted(work.items()):
-        floor = sum(row[p] for p in PARTS)
-        lines.append(
-            f"| {dtype} | {phase} | {int(row['cells'])} | "
-            + " | ".join(f"{row[p]:.1f}" for p in PARTS)
-            + f" | {floor:.1f} | {1e3 * floor / row['cells']:.2f} |"
-        )
-        for k in ("cells", *PARTS):
+        lines.append(_row(dtype, phase, row))
+        for k in total:
             total[k] += row[k]
-    floor = sum(total[p] for p in PARTS)
-    lines.append(
-        f"| all | all | {int(total['cells'])} | "
-        + " | ".join(f"{total[p]:.1f}" for p in PARTS)
-        + f" | {floor:.1f} | {1e3 * floor / max(total['cells'], 1):.2f} |"
-    )
+    lines.append(_row("all", "all", total))
+    work_s = sum(total[p] for p in PARTS)
     if max_samples is not None:
         lines.append(f"\nEvery cell counted at no more than {max_samples} samples per side.")
-    elif timing.get("total_s"):
+    elif timing.get("total_s") and only_hot:  # other modes share the wall time
         lines.append(
             f"\nThe run took {timing['total_s']:.1f} s: the GPU work above is "
-            f"{floor / timing['total_s']:.0%} of it."
+            f"{work_s / timing['total_s']:.0%} of it."
         )
     return lines
 
