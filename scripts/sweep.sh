@@ -35,6 +35,7 @@ fi
 "${SW[@]}" select "$RUN"
 "${SW[@]}" policy build "$RUN"
 "${SW[@]}" export "$RUN/policy.json" --format cuda -o "$RUN/relu_policy.cuh"
+"${SW[@]}" export "$RUN/policy.json" --format python -o "$RUN/relu_policy.py"
 "${SW[@]}" verify "$RUN/policy.json" --passes 2 || echo "verify FAILED (see above)"
 # The tie tolerance is then what that verify measured, per range of working set
 # (docs/export.md): the policy is built again at it, and verified again if its header's code
@@ -42,6 +43,7 @@ fi
 cp "$RUN/relu_policy.cuh" "$RUN/.verified.cuh"
 if "${SW[@]}" policy build "$RUN" --tolerance verify > /dev/null; then
   "${SW[@]}" export "$RUN/policy.json" --format cuda -o "$RUN/relu_policy.cuh" --force
+  "${SW[@]}" export "$RUN/policy.json" --format python -o "$RUN/relu_policy.py" --force
   if ! cmp -s <(grep -v '^ *//' "$RUN/.verified.cuh") <(grep -v '^ *//' "$RUN/relu_policy.cuh"); then
     "${SW[@]}" verify "$RUN/policy.json" --passes 2 || echo "verify FAILED (see above)"
   fi
