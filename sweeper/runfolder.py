@@ -14,7 +14,9 @@ TRIALS = "trials.jsonl"  # one line per measured cell, appended as the run goes
 TRIALS_XZ = "trials.jsonl.xz"  # a shipped, archived run: read-only (unxz it to resume)
 TRIALS_GZ = "trials.jsonl.gz"  # an archive made with gzip: read the same way
 ARCHIVES = (TRIALS_XZ, TRIALS_GZ)  # xz -9e: a third smaller than gzip -9 on a trial log
-UNPACK = {TRIALS_XZ: "unxz", TRIALS_GZ: "gunzip"}  # the command that restores trials.jsonl
+UNPACK = {".xz": "unxz", ".gz": "gunzip"}  # the command that restores a log from its archive
+PRUNED = "pruned.jsonl"  # the configs screening left out, one line each (manifest "pruned")
+PRUNED_XZ = "pruned.jsonl.xz"  # its archive in a shipped run (unxz it to resume)
 RESULTS = "results.csv"  # the tidy table, rebuilt from the trials when absent
 SELECTION_CSV = "selection.csv"  # sweeper select
 SELECTION_MD = "selection.md"
@@ -30,21 +32,28 @@ REPLAY_GRAPHS = "replay_graphs"  # the fresh-input replay's graphs: updated / in
 def trials_archive(run_dir: str | os.PathLike) -> Path | None:
     """A run folder's archived trial log, or None; a folder holding two archives is refused
     (which one is the run would be a guess)."""
-    found = [Path(run_dir) / a for a in ARCHIVES if (Path(run_dir) / a).exists()]
+    return log_archive(run_dir, TRIALS)
+
+
+def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:
+    """The archive (xz or gzip) of the log file `log` (TRIALS, PRUNED) in a run folder, or
+    None; a folder holding two archives of one log is refused."""
+    names = (f"{log}.xz", f"{log}.gz")
+    found = [Path(run_dir) / a for a in names if (Path(run_dir) / a).exists()]
     if len(found) > 1:
         raise SweeperError(
             f"{run_dir} holds both {found[0].name} and {found[1].name}; keep the one that is "
-            "the run's trial log"
+            f"the run's {log}"
         )
     return found[0] if found else None
 
 
 def read_archive(path: Path) -> bytes:
-    """The decompressed bytes of an archived trial log (xz or gzip, by its name)."""
+    """The decompressed bytes of an archived log (xz or gzip, by its name)."""
     import gzip
     import lzma
 
-    opener = lzma.open if path.name == TRIALS_XZ else gzip.open
+    opener = lzma.open if path.name.endswith(".xz") else gzip.open
     with opener(path, "rb") as f:
         return f.read()
 

@@ -21,15 +21,20 @@ from sweeper.errors import FieldError, SchemaError
 # kind -> current schema version. Bump on any incompatible change and add a migration.
 VERSIONS: dict[str, int] = {
     "plan": 1,
-    "manifest": 1,
+    "manifest": 2,
     "trial": 1,
+    "pruned": 1,
     "selection": 1,
     "policy": 1,
     "merged-policy": 1,
 }
 
 # (kind, from_version) -> function(dict) -> dict at from_version + 1
-MIGRATIONS: dict[tuple[str, int], Callable[[dict], dict]] = {}
+MIGRATIONS: dict[tuple[str, int], Callable[[dict], dict]] = {
+    # manifest 2 names the file of pruned configs (pruned.jsonl) in "pruned"; 1 held the list
+    # itself, which is read as it is
+    ("manifest", 1): lambda doc: doc,
+}
 
 Validator = Callable[[dict], None]
 

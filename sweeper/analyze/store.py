@@ -2,6 +2,7 @@
 
     results/<gpu>/<run-id>/
         manifest.json   kind "manifest": plan hash, device, versions, git commit, grid, guards
+        pruned.jsonl    kind "pruned", one line per config screening left out (per mode, dtype)
         trials.jsonl    kind "trial", one line per measured cell, flushed as written
         results.csv     the tidy table (sweeper.analyze.columns.COLUMNS), rebuilt from trials.jsonl
 
@@ -22,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
-from sweeper.runfolder import MANIFEST, RESULTS, TRIALS, read_archive, trials_archive
+from sweeper.runfolder import (
+    MANIFEST,
+    PRUNED,
+    RESULTS,
+    TRIALS,
+    log_archive,
+    read_archive,
+    trials_archive,
+)
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
 
 if TYPE_CHECKING:
@@ -79,7 +88,12 @@ def validate_manifest(doc: dict) -> None:
             v = require(check, f, (int, float), "harness.ceiling_check.")
             if not v > 0:
                 raise FieldError(f"harness.ceiling_check.{f}", f"must be positive, found {v}")
-    for f, typ in (("status", str), ("kernel_source", str), ("timing", dict), ("pruned", list)):
+    for f, typ in (
+        ("status", str),
+        ("kernel_source", str),
+        ("timing", dict),
+        ("pruned", (list, str)),
+    ):
         if f in doc and doc[f] is not None:
             require(doc, f, typ)
 
@@ -89,17 +103,79 @@ def _is_int(v: Any) -> bool:
 
 
 def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:
-    validate_manifest(stamp("manifest", manifest))
-    return dump("manifest", manifest, Path(run_dir) / MANIFEST)
+    """Write the manifest; its list of pruned configs goes to pruned.jsonl beside it (one line
+    each, written first), which the manifest's "pruned" names. Nothing is written when the
+    manifest is not valid."""
+    run_dir = Path(run_dir)
+    pruned = manifest.get("pruned") or []
+    doc = {**manifest, "pruned": PRUNED}
+    validate_manifest(stamp("manifest", doc))
+    for i, p in enumerate(pruned):
+        try:
+            validate_pruned(stamp("pruned", p))
+        except FieldError as e:
+            raise SchemaError(run_dir / PRUNED, e.field, f"entry {i + 1}: {e}") from None
+    lines = (json.dumps(stamp("pruned", p), allow_nan=False, separators=(",", ":")) for p in pruned)
+    atomic_write_text(run_dir / PRUNED, "".join(f"{line}\n" for line in lines))
+    return dump("manifest", doc, run_dir / MANIFEST)
 
 
 def load_manifest(run_dir: str | os.PathLike) -> dict:
+    """The manifest of a run folder, its "pruned" the list of pruned configs (read from the
+    file it names; a manifest of schema version 1 holds the list itself)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SweeperError(f"{run_dir}: no such run folder")
     doc = load(run_dir / MANIFEST, "manifest", validate_manifest)
     check_plan_record(run_dir, doc)
+    if isinstance(doc.get("pruned"), str):
+        doc["pruned"] = read_pruned(run_dir, doc["pruned"])
     return doc
+
+
+def validate_pruned(doc: dict) -> None:
+    """Raise FieldError naming the first field of a pruned-config record later stages
+    cannot use (the report, the selection's pruned list, a resume's seed)."""
+    for f in ("mode", "dtype", "config"):
+        require(doc, f, str)
+    if doc["mode"] not in MODES:
+        raise FieldError("mode", f"unknown mode {doc['mode']!r}")
+    for f, typ in (("ws_bytes", int), ("sizes", int), ("shortfall", (int, float)), ("reason", str)):
+        if doc.get(f) is not None:
+            require(doc, f, typ)
+
+
+def read_pruned(run_dir: Path, name: str) -> list[dict]:
+    """The pruned configs of a run folder: the lines of `name` (as the manifest names it),
+    else of its archive; SchemaError naming the file and line of a bad line, or the manifest
+    when neither file is there."""
+    path = run_dir / name
+    if name != PRUNED:
+        raise SchemaError(run_dir / MANIFEST, "pruned", f"expected {PRUNED!r}, found {name!r}")
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+    else:
+        archive = log_archive(run_dir, name)
+        if archive is None:
+            raise SchemaError(
+                run_dir / MANIFEST, "pruned", f"names {name}, which is not in the run folder"
+            )
+        path, text = archive, read_archive(archive).decode("utf-8")
+    out = []
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise SchemaError(f"{path}:{len(lines)}", None, "the last line is incomplete")
+    for i, line in enumerate(lines[:-1], 1):
+        where = f"{path}:{i}"
+        try:
+            doc = check_header(json.loads(line), "pruned", where)
+            validate_pruned(doc)
+        except json.JSONDecodeError as e:
+            raise SchemaError(where, None, f"not valid JSON ({e.msg})") from None
+        except FieldError as e:
+            raise SchemaError(where, e.field, str(e)) from None
+        out.append({k: v for k, v in doc.items() if k not in ("kind", "schema_version")})
+    return out
 
 
 def check_plan_record(run_dir: Path, manifest: dict) -> None:

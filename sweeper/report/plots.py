@@ -775,8 +775,9 @@ INPUTS_KEY = "sweeper-inputs"  # a PNG text chunk: the digest of what the figure
 def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
     """sha256 over what a run's figures are drawn from: the trial log's content (not its
     file's bytes: gzip stores a time; an archive is labelled the same whatever its
-    compression, so recompressing leaves the figures current), the manifest, the policy and
-    verify's timing where they exist, the drawing options and sweeper's version."""
+    compression, so recompressing leaves the figures current), the manifest, the pruned
+    configs' log (content, as the trials'), the policy and verify's timing where they exist,
+    the drawing options and sweeper's version."""
     import hashlib
 
     from sweeper import __version__
@@ -784,20 +785,28 @@ def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
         ARCHIVES,
         MANIFEST,
         POLICY,
+        PRUNED,
         TRIALS,
         TRIALS_GZ,
         VERIFY_CSV,
+        log_archive,
         read_archive,
     )
 
     h = hashlib.sha256(f"sweeper {__version__} top={top} heatmap_top={heatmap_top}".encode())
-    for name in (TRIALS, *ARCHIVES, MANIFEST, POLICY, VERIFY_CSV):
+    for name in (TRIALS, *ARCHIVES, MANIFEST, PRUNED, POLICY, VERIFY_CSV):
         path = run_dir / name
+        if name == PRUNED and not path.exists():
+            path = log_archive(run_dir, PRUNED) or path
         if not path.exists():
             continue
         if name in ARCHIVES:
             h.update(f"\n{TRIALS_GZ}\n".encode())
             h.update(read_archive(path))
+            continue
+        if name == PRUNED:
+            h.update(f"\n{PRUNED}\n".encode())
+            h.update(read_archive(path) if path.name != PRUNED else path.read_bytes())
             continue
         h.update(f"\n{name}\n".encode())
         with open(path, "rb") as f:

@@ -46,7 +46,14 @@ from sweeper.run.search import (
     survivors,
 )
 from sweeper.run.stats import Stopping
-from sweeper.runfolder import CELL_PHASES, REPLAY_GRAPHS, UNPACK, baseline_of, trials_archive
+from sweeper.runfolder import (
+    CELL_PHASES,
+    PRUNED,
+    REPLAY_GRAPHS,
+    UNPACK,
+    baseline_of,
+    log_archive,
+)
 from sweeper.slices import config_matches
 from sweeper.units import fmt_bytes
 
@@ -681,12 +688,13 @@ def start(
     if resume is not None:
         run_dir = Path(resume)
         manifest = load_manifest(run_dir)
-        archive = trials_archive(run_dir)
-        if archive is not None and not (run_dir / TRIALS).exists():
-            raise SweeperError(
-                f"{run_dir} is archived ({archive.name}); `{UNPACK[archive.name]} {archive}` "
-                "to resume it"
-            )
+        for log in (TRIALS, PRUNED):
+            archive = log_archive(run_dir, log)
+            if archive is not None and not (run_dir / log).exists():
+                raise SweeperError(
+                    f"{run_dir} is archived ({archive.name}); "
+                    f"`{UNPACK[archive.suffix]} {archive}` to resume it"
+                )
         check_resumable(manifest, cfg, device, grid)
         dropped = repair_trials(run_dir)
         trials, _ = read_trials(run_dir)

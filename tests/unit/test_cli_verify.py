@@ -50,13 +50,13 @@ def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
 
     root = Path(__file__).resolve().parents[2]
     plan = load_plan(root / "sweeps" / "h200.json")
-    mode, sizes = run_sizes(root / "results/h200/cold-5", ("fp32", "fp16"), {})
+    mode, sizes = run_sizes(root / "results/h200/cold-6", ("fp32", "fp16"), {})
     assert mode == "cold" and len(sizes["fp32"]) > 20 and len(sizes["fp16"]) > 20
     mode, sizes = run_sizes(root / "results/h200/hot-5", ("fp32", "int8"), {})
     assert mode == "hot"
     assert {e["n"] for e in plan.sizes("int8")} < set(sizes["int8"])
     with pytest.raises(SweeperError, match="no baseline measurement for int8"):
-        run_sizes(root / "results/h200/cold-5", ("int8",), {})
+        run_sizes(root / "results/h200/aw-fp32-2", ("int8",), {})
 
 
 def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):
@@ -147,7 +147,7 @@ def test_verify_refuses_bad_sizes_in_one_line_before_writing_anything(tmp_path):
     from pathlib import Path
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "results/h200/cold-5", run)
+    shutil.copytree(Path(__file__).resolve().parents[2] / "results/h200/cold-6", run)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     res = CliRunner().invoke(app, ["verify", str(run / "policy.json"), "--sizes", "52:36"])
     assert res.exit_code == 1

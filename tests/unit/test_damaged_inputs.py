@@ -14,7 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper import api
-from sweeper.analyze.store import read_trials, trials_to_frame, write_results
+from sweeper.analyze.store import (
+    load_manifest,
+    read_trials,
+    trials_to_frame,
+    write_manifest,
+    write_results,
+)
 from sweeper.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,12 +49,12 @@ def base(tmp_path_factory) -> Path:
         lines = [line for line in src if json.loads(line)["dtype"] == DTYPE]
     with lzma.open(run / "trials.jsonl.xz", "wt", preset=0) as dst:
         dst.writelines(lines)
-    m = json.loads((SHIPPED / "manifest.json").read_text())
+    m = load_manifest(SHIPPED)
     m["dtypes"] = [DTYPE]
     m["pruned"] = [p for p in m["pruned"] if p["dtype"] == DTYPE]
     m["climb"] = {k: v for k, v in m["climb"].items() if _of_dtype(k)}
     m["timing"] = {k: v for k, v in m["timing"].items() if _of_dtype(k)}
-    (run / "manifest.json").write_text(json.dumps(m, indent=1))
+    write_manifest(run, m)
     api.select(str(run))
     api.policy_build(str(run))
     for png in sorted((SHIPPED / "plots").glob("*.png")):

@@ -331,17 +331,24 @@ def test_a_manifest_without_climb_trades_climbed_one_axis_moves_only():
 
 
 def test_a_manifest_with_parameters_this_search_lacks_is_not_resumed_by_it_but_still_read():
-    """cold-5's search recorded a survivor cap and a tolerance this search does not have: a
-    resume by it is refused in one clear error, while a replay and the report read what they
-    need (whether the climb traded) from any manifest."""
-    import json
-    from pathlib import Path
-
+    """A run of an earlier search (cold-5, `git show d0ba76b:results/h200/cold-5/manifest.json`)
+    recorded a survivor cap and a tolerance this search does not have: a resume by it is
+    refused in one clear error, while a replay and the report read what they need (whether the
+    climb traded) from any manifest."""
     from sweeper.errors import SweeperError
     from sweeper.run.search import climb_trades, search_params
 
-    doc = json.loads((Path(__file__).parents[2] / "results/h200/cold-5/manifest.json").read_text())
+    recorded = {  # that manifest's "search", as written
+        "tolerance": 0.03,
+        "min_survivors": 3,
+        "max_survivors": 12,
+        "refine_divisor": 256,
+        "max_refine_rounds": 6,
+        "max_refine_points": 48,
+        "max_bracket_rounds": 6,
+        "policy_tolerance": 0.02,
+    }
     with pytest.raises(SweeperError, match=r"max_survivors, tolerance\); resume it with"):
-        search_params(doc["search"])
-    assert climb_trades(doc["search"]) is False
+        search_params(recorded)
+    assert climb_trades(recorded) is False
     assert climb_trades({"climb_trades": True}) is True

@@ -202,7 +202,7 @@ def test_below_the_baseline_means_the_whole_ci_is_under_1(ratio_hi, below):
 
 
 def test_the_shipped_cold_run_reselects_to_its_committed_selection(tmp_path):
-    """select() on cold-5's trials gives its committed selection.csv value for value and
+    """select() on cold-6's trials gives its committed selection.csv value for value and
     renders its selection.md byte for byte (both were written by `sweeper select` and are the
     files its report and policy rest on)."""
     from pathlib import Path
@@ -210,7 +210,7 @@ def test_the_shipped_cold_run_reselects_to_its_committed_selection(tmp_path):
     from sweeper.analyze.select import to_markdown
     from sweeper.analyze.store import load_run
 
-    run = Path(__file__).parents[2] / "results/h200/cold-5"
+    run = Path(__file__).parents[2] / "results/h200/cold-6"
     from sweeper.analyze.select import searched
 
     data = load_run(run)

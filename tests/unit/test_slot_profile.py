@@ -1,11 +1,12 @@
 """tools/slot_profile.py: a recorded cold or after-write sample's slot in its held round, read
-back from the trial log; a profile planted in real cold-5 trial records is found again."""
+back from the trial log; a profile planted in real aw-3 trial records is found again."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import lzma
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,13 +26,13 @@ def test_the_round_is_the_timers():
 
 
 def _planted(tmp_path, a_profile, b_profile, cells=40):
-    """cold-5's first cold candidate cells with every sample replaced: side time x the slot's
+    """aw-3's first after-write candidate cells with every sample replaced: side time x the slot's
     factor, the same in both halves."""
     out = []
-    with lzma.open(ROOT / "results/h200/cold-5/trials.jsonl.xz", "rt") as f:
+    with lzma.open(ROOT / "results/h200/aw-3/trials.jsonl.xz", "rt") as f:
         for line in f:
             t = json.loads(line)
-            if t.get("role") == "candidate" and t.get("status") == "ok" and t["mode"] == "cold":
+            if t.get("role") == "candidate" and t.get("status") == "ok":
                 k = sum(t["sample_parts"])
                 t["samples_us"] = [10.0 * a_profile[i % 4] for i in range(k)]
                 t["base_samples_us"] = [12.0 * b_profile[i % 4] for i in range(k)]
@@ -40,8 +41,8 @@ def _planted(tmp_path, a_profile, b_profile, cells=40):
                 break
     run = tmp_path / "run"
     run.mkdir()
-    manifest = (ROOT / "results/h200/cold-5/manifest.json").read_text()
-    (run / "manifest.json").write_text(manifest)
+    for name in ("manifest.json", "pruned.jsonl.xz"):
+        shutil.copy(ROOT / "results/h200/aw-3" / name, run / name)
     (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
     return run
 
@@ -51,12 +52,12 @@ def test_a_planted_profile_is_read_back_per_side(tmp_path):
     rows = sp.profile([str(run)])
     assert rows and sum(r["cells"] for r in rows) == 40
     for r in rows:
-        assert r["mode"] == "cold"
+        assert r["mode"] == "after-write"
         assert r["a_vs_last"] == pytest.approx({"slot0": 1.10, "slot3": 1.14, "slot4": 1.12})
         assert r["b_vs_last"] == pytest.approx({"slot1": 1.07, "slot2": 1.08, "slot5": 1.0})
     text = sp.markdown(rows)
     assert (
-        "| cold | fp32 | (0, 8] MiB | " in text
+        "| after-write | fp16 | (0, 8] MiB | " in text
         and "| 1.100 1.140 1.120 | 1.070 1.080 1.000 |" in text
     )
 
