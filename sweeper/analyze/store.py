@@ -235,6 +235,24 @@ def validate_trial(doc: dict) -> None:
         raise FieldError("mode", f"unknown mode {doc['mode']!r}")
 
 
+# Significant digits a trial's figures keep (times, rates, ratios, samples): a relative 1e-7,
+# far below any spread a cell measures, where a float's 17 digits are mostly noise that xz
+# cannot compress (docs/reading-a-report.md, the run folder).
+TRIAL_DIGITS = 7
+
+
+def rounded(value: Any) -> Any:
+    """A trial record's value with every float (in lists and dicts too) kept to TRIAL_DIGITS
+    significant digits; other values as they are."""
+    if isinstance(value, float):
+        return float(f"{value:.{TRIAL_DIGITS}g}")
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
+
+
 class TrialWriter:
     """Append one JSON line per trial. Every line is flushed to the OS at once, so a killed
     or crashed sweeper loses none; the file is fsync'ed at most every FSYNC_S seconds and on

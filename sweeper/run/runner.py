@@ -27,6 +27,7 @@ from sweeper.analyze.store import (
     load_manifest,
     read_trials,
     repair_trials,
+    rounded,
     trials_to_frame,
     write_manifest,
     write_results,
@@ -309,7 +310,7 @@ class Runner:
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, row: dict, phase: str, tag: dict | None = None) -> dict:
-        row = dict(row)
+        row = rounded(row)  # the figures the run decides on are the ones its log holds
         if tag and row["role"] == "candidate":
             row.update(tag)
         row.setdefault("run_id", self.manifest["run_id"])

@@ -136,7 +136,11 @@ def test_every_candidate_carries_a_paired_ratio(complete):
     c = df[(df.role == "candidate") & (df.status == "ok")]
     assert c.ratio.notna().all()
     assert ((c.ratio_lo <= c.ratio) & (c.ratio <= c.ratio_hi)).all()
-    assert (abs(c.ratio - c.base_time_us / c.time_us) < 1e-9).all()
+    # the three figures are each recorded to TRIAL_DIGITS significant digits
+    from sweeper.analyze.store import TRIAL_DIGITS
+
+    rtol = 3 * 0.5 * 10.0 ** (1 - TRIAL_DIGITS)
+    assert (abs(c.ratio / (c.base_time_us / c.time_us) - 1) <= rtol).all()
 
 
 def test_each_cell_recorded_once(complete):
@@ -834,3 +838,26 @@ def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(t
     keys = [t["cell_key"] for t in read_trials(parts)[0]]
     assert len(keys) == len(set(keys))  # no cell recorded twice
     assert set(keys) == {t["cell_key"] for t in read_trials(whole)[0]}
+
+
+def test_a_trials_figures_are_recorded_to_seven_digits_and_decided_on_as_recorded(complete):
+    """The runner rounds a cell's figures before it records or uses them: every float in the
+    trial log has at most 7 significant digits, so a resume or a replay reads back the very
+    numbers the run decided on."""
+    from sweeper.analyze.store import TRIAL_DIGITS, rounded
+
+    trials, _ = read_trials(complete[0])
+    floats = [
+        v
+        for t in trials
+        for x in t.values()
+        for v in (x if isinstance(x, list) else [x])
+        if isinstance(v, float) and v == v
+    ]
+    assert floats and all(float(f"{v:.{TRIAL_DIGITS}g}") == v for v in floats)
+    assert all(rounded(t) == t for t in trials)
+    assert rounded({"a": [1.23456789, 2], "b": 0.000123456789, "c": "x"}) == {
+        "a": [1.234568, 2],
+        "b": 0.0001234568,
+        "c": "x",
+    }
