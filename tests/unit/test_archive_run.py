@@ -1,0 +1,67 @@
+"""tools/archive_run.py: a run folder made ready to ship, its manifest current, its logs xz'd."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweeper.analyze.store import load_manifest, read_trials
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("archive_run", ROOT / "tools/archive_run.py")
+ar = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ar)
+
+
+@pytest.fixture
+def v1_run(tmp_path) -> Path:
+    """aw-fp32-2's manifest written back as version 1 (the pruned list inside it) beside a
+    slice of its trials, as the run was recorded."""
+    import lzma
+
+    run = tmp_path / "h200" / "aw"
+    run.mkdir(parents=True)
+    src = ROOT / "results/h200/aw-fp32-2"
+    m = load_manifest(src)
+    raw = json.loads((src / "manifest.json").read_text())
+    raw["schema_version"], raw["pruned"] = 1, m["pruned"]
+    (run / "manifest.json").write_text(json.dumps(raw, indent=1) + "\n")
+    with lzma.open(src / "trials.jsonl.xz", "rt") as f:
+        (run / "trials.jsonl").write_text("".join(next(f) for _ in range(50)))
+    return run
+
+
+def test_a_version_1_folder_is_archived_at_the_current_version_and_reads_the_same(v1_run):
+    before = load_manifest(v1_run)
+    trials = read_trials(v1_run)[0]
+    raw = json.loads((v1_run / "manifest.json").read_text())
+    assert ar.main([str(v1_run)]) == 0
+    assert sorted(p.name for p in v1_run.iterdir()) == [
+        "manifest.json",
+        "pruned.jsonl.xz",
+        "trials.jsonl.xz",
+    ]
+    assert load_manifest(v1_run) == before and len(before["pruned"]) == 1527
+    assert read_trials(v1_run)[0] == trials
+    now = json.loads((v1_run / "manifest.json").read_text())
+    assert now["schema_version"] == 2 and now["pruned"] == "pruned.jsonl"
+    assert {k: v for k, v in now.items() if k not in ("schema_version", "pruned")} == {
+        k: v for k, v in raw.items() if k not in ("schema_version", "pruned")
+    }
+    assert ar.main([str(v1_run)]) == 0  # a second time finds nothing to do
+    assert load_manifest(v1_run) == before
+
+
+def test_a_folder_whose_manifest_does_not_load_is_left_as_it_is(v1_run, tmp_path, capsys):
+    raw = json.loads((v1_run / "manifest.json").read_text())
+    raw["device"]["l2_bytes"] = 0
+    (v1_run / "manifest.json").write_text(json.dumps(raw))
+    copy = shutil.copytree(v1_run, tmp_path / "copy")
+    assert ar.main([str(v1_run)]) == 2
+    assert "device.l2_bytes" in capsys.readouterr().err
+    for p in copy.iterdir():
+        assert (v1_run / p.name).read_bytes() == p.read_bytes()
