@@ -16,7 +16,6 @@ TRIALS_GZ = "trials.jsonl.gz"  # an archive made with gzip: read the same way
 ARCHIVES = (TRIALS_XZ, TRIALS_GZ)  # xz -9e: a third smaller than gzip -9 on a trial log
 UNPACK = {".xz": "unxz", ".gz": "gunzip"}  # the command that restores a log from its archive
 PRUNED = "pruned.jsonl"  # the configs screening left out, one line each (manifest "pruned")
-PRUNED_XZ = "pruned.jsonl.xz"  # its archive in a shipped run (unxz it to resume)
 RESULTS = "results.csv"  # the tidy table, rebuilt from the trials when absent
 SELECTION_CSV = "selection.csv"  # sweeper select
 SELECTION_MD = "selection.md"
@@ -46,6 +45,16 @@ def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:
             f"the run's {log}"
         )
     return found[0] if found else None
+
+
+def read_log(run_dir: str | os.PathLike, log: str) -> tuple[Path, bytes] | None:
+    """A run folder's log `log` (TRIALS, PRUNED) as it is on disk, else its archive: the file
+    read and its (decompressed) bytes; None when neither is there."""
+    path = Path(run_dir) / log
+    if path.exists():
+        return path, path.read_bytes()
+    archive = log_archive(run_dir, log)
+    return None if archive is None else (archive, read_archive(archive))
 
 
 def read_archive(path: Path) -> bytes:

@@ -28,8 +28,7 @@ from sweeper.runfolder import (
     PRUNED,
     RESULTS,
     TRIALS,
-    log_archive,
-    read_archive,
+    read_log,
     trials_archive,
 )
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
@@ -107,15 +106,15 @@ def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:
     each, written first), which the manifest's "pruned" names. Nothing is written when the
     manifest is not valid."""
     run_dir = Path(run_dir)
-    pruned = manifest.get("pruned") or []
+    pruned = [stamp("pruned", p) for p in manifest.get("pruned") or []]
     doc = {**manifest, "pruned": PRUNED}
     validate_manifest(stamp("manifest", doc))
     for i, p in enumerate(pruned):
         try:
-            validate_pruned(stamp("pruned", p))
+            validate_pruned(p)
         except FieldError as e:
             raise SchemaError(run_dir / PRUNED, e.field, f"entry {i + 1}: {e}") from None
-    lines = (json.dumps(stamp("pruned", p), allow_nan=False, separators=(",", ":")) for p in pruned)
+    lines = (json.dumps(p, allow_nan=False, separators=(",", ":")) for p in pruned)
     atomic_write_text(run_dir / PRUNED, "".join(f"{line}\n" for line in lines))
     return dump("manifest", doc, run_dir / MANIFEST)
 
@@ -149,18 +148,14 @@ def read_pruned(run_dir: Path, name: str) -> list[dict]:
     """The pruned configs of a run folder: the lines of `name` (as the manifest names it),
     else of its archive; SchemaError naming the file and line of a bad line, or the manifest
     when neither file is there."""
-    path = run_dir / name
     if name != PRUNED:
         raise SchemaError(run_dir / MANIFEST, "pruned", f"expected {PRUNED!r}, found {name!r}")
-    if path.exists():
-        text = path.read_text(encoding="utf-8")
-    else:
-        archive = log_archive(run_dir, name)
-        if archive is None:
-            raise SchemaError(
-                run_dir / MANIFEST, "pruned", f"names {name}, which is not in the run folder"
-            )
-        path, text = archive, read_archive(archive).decode("utf-8")
+    got = read_log(run_dir, name)
+    if got is None:
+        raise SchemaError(
+            run_dir / MANIFEST, "pruned", f"names {name}, which is not in the run folder"
+        )
+    path, text = got[0], got[1].decode("utf-8")
     out = []
     lines = text.split("\n")
     if lines[-1] != "":
@@ -291,14 +286,10 @@ class TrialWriter:
 
 def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
     """All trial records, and whether a truncated last line (a crash mid-write) was dropped."""
-    path = Path(run_dir) / TRIALS
-    if not path.exists():
-        archive = trials_archive(run_dir)
-        if archive is None:
-            return [], False
-        path, text = archive, read_archive(archive).decode("utf-8")
-    else:
-        text = path.read_text(encoding="utf-8")
+    got = read_log(run_dir, TRIALS)
+    if got is None:
+        return [], False
+    path, text = got[0], got[1].decode("utf-8")
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":

@@ -789,24 +789,24 @@ def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
         TRIALS,
         TRIALS_GZ,
         VERIFY_CSV,
-        log_archive,
         read_archive,
+        read_log,
     )
 
     h = hashlib.sha256(f"sweeper {__version__} top={top} heatmap_top={heatmap_top}".encode())
     for name in (TRIALS, *ARCHIVES, MANIFEST, PRUNED, POLICY, VERIFY_CSV):
+        if name == PRUNED:
+            got = read_log(run_dir, PRUNED)
+            if got is not None:
+                h.update(f"\n{PRUNED}\n".encode())
+                h.update(got[1])
+            continue
         path = run_dir / name
-        if name == PRUNED and not path.exists():
-            path = log_archive(run_dir, PRUNED) or path
         if not path.exists():
             continue
         if name in ARCHIVES:
             h.update(f"\n{TRIALS_GZ}\n".encode())
             h.update(read_archive(path))
-            continue
-        if name == PRUNED:
-            h.update(f"\n{PRUNED}\n".encode())
-            h.update(read_archive(path) if path.name != PRUNED else path.read_bytes())
             continue
         h.update(f"\n{name}\n".encode())
         with open(path, "rb") as f:
