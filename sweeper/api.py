@@ -513,9 +513,11 @@ def policy_build(
     mode: str | None = None,
     pattern: str | None = None,
     resolution: int | None = None,
+    floors: bool = True,
 ):
     """Build <run>/policy.json (fewest bands per dtype; refuses boundaries in brackets wider
-    than the plan resolution). Returns (path, policy dict)."""
+    than the plan resolution). With `floors`, a tie keeps the project targets' floors
+    (sweeper.analyze.policy.keep_floors). Returns (path, policy dict)."""
     from sweeper.analyze import policy as pol
     from sweeper.analyze.select import DEFAULT_TOLERANCE
     from sweeper.analyze.store import load_run
@@ -529,6 +531,11 @@ def policy_build(
         tolerance = DEFAULT_TOLERANCE
     elif not isinstance(tolerance, list):
         tolerance = float(tolerance)
+    chosen = ()
+    if floors:
+        from sweeper.report.checks import targets
+
+        chosen = targets(int(data.manifest["device"]["l2_bytes"]))
     doc = pol.build_policy(
         data.results,
         data.manifest,
@@ -536,6 +543,8 @@ def policy_build(
         mode=mode,
         pattern=pattern,
         resolution=resolution,
+        floors=chosen,
+        ceiling_gbps=(data.manifest.get("ceiling") or {}).get("gbps"),
     )
     path = pol.write_policy(data.path / POLICY, doc)
     return path, pol.load_policy(path)

@@ -549,6 +549,12 @@ def policy_build_cmd(
         "measured, what production sees; else hot].",
     ),
     pattern: str = typer.Option(None, "--pattern", help="Call pattern [default: preallocated]."),
+    floors: bool = typer.Option(
+        True,
+        "--floors/--no-floors",
+        help="A tie keeps the project targets' floors (sweeper/report/checks.py): where a tied "
+        "config meets a target at a size, one that misses it does not serve that size.",
+    ),
 ) -> None:
     """Write <run>/policy.json: the fewest size bands per dtype, each served by one config;
     refuses a boundary whose bracket is wider than the plan resolution."""
@@ -563,7 +569,9 @@ def policy_build_cmd(
         if modes is not None and "," in modes:
             fail(f"--modes {modes}: a policy is built for one mode; build one per mode")
         run = _named_run(run)
-        path, doc = api.policy_build(run, tolerance=tolerance, mode=modes, pattern=pattern)
+        path, doc = api.policy_build(
+            run, tolerance=tolerance, mode=modes, pattern=pattern, floors=floors
+        )
         text = api.policy_show(str(path))
     except USER_ERRORS as e:
         fail(str(e))

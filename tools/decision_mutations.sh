@@ -58,6 +58,8 @@ mutate "a bracket exactly at the resolution refused" sweeper/analyze/bands.py \
 mutate "the band edge at the first measured size, not the bracket's midpoint" \
   sweeper/analyze/policy.py "lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2" \
   "lo = 0 if k == 0 else sizes[i]" tests/unit/test_policy.py
+mutate "a tie ignores the targets' floors" sweeper/analyze/policy.py \
+  "keep = meets or keep" "keep = keep" tests/unit/test_policy.py
 mutate "a round's moves decided from every climbed cell, not the rounds before it" \
   sweeper/run/runner.py "if r.get(CLIMB_ROUND, 0) <= rounds]," "if True]," tests/unit/test_search.py
 mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \

@@ -2,7 +2,8 @@
 
 A band is a run of consecutive MEASURED sizes over which one config is inside the noise (or
 the tie tolerance, one number or one per range of working set: `select.tolerance_at`) of the
-fastest at every size but those of 2. below. Segmentation (`segment`) is an exact dynamic
+fastest at every size but those of 2. below; a tie that would give up a project target the
+run meets at that size is no tie (`keep_floors`). Segmentation (`segment`) is an exact dynamic
 program; it minimises, in this order,
 
 1. boundaries whose bracket (last measured size below, first measured size above) is wider
@@ -99,8 +100,12 @@ def build_policy(
     pattern: str | None = None,
     resolution: int | None = None,
     dtypes: Sequence[str] | None = None,
+    floors: Sequence[Any] = (),
+    ceiling_gbps: float | None = None,
 ) -> dict:
-    """The policy payload (not yet stamped) for one run; SweeperError on a wide bracket."""
+    """The policy payload (not yet stamped) for one run; SweeperError on a wide bracket.
+    `floors`: targets (sweeper.report.checks.Target) whose floors a tie keeps (keep_floors);
+    `ceiling_gbps`: the run's L2-resident ceiling, for a floor on it."""
     device = manifest.get("device", {})
     plan = manifest.get("plan", {})
     l2 = int(plan.get("l2_bytes") or device.get("l2_bytes") or 0)
@@ -126,6 +131,7 @@ def build_policy(
     pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
     picked = results[(results["mode"] == mode) & (results["pattern"] == pattern)]
     sets = fracs_of_best(picked, tolerance)
+    sets, floored = keep_floors(sets, picked, results, floors, ceiling_gbps)
     table = variants(results)
     simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731
     out_dtypes: dict[str, Any] = {}
@@ -169,6 +175,7 @@ def build_policy(
             "plan_path": plan.get("path", ""),
             "resolution": int(res),
             **_tolerance_doc(tolerance),
+            **({"floors": [t.name for t in floors], "floored_sizes": floored} if floors else {}),
             "mode": mode,
             "pattern": pattern,
             "baseline": baseline_of(manifest),
@@ -180,6 +187,60 @@ def build_policy(
         "configs": {c: table[c] for c in used},
         "dtypes": out_dtypes,
     }
+
+
+def keep_floors(
+    sets: dict,
+    picked: pd.DataFrame,
+    results: pd.DataFrame,
+    floors: Sequence[Any],
+    ceiling_gbps: float | None,
+) -> tuple[dict, int]:
+    """The tie sets (select.fracs_of_best) with the targets' floors kept: at a size where a
+    config tied with the fastest meets a target's floor there, the tied configs that miss it
+    are no longer acceptable, target by target in the targets' order. A tie tolerance wide
+    enough to merge bands (one per range of working set, from verify's repeat noise) thus
+    never trades away a target that the run's data meets at that size: the fastest config
+    always stays. Metrics as the report computes them (sweeper.report.checks): `ratio`,
+    `ratio_hi`, `pct_ceiling` (of `ceiling_gbps`; no floor without it) and `pct_copy` (of the
+    copy kernel at the same size). Returns the sets and how many sizes a floor narrowed."""
+    if not floors:
+        return sets, 0
+    ok = picked[(picked["role"] == "candidate") & (picked["status"] == "ok")]
+    best = ok.sort_values("gbps", ascending=False).drop_duplicates(
+        ["mode", "pattern", "dtype", "ws_bytes", "config"]
+    )
+    rows = best.set_index(["mode", "pattern", "dtype", "ws_bytes", "config"]).to_dict("index")
+    copies = results[results["role"] == "copy"]
+    keys = zip(copies["mode"], copies["dtype"], copies["ws_bytes"], strict=True)
+    copy = dict(zip(keys, copies["gbps"], strict=True))
+
+    def value(metric: str, row: Mapping[str, Any], mode: str, dtype: str, ws: int) -> float:
+        if metric == "pct_ceiling":
+            return 100 * row["gbps"] / ceiling_gbps if ceiling_gbps else float("nan")
+        if metric == "pct_copy":
+            c = copy.get((mode, dtype, ws))
+            return 100 * row["gbps"] / c if c else float("nan")
+        return float(row[metric])
+
+    out, narrowed = {}, 0
+    for (mode, pattern, dtype), seq in sets.items():
+        new = []
+        for ws, acc, measured in seq:
+            keep = dict(acc)
+            for t in floors:
+                if mode not in t.modes or dtype not in t.dtypes or not t.contains(ws):
+                    continue
+                meets = {
+                    c: f for c, f in keep.items()
+                    if value(t.metric, rows[(mode, pattern, dtype, ws, c)], mode, dtype, ws)
+                    >= t.floor
+                }  # fmt: skip
+                keep = meets or keep
+            narrowed += len(keep) < len(acc)
+            new.append((ws, keep, measured))
+        out[(mode, pattern, dtype)] = new
+    return out, narrowed
 
 
 def check_complete(run_dir: str | os.PathLike, manifest: dict) -> None:
@@ -743,16 +804,19 @@ def describe(doc: dict) -> str:
 
 
 def describe_tolerance(prov: Mapping[str, Any]) -> str:
-    """The tie tolerance a policy was built with, for people: one number, or one per range."""
+    """The tie tolerance a policy was built with, for people: one number, or one per range;
+    and, where ties kept the targets' floors (keep_floors), at how many sizes that mattered."""
+    floors = prov.get("floors")
+    note = f" (target floors kept: {prov.get('floored_sizes', 0)} sizes)" if floors else ""
     ranges = prov.get("tolerance_by_range")
     if not ranges:
-        return f"{prov.get('tolerance', '-')}"
+        return f"{prov.get('tolerance', '-')}{note}"
     parts, lo = [], "0 B"
     for r in ranges:
         hi = fmt_bytes(r["hi_bytes"], none="inf")
         parts.append(f"{r['tolerance']} in ({lo}, {hi}]")
         lo = hi
-    return "by working set: " + ", ".join(parts)
+    return "by working set: " + ", ".join(parts) + note
 
 
 def _outside_note(band: Mapping[str, Any]) -> str:

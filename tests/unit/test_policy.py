@@ -717,3 +717,71 @@ def test_a_config_the_search_pruned_serves_no_band_and_is_not_selected():
     # another dtype's or mode's pruning of the same name leaves these rows alone
     m["pruned"] = [{"mode": "cold", "dtype": "fp32", "config": "stream"}]
     assert len(searched(results, m)) == len(results)
+
+
+# ---- the targets' floors in ties (keep_floors) -----------------------------------------------
+
+
+def _floor_results(b_late: float = 1960.0) -> pd.DataFrame:
+    """fp32 at 36-41 MiB: "plain" leads by 5% at 36-38 MiB and trails "stcs" by 1.5% (a tie
+    at 2%) at 39-41 MiB, where it reads 96.5% of a 2000 GB/s ceiling and "stcs" 98%."""
+    rows = []
+    for k, ws in enumerate(s * MiB for s in range(36, 42)):
+        late = k >= 3
+        rows.append(row("fp32", ws, "plain", 1930.0 if late else 2100.0))
+        rows.append(row("fp32", ws, "stcs", b_late if late else 2000.0))
+    return pd.DataFrame(rows)
+
+
+def _ceiling_floor():
+    from sweeper.report.checks import Target
+
+    return Target("97% of the ceiling", ("fp32",), 32 * MiB, 48 * MiB, "pct_ceiling", 97.0)
+
+
+def _bands(doc) -> list[tuple[float, str]]:
+    return [(b["lo_bytes"] / MiB, b["config"]) for b in doc["dtypes"]["fp32"]["bands"]]
+
+
+def test_a_tie_never_trades_away_a_floor_that_a_tied_config_meets():
+    res = _floor_results()
+    plain = build_policy(res, manifest())
+    assert _bands(plain) == [(0, "plain")]  # one band: "plain" is tied at 39-41 MiB
+    doc = build_policy(res, manifest(), floors=[_ceiling_floor()], ceiling_gbps=2000.0)
+    assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]  # 98% beats 96.5% where both tie
+    assert doc["provenance"]["floors"] == ["97% of the ceiling"]
+    assert doc["provenance"]["floored_sizes"] == 3
+    assert "target floors kept: 3 sizes" in describe(doc)
+
+
+@pytest.mark.parametrize(
+    ("b_late", "ceiling", "why"),
+    [(1935.0, 2000.0, "no tied config meets the floor"), (1960.0, None, "no ceiling measured")],
+)
+def test_a_floor_that_no_tied_config_meets_changes_nothing(b_late, ceiling, why):
+    res = _floor_results(b_late)
+    doc = build_policy(res, manifest(), floors=[_ceiling_floor()], ceiling_gbps=ceiling)
+    assert _bands(doc) == _bands(build_policy(res, manifest())) == [(0, "plain")], why
+    assert doc["provenance"]["floored_sizes"] == 0
+
+
+def test_policy_build_keeps_the_project_targets_floors_unless_told_not_to(tmp_path):
+    """The CLI builds with the default targets (the ceiling from the
+    manifest); --no-floors builds as before floors existed, with no floors in provenance."""
+    from typer.testing import CliRunner
+
+    from sweeper.analyze.store import write_run
+    from sweeper.cli import app
+
+    run = tmp_path / "results" / "synth" / "r1"
+    write_run(run, {**manifest(), "ceiling": {"mode": "hot", "gbps": 2000.0}}, _floor_results())
+    cli = CliRunner()
+    r = cli.invoke(app, ["policy", "build", str(run)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((run / "policy.json").read_text())
+    assert ">= 97% of the L2 ceiling in (32, 48] MiB" in doc["provenance"]["floors"]
+    assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]
+    r = cli.invoke(app, ["policy", "build", str(run), "--no-floors"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((run / "policy.json").read_text())
+    assert "floors" not in doc["provenance"] and _bands(doc) == [(0, "plain")]
