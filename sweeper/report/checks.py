@@ -202,11 +202,48 @@ def _card(rows, l2_bytes: int, mode: str, chosen: Sequence[Target] | None = None
                     "floor": t.floor,
                     "ok": bad.empty,
                     "failing_mib": [round(float(w) / MiB, 2) for w in bad.ws_bytes],
+                    "failing_ws": [int(w) for w in bad.ws_bytes],
                     "lowest_ratio": _lowest_ratio(r) if t.metric.startswith("ratio") else None,
                     "spec": t,
                 }
             )
     return card
+
+
+def best_measured(results, mode: str, ceiling_gbps: float | None):
+    """Per dtype and working set of this mode: the best value of each target metric over every
+    ok candidate the run measured there (each metric on its own), what the run's data reaches
+    at that size whatever a policy serves."""
+    df = results[(results.role == "candidate") & (results["mode"] == mode)]
+    df = df[df.status == "ok"]
+    copy = results[(results.role == "copy") & (results["mode"] == mode)]
+    copy = copy.groupby(["dtype", "ws_bytes"])["gbps"].max()
+    idx = list(zip(df.dtype, df.ws_bytes, strict=True))
+    df = df.assign(pct_copy=100 * df.gbps.to_numpy() / copy.reindex(idx).to_numpy())
+    df = _with_ceiling(df, ceiling_gbps)
+    return df.groupby(["dtype", "ws_bytes"])[["ratio", "ratio_hi", "pct_ceiling", "pct_copy"]].max()
+
+
+def out_of_reach(cards: Sequence[list[dict] | None], best) -> list[dict]:
+    """The failing sizes of the cards' targets where no config the run measured meets the
+    floor either (`best`: best_measured): a limit of the configs measured there, which no
+    policy built from the run could have met. One entry per target and dtype:
+    {target, dtype, metric, floor, sizes: [(ws_bytes, best value)]}."""
+    out: dict[tuple[str, str], dict] = {}
+    for card in cards:
+        for c in card or []:
+            t = c["spec"]
+            for ws in c.get("failing_ws", []):
+                value = best[t.metric].get((c["dtype"], ws), math.nan)
+                if value >= t.floor:  # False for NaN: not measured is not met
+                    continue
+                e = out.setdefault(
+                    (c["target"], c["dtype"]),
+                    {"target": c["target"], "dtype": c["dtype"], "metric": t.metric,
+                     "floor": t.floor, "sizes": {}},
+                )  # fmt: skip
+                e["sizes"][ws] = float(value)
+    return [{**e, "sizes": sorted(e["sizes"].items())} for e in out.values()]
 
 
 def _lowest_ratio(r) -> dict | None:

@@ -802,6 +802,34 @@ def _target_result(entries: list[dict]) -> str:
     return "**no**: " + "; ".join(parts) + " MiB"
 
 
+def _out_of_reach_lines(results: pd.DataFrame, f: Findings) -> list[str]:
+    """The summary's line for failing sizes that no measured config meets: there the target is
+    beyond what the run found, not a choice of the policy."""
+    from sweeper.report.checks import best_measured, out_of_reach
+
+    if not f.card and not f.vcard:
+        return []
+    gone = out_of_reach([f.card, f.vcard], best_measured(results, f.mode, f.ceiling_gbps))
+    if not gone:
+        return []
+    parts = []
+    for e in gone:
+        shown = ", ".join(
+            f"{fmt_bytes(ws)} ({v:.3f})"
+            if e["metric"] != "pct_ceiling"
+            else f"{fmt_bytes(ws)} ({v:.1f}%)"
+            for ws, v in e["sizes"][:SHOWN]
+        )
+        more = f", ... ({len(e['sizes'])} in all)" if len(e["sizes"]) > SHOWN else ""
+        parts.append(f"{e['target']}, {e['dtype']} at {shown}{more}")
+    n = sum(len(e["sizes"]) for e in gone)
+    return [
+        f"- Out of the run's reach ({n}): failing sizes where no config the run measured meets "
+        "the floor either, so no policy built from this run could; the best measured value in "
+        "brackets: " + "; ".join(parts) + "."
+    ]
+
+
 def summary(
     run_dir: Path,
     manifest: Mapping[str, Any],
@@ -918,6 +946,7 @@ def summary(
             out.append(
                 "- Verify: bit-exact; no size loses or is off its Numba kernel in every pass."
             )
+    out += _out_of_reach_lines(results, f)
     bad = results[results["status"] != "ok"]
     statuses = ", ".join(f"{n} {s}" for s, n in bad["status"].value_counts().sort_index().items())
     chk = f.pairing

@@ -218,6 +218,14 @@ def test_the_verdict_and_the_targets_table_of_a_known_run(known):
         "- Verify, losses in some passes only (31): fp32 10 MiB (0.970x / 1.400x);"
     )
     assert one_pass.endswith(", ... (31 in all).")
+    # fp32's losses at 10 and 13 MiB: no config of the run is faster there (A 0.97x, B 0.9x),
+    # where fp16's band and ceiling failures on verify were within the run's reach (A 1.4x)
+    assert (
+        "- Out of the run's reach (4): failing sizes where no config the run measured meets the "
+        "floor either, so no policy built from this run could; the best measured value in "
+        "brackets: never below the baseline (CI), fp32 at 10 MiB (0.980), 13 MiB (0.980); "
+        "no loss over 1%, fp32 at 10 MiB (0.970), 13 MiB (0.970)."
+    ) in sec
     n = 4 * len(SIZES) * 4
     assert f"- Guards: {BAD} of {n} cells not ok ({BAD} mismatch); 0 guard-log finding(s); " in sec
     assert f"wall time {TOTAL_S:,.1f} s (0:08:20)" in sec

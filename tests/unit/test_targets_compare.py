@@ -149,3 +149,26 @@ def test_a_baseline_other_than_torch_is_named_in_selection_report_and_plots(tmp_
     labels = [x for ax in fig.axes for x in ax.get_legend_handles_labels()[1]]
     assert f"{ref} (1.0×)" in labels and not any("torch" in x for x in labels)
     assert all("torch" not in ax.get_ylabel() for ax in fig.axes)
+
+
+def test_a_failing_size_is_out_of_reach_only_where_no_measured_config_meets_the_floor(tmp_path):
+    """Serving "b" below L2 fails "never below the baseline" where "a" would meet it: the
+    policy's choice, not out of reach. The ceiling target at a 9600 GB/s ceiling fails with
+    "a" too, the fastest config there (9000 GB/s, 93.75%): out of reach, with that value."""
+    from sweeper.analyze.store import load_run
+    from sweeper.report.checks import best_measured, out_of_reach
+
+    res = load_run(_run(tmp_path, "r")).results
+    best = best_measured(res, "hot", 9600.0)
+    card_b = scorecard(res, _policy("b"), L2, ceiling_gbps=9600.0)
+    failing = {c["target"] for c in card_b if c["ok"] is False}
+    assert {"never below the baseline (CI)", ">= 97% of the L2 ceiling in (32, 48] MiB"} <= failing
+    gone = out_of_reach([card_b, None], best)
+    assert [(e["target"], e["dtype"]) for e in gone] == [
+        (">= 97% of the L2 ceiling in (32, 48] MiB", "fp32")
+    ]
+    ceil = next(c for c in card_b if c["target"].startswith(">= 97% of the L2"))
+    assert [ws for ws, _ in gone[0]["sizes"]] == sorted(ceil["failing_ws"])
+    assert all(v == pytest.approx(100 * 9000 / 9600, rel=0.02) for _, v in gone[0]["sizes"])
+    # the same target on verify's timing counts once per size
+    assert out_of_reach([card_b, card_b], best)[0]["sizes"] == gone[0]["sizes"]
