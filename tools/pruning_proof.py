@@ -15,6 +15,10 @@ policy against the baseline in the same run. The proof holds when no top config 
     python tools/pruning_proof.py check EXHAUSTIVE_RUN... --passes PASS_1,PASS_2 --out proof.md
         # a pass timed in several runs joins their folders: P1A+P1B,P2A+P2B
 
+`prove EXHAUSTIVE_RUN... --policy POLICY --root DIR` does the last two steps in one command on
+the GPU: it times the two passes that `top` prints (run folders DIR/<gpu>/proof-p1, -p2) and
+then checks them as `check` does, with the same table, verdict and exit status.
+
 `leave-out RUN --fraction F` asks what one screening size contributes to a recorded run: the
 survivors without it, the cells that would save, and how much speed the sweep would lose.
 
@@ -265,6 +269,34 @@ def top_configs(exhaustive: list[str], k: int) -> pd.DataFrame:
     return top[["mode", "dtype", "n", "ws_bytes", "config", "ratio"]].reset_index(drop=True)
 
 
+def pass_runs(exhaustive: list[str], k: int, policy: str, plan: str) -> list[dict]:
+    """The two passes' `sweeper run` arguments (api.run keywords, the plan as `plan_path`):
+    the extended grid's configs that are a top-k somewhere and the policy's dispatch, at the
+    exhaustive runs' sizes, in their modes. `plan` is used for a table (.csv.xz), which does
+    not record it; a run folder's manifest names its own."""
+    best = top_configs(exhaustive, k)
+    if is_table(exhaustive[0]):
+        modes = sorted(set(best["mode"]))
+    else:
+        m = load_run(exhaustive[0]).manifest
+        plan, modes = m["plan"]["path"], m["modes"]
+    return [
+        {"plan_path": plan, "grid": "extended", "dtypes": sorted(set(best["dtype"])),
+         "modes": list(modes), "sizes": mib_range(best["ws_bytes"].min(), best["ws_bytes"].max()),
+         "configs": [*sorted(set(best["config"])), f"{PREFIX}*"], "policy": policy,
+         "run_id": f"proof-p{i}"}
+        for i in (1, 2)
+    ]  # fmt: skip
+
+
+def command_line(args: dict) -> str:
+    """A pass as the `sweeper run` command that times it."""
+    return (f"sweeper run {args['plan_path']} --grid {args['grid']} --dtypes "
+            f"{','.join(args['dtypes'])} --modes {','.join(args['modes'])} --sizes "
+            f"{args['sizes']} --configs '{','.join(args['configs'])}' --policy {args['policy']} "
+            f"--run-id {args['run_id']}")  # fmt: skip
+
+
 def check(
     exhaustive: list[str], passes: list[str], top: int, margin: float, policy: str | None
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -332,6 +364,15 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--margin", type=float, default=MARGIN)
     c.add_argument("--policy-config", default=None, help="policy-<run> (default: the one timed)")
     c.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    pr = sub.add_parser("prove", help="time the two passes on the GPU, then check them")
+    pr.add_argument("exhaustive", nargs="+")
+    pr.add_argument("--policy", required=True)
+    pr.add_argument("--root", required=True, help="results root of the passes' run folders")
+    pr.add_argument("--k", type=int, default=2 * TOP)
+    pr.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
+    pr.add_argument("--top", type=int, default=TOP)
+    pr.add_argument("--margin", type=float, default=MARGIN)
+    pr.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
     w = sub.add_parser("table", help="write the exhaustive runs' cells as one .csv.xz")
     w.add_argument("exhaustive", nargs="+")
     w.add_argument("--out", required=True)
@@ -394,21 +435,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{a.mode} --quick --sizes {rng} --run-id proof-ex-{tag}")  # fmt: skip
         return 0
     if a.cmd == "top":
-        best = top_configs(a.exhaustive, a.k)
-        if is_table(a.exhaustive[0]):  # a table: the plan is named, not recorded
-            plan, modes = a.plan, sorted(set(best["mode"]))
-        else:
-            m = load_run(a.exhaustive[0]).manifest
-            plan, modes = m["plan"]["path"], m["modes"]
-        configs = sorted(set(best["config"]))
-        rng = mib_range(best["ws_bytes"].min(), best["ws_bytes"].max())
-        for i in (1, 2):
-            print(f"sweeper run {plan} --grid extended --dtypes "
-                  f"{','.join(sorted(set(best['dtype'])))} --modes {','.join(modes)} "
-                  f"--sizes {rng} --configs '{','.join(configs)},{PREFIX}*' "
-                  f"--policy {a.policy} --run-id proof-p{i}")  # fmt: skip
+        for args in pass_runs(a.exhaustive, a.k, a.policy, a.plan):
+            print(command_line(args))
         return 0
-    passes = [p for p in a.passes.split(",") if p]
+    if a.cmd == "prove":
+        from sweeper import api
+
+        passes = []
+        for args in pass_runs(a.exhaustive, a.k, a.policy, a.plan):
+            print(command_line(args) + f" --root {a.root}", flush=True)
+            passes.append(str(api.run(**args, out_root=a.root)))
+        a.policy_config = None
+    else:
+        passes = [p for p in a.passes.split(",") if p]
     table, missing = check(a.exhaustive, passes, a.top, a.margin, a.policy_config)
     text = markdown(table, passes, a.margin)
     beaten = int(table["faster_in_every_pass"].sum()) if len(table) else 0

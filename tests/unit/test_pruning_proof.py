@@ -240,3 +240,28 @@ def load_run_candidates(run: str, config: str):
 
     trials, _ = read_trials(run)
     return [t for t in trials if t["config"] == config and t.get("phase") in ("sweep", "refine")]
+
+
+def test_prove_times_the_two_passes_that_top_prints_then_checks_them(runs, monkeypatch, tmp_path):
+    """`prove` runs exactly the passes `top` prints (here on the model GPU, where the
+    policy's dispatch is the config policy-x) and gives `check`'s table and exit status."""
+    plan, _, _, ex = runs
+    real, calls = api.run, []
+
+    def on_the_model_gpu(plan_path, *, out_root, **kw):
+        calls.append({"plan_path": plan_path, **kw})
+        m = model({"policy-x": 5700.0})  # A and B lead it by 5.3% and 3.5%, C by 1.75%
+        return real(plan_path, sizes=kw["sizes"], executor=m, out_root=out_root,
+                    run_id=kw["run_id"])  # fmt: skip
+
+    monkeypatch.setattr(api, "run", on_the_model_gpu)
+    out, root = tmp_path / "proof.md", tmp_path / "passes"
+    argv = ["prove", *ex, "--policy", "P.json", "--root", str(root), "--k", "3", "--top", "3"]
+    assert proof.main([*argv, "--out", str(out)]) == 1
+    assert calls == proof.pass_runs(ex, 3, "P.json", "unused: the runs name their plan")
+    assert [c["run_id"] for c in calls] == ["proof-p1", "proof-p2"]
+    assert calls[0]["configs"] == ["A", "B", "C", "policy-*"] and calls[0]["grid"] == "extended"
+    text = out.read_text()
+    assert "| fp32 | 43.12 MiB | `A` | 1.333x | 1.053x | 1.053x | **yes** |" in text
+    assert "| fp32 | 43.12 MiB | `C` |" in text and text.count("**yes**") == 2 * 4 * 2
+    assert (root / "h200" / "proof-p2" / "manifest.json").exists()
