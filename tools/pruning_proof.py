@@ -40,6 +40,7 @@ import pandas as pd
 
 from sweeper.analyze.store import load_run
 from sweeper.api import parse_ws_range
+from sweeper.errors import SweeperError
 from sweeper.plan.planfile import load_plan
 from sweeper.run.dispatch import PREFIX
 from sweeper.run.search import BAND_FRACTIONS, SearchParams, climb_moves, one_axis, screen_sizes
@@ -444,7 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         passes = []
         for args in pass_runs(a.exhaustive, a.k, a.policy, a.plan):
             print(command_line(args) + f" --root {a.root}", flush=True)
-            passes.append(str(api.run(**args, out_root=a.root)))
+            try:
+                passes.append(str(api.run(**args, out_root=a.root)))
+            except SweeperError as e:  # a bad policy, plan or root: one line, nothing checked
+                raise SystemExit(f"prove: {e}") from None
         a.policy_config = None
     else:
         passes = [p for p in a.passes.split(",") if p]

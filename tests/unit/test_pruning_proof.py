@@ -265,3 +265,12 @@ def test_prove_times_the_two_passes_that_top_prints_then_checks_them(runs, monke
     assert "| fp32 | 43.12 MiB | `A` | 1.333x | 1.053x | 1.053x | **yes** |" in text
     assert "| fp32 | 43.12 MiB | `C` |" in text and text.count("**yes**") == 2 * 4 * 2
     assert (root / "h200" / "proof-p2" / "manifest.json").exists()
+
+
+def test_prove_with_a_policy_that_is_not_there_is_one_line_and_times_nothing(runs, tmp_path):
+    _, _, _, ex = runs
+    root = tmp_path / "passes"
+    with pytest.raises(SystemExit) as e:
+        proof.main(["prove", *ex, "--policy", str(tmp_path / "none.json"), "--root", str(root)])
+    assert str(e.value).startswith("prove: ") and "\n" not in str(e.value)
+    assert not root.exists()
