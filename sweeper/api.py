@@ -514,15 +514,22 @@ def policy_build(
     pattern: str | None = None,
     resolution: int | None = None,
     floors: bool = True,
+    targets: str | None = None,
 ):
     """Build <run>/policy.json (fewest bands per dtype; refuses boundaries in brackets wider
-    than the plan resolution). With `floors`, a tie keeps the project targets' floors
-    (sweeper.analyze.policy.keep_floors). Returns (path, policy dict)."""
+    than the plan resolution). With `floors`, a tie keeps the targets' floors
+    (sweeper.analyze.policy.keep_floors): the project targets, or those of the `targets` file
+    (as `sweeper report --targets` reads it). Returns (path, policy dict)."""
     from sweeper.analyze import policy as pol
     from sweeper.analyze.select import DEFAULT_TOLERANCE
     from sweeper.analyze.store import load_run
+    from sweeper.errors import SweeperError
+    from sweeper.report import checks
     from sweeper.runfolder import POLICY, resolve_run
 
+    if targets is not None and not floors:
+        raise SweeperError("--targets sets the floors a tie keeps; it has no use with --no-floors")
+    chosen = checks.load_targets(targets) if targets is not None else None  # before any work
     data = load_run(resolve_run(run, root))
     pol.check_complete(data.path, data.manifest)
     if tolerance == "verify":
@@ -531,11 +538,10 @@ def policy_build(
         tolerance = DEFAULT_TOLERANCE
     elif not isinstance(tolerance, list):
         tolerance = float(tolerance)
-    chosen = ()
-    if floors:
-        from sweeper.report.checks import targets
-
-        chosen = targets(int(data.manifest["device"]["l2_bytes"]))
+    if not floors:
+        chosen = ()
+    elif chosen is None:
+        chosen = checks.targets(int(data.manifest["device"]["l2_bytes"]))
     doc = pol.build_policy(
         data.results,
         data.manifest,

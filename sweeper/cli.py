@@ -555,6 +555,13 @@ def policy_build_cmd(
         help="A tie keeps the project targets' floors (sweeper/report/checks.py): where a tied "
         "config meets a target at a size, one that misses it does not serve that size.",
     ),
+    targets: str = typer.Option(
+        None,
+        "--targets",
+        metavar="FILE.json",
+        help="The floors a tie keeps come from this targets file (as `sweeper report "
+        "--targets` reads it) instead of the project targets.",
+    ),
 ) -> None:
     """Write <run>/policy.json: the fewest size bands per dtype, each served by one config;
     refuses a boundary whose bracket is wider than the plan resolution."""
@@ -570,7 +577,7 @@ def policy_build_cmd(
             fail(f"--modes {modes}: a policy is built for one mode; build one per mode")
         run = _named_run(run)
         path, doc = api.policy_build(
-            run, tolerance=tolerance, mode=modes, pattern=pattern, floors=floors
+            run, tolerance=tolerance, mode=modes, pattern=pattern, floors=floors, targets=targets
         )
         text = api.policy_show(str(path))
     except USER_ERRORS as e:

@@ -785,3 +785,30 @@ def test_policy_build_keeps_the_project_targets_floors_unless_told_not_to(tmp_pa
     assert r.exit_code == 0, r.output
     doc = json.loads((run / "policy.json").read_text())
     assert "floors" not in doc["provenance"] and _bands(doc) == [(0, "plain")]
+
+
+def test_a_targets_file_sets_the_floors_and_a_bad_one_writes_nothing(tmp_path):
+    """`policy build --targets FILE` keeps that file's floors (as `report --targets` reads
+    it); a bad file, or --targets with --no-floors, is one line and no policy.json."""
+    from typer.testing import CliRunner
+
+    from sweeper.analyze.store import write_run
+    from sweeper.cli import app
+
+    run = tmp_path / "results" / "synth" / "r1"
+    write_run(run, {**manifest(), "ceiling": {"mode": "hot", "gbps": 2000.0}}, _floor_results())
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps({"targets": [
+        {"name": "98% of the ceiling", "metric": "pct_ceiling", "floor": 98, "modes": ["hot"]}]}))  # fmt: skip
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"targets": [{"name": "x"}]}')
+    cli = CliRunner()
+    for argv in (["--targets", str(bad)], ["--targets", str(good), "--no-floors"]):
+        r = cli.invoke(app, ["policy", "build", str(run), *argv])
+        assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, r.output
+        assert not (run / "policy.json").exists()
+    r = cli.invoke(app, ["policy", "build", str(run), "--targets", str(good)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((run / "policy.json").read_text())
+    assert doc["provenance"]["floors"] == ["98% of the ceiling"]
+    assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]  # stcs reads 98%, plain 96.5%
