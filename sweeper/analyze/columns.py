@@ -44,3 +44,27 @@ COLUMNS: dict[str, tuple[str, str]] = {
 STATUSES = ("ok", "mismatch", "guard", "above-ceiling", "above-peak", "error")
 ROLES = ("candidate", "baseline", "copy")
 MODES = ("hot", "cold", "after-write")
+
+
+# ---- metrics derived from the table, as targets are checked on them ------------------------
+
+
+def with_pct_copy(rows, results, mode: str):
+    """`rows` (of `results`, in `mode`) with `copy_gbps` and `pct_copy`: their GB/s against
+    the copy kernel the run timed at the same dtype and n in that mode (the run's own copy
+    rows, not a cached column)."""
+    import pandas as pd
+
+    copy = results[(results["role"] == "copy") & (results["mode"] == mode)]
+    copy = copy.set_index(["dtype", "n"])["gbps"]
+    idx = pd.MultiIndex.from_arrays([rows["dtype"], rows["n"]])
+    rows = rows.assign(copy_gbps=copy.reindex(idx).to_numpy())
+    return rows.assign(pct_copy=100 * rows["gbps"] / rows["copy_gbps"])
+
+
+def with_pct_ceiling(rows, ceiling_gbps: float | None):
+    """`rows` with `pct_ceiling`: their GB/s against the run's L2-resident ceiling (NaN
+    without one)."""
+    return rows.assign(
+        pct_ceiling=100 * rows["gbps"] / ceiling_gbps if ceiling_gbps else float("nan")
+    )

@@ -41,6 +41,7 @@ from sweeper_kernels import hints
 
 from sweeper import __version__
 from sweeper.analyze.bands import misses, segment
+from sweeper.analyze.columns import with_pct_ceiling, with_pct_copy
 from sweeper.analyze.select import (
     DEFAULT_TOLERANCE,
     fracs_of_best,
@@ -131,7 +132,7 @@ def build_policy(
     pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
     picked = results[(results["mode"] == mode) & (results["pattern"] == pattern)]
     sets = fracs_of_best(picked, tolerance)
-    sets, floored = keep_floors(sets, picked, results, floors, ceiling_gbps)
+    sets, floored = keep_floors(sets, picked, results, mode, floors, ceiling_gbps)
     table = variants(results)
     simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731
     out_dtypes: dict[str, Any] = {}
@@ -193,53 +194,44 @@ def keep_floors(
     sets: dict,
     picked: pd.DataFrame,
     results: pd.DataFrame,
+    mode: str,
     floors: Sequence[Any],
     ceiling_gbps: float | None,
 ) -> tuple[dict, int]:
-    """The tie sets (select.fracs_of_best) with the targets' floors kept: at a size where a
-    config tied with the fastest meets a target's floor there, the tied configs that miss it
-    are no longer acceptable, target by target in the targets' order. A tie tolerance wide
-    enough to merge bands (one per range of working set, from verify's repeat noise) thus
-    never trades away a target that the run's data meets at that size: the fastest config
-    always stays. Metrics as the report computes them (sweeper.report.checks): `ratio`,
-    `ratio_hi`, `pct_ceiling` (of `ceiling_gbps`; no floor without it) and `pct_copy` (of the
-    copy kernel at the same size). Returns the sets and how many sizes a floor narrowed."""
+    """The tie sets (select.fracs_of_best of `picked`, the run's rows in `mode`) with the
+    targets' floors kept: at a size where a config tied with the fastest meets a target's
+    floor there, the tied configs that miss it are no longer acceptable, target by target in
+    the targets' order. A tie tolerance wide enough to merge bands (one per range of working
+    set, from verify's repeat noise) thus never trades away a target that the run's data
+    meets at that size: the fastest config always stays. The metrics are the report's
+    (`ratio`, `ratio_hi`, and `pct_copy` and `pct_ceiling` as columns.with_pct_copy and
+    with_pct_ceiling derive them; no ceiling floor without `ceiling_gbps`). Returns the sets
+    and how many sizes a floor narrowed."""
     if not floors:
         return sets, 0
     ok = picked[(picked["role"] == "candidate") & (picked["status"] == "ok")]
+    ok = with_pct_ceiling(with_pct_copy(ok, results, mode), ceiling_gbps)
     best = ok.sort_values("gbps", ascending=False).drop_duplicates(
         ["mode", "pattern", "dtype", "ws_bytes", "config"]
     )
     rows = best.set_index(["mode", "pattern", "dtype", "ws_bytes", "config"]).to_dict("index")
-    copies = results[results["role"] == "copy"]
-    keys = zip(copies["mode"], copies["dtype"], copies["ws_bytes"], strict=True)
-    copy = dict(zip(keys, copies["gbps"], strict=True))
-
-    def value(metric: str, row: Mapping[str, Any], mode: str, dtype: str, ws: int) -> float:
-        if metric == "pct_ceiling":
-            return 100 * row["gbps"] / ceiling_gbps if ceiling_gbps else float("nan")
-        if metric == "pct_copy":
-            c = copy.get((mode, dtype, ws))
-            return 100 * row["gbps"] / c if c else float("nan")
-        return float(row[metric])
 
     out, narrowed = {}, 0
-    for (mode, pattern, dtype), seq in sets.items():
+    for (m, pattern, dtype), seq in sets.items():
         new = []
         for ws, acc, measured in seq:
             keep = dict(acc)
             for t in floors:
-                if mode not in t.modes or dtype not in t.dtypes or not t.contains(ws):
+                if m not in t.modes or dtype not in t.dtypes or not t.contains(ws):
                     continue
                 meets = {
                     c: f for c, f in keep.items()
-                    if value(t.metric, rows[(mode, pattern, dtype, ws, c)], mode, dtype, ws)
-                    >= t.floor
+                    if float(rows[(m, pattern, dtype, ws, c)][t.metric]) >= t.floor
                 }  # fmt: skip
                 keep = meets or keep
             narrowed += len(keep) < len(acc)
             new.append((ws, keep, measured))
-        out[(mode, pattern, dtype)] = new
+        out[(m, pattern, dtype)] = new
     return out, narrowed
 
 

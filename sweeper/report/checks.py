@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweeper.analyze.columns import MODES
+from sweeper.analyze.columns import MODES, with_pct_ceiling, with_pct_copy
 from sweeper.dtypes import DTYPES
 from sweeper.units import MiB
 
@@ -117,13 +117,7 @@ def policy_rows(results, policy: dict, mode: str = "hot"):
             ]
             out.append(rows)
     rows = pd.concat(out) if out else df.iloc[:0]
-    # The copy roofline from the run's own copy rows at the same size (not a cached column).
-    copy = results[(results.role == "copy") & (results["mode"] == mode)]
-    copy = copy.set_index(["dtype", "n"])["gbps"]
-    idx = pd.MultiIndex.from_arrays([rows.dtype, rows.n])
-    rows = rows.assign(copy_gbps=copy.reindex(idx).to_numpy())
-    rows = rows.assign(pct_copy=100 * rows.gbps / rows.copy_gbps)
-    return rows.sort_values(["dtype", "ws_bytes"])
+    return with_pct_copy(rows, results, mode).sort_values(["dtype", "ws_bytes"])
 
 
 def scorecard(
@@ -137,7 +131,7 @@ def scorecard(
     """One line per (target, dtype) of this mode: sizes checked, worst value, pass, failing
     sizes (MiB). `chosen`: the targets to check (default: `targets(l2_bytes)`)."""
     rows = policy_rows(results, policy, mode)
-    return _card(_with_ceiling(rows, ceiling_gbps), l2_bytes, mode, chosen)
+    return _card(with_pct_ceiling(rows, ceiling_gbps), l2_bytes, mode, chosen)
 
 
 def verify_scorecard(
@@ -160,7 +154,7 @@ def verify_scorecard(
     def per_size(how: str):
         cols = {c: (c, how) for c in ("ratio", "ratio_lo", "ratio_hi", "gbps")}
         rows = v.groupby(["dtype", "ws_bytes"], as_index=False).agg(**cols)
-        return _with_ceiling(rows.assign(pct_copy=pd.NA), ceiling_gbps)
+        return with_pct_ceiling(rows.assign(pct_copy=pd.NA), ceiling_gbps)
 
     lowest, best = per_size("min"), per_size("max")
     chosen = list(targets(l2_bytes) if chosen is None else chosen)
@@ -168,10 +162,6 @@ def verify_scorecard(
     for t in chosen:  # in the targets' order
         card += _card(best if t.passes == "any" else lowest, l2_bytes, mode, [t])
     return card
-
-
-def _with_ceiling(rows, ceiling_gbps: float | None):
-    return rows.assign(pct_ceiling=100 * rows.gbps / ceiling_gbps if ceiling_gbps else float("nan"))
 
 
 def _card(rows, l2_bytes: int, mode: str, chosen: Sequence[Target] | None = None) -> list[dict]:
@@ -215,12 +205,7 @@ def best_measured(results, mode: str, ceiling_gbps: float | None):
     ok candidate the run measured there (each metric on its own), what the run's data reaches
     at that size whatever a policy serves."""
     df = results[(results.role == "candidate") & (results["mode"] == mode)]
-    df = df[df.status == "ok"]
-    copy = results[(results.role == "copy") & (results["mode"] == mode)]
-    copy = copy.groupby(["dtype", "ws_bytes"])["gbps"].max()
-    idx = list(zip(df.dtype, df.ws_bytes, strict=True))
-    df = df.assign(pct_copy=100 * df.gbps.to_numpy() / copy.reindex(idx).to_numpy())
-    df = _with_ceiling(df, ceiling_gbps)
+    df = with_pct_ceiling(with_pct_copy(df[df.status == "ok"], results, mode), ceiling_gbps)
     return df.groupby(["dtype", "ws_bytes"])[["ratio", "ratio_hi", "pct_ceiling", "pct_copy"]].max()
 
 
