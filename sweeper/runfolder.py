@@ -28,15 +28,10 @@ CELL_PHASES = "cell_phases_s"  # host time by cell phase, "mode/phase" -> s (Pha
 REPLAY_GRAPHS = "replay_graphs"  # the fresh-input replay's graphs: updated / instantiated
 
 
-def trials_archive(run_dir: str | os.PathLike) -> Path | None:
-    """A run folder's archived trial log, or None; a folder holding two archives is refused
-    (which one is the run would be a guess)."""
-    return log_archive(run_dir, TRIALS)
-
-
 def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:
     """The archive (xz or gzip) of the log file `log` (TRIALS, PRUNED) in a run folder, or
-    None; a folder holding two archives of one log is refused."""
+    None; a folder holding two archives of one log is refused (which one is the run's would be
+    a guess)."""
     names = (f"{log}.xz", f"{log}.gz")
     found = [Path(run_dir) / a for a in names if (Path(run_dir) / a).exists()]
     if len(found) > 1:

@@ -28,8 +28,8 @@ from sweeper.runfolder import (
     PRUNED,
     RESULTS,
     TRIALS,
+    log_archive,
     read_log,
-    trials_archive,
 )
 from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
 
@@ -429,7 +429,7 @@ def trials_file(run_dir: str | os.PathLike) -> Path:
     run_dir = Path(run_dir)
     if (run_dir / TRIALS).exists():
         return run_dir / TRIALS
-    return trials_archive(run_dir) or run_dir / TRIALS
+    return log_archive(run_dir, TRIALS) or run_dir / TRIALS
 
 
 def check_results(run_dir: str | os.PathLike, rebuilt: pd.DataFrame) -> None:
