@@ -449,10 +449,10 @@ def main(argv: list[str] | None = None) -> int:
                 passes.append(str(api.run(**args, out_root=a.root)))
             except SweeperError as e:  # a bad policy, plan or root: one line, nothing checked
                 raise SystemExit(f"prove: {e}") from None
-        a.policy_config = None
     else:
         passes = [p for p in a.passes.split(",") if p]
-    table, missing = check(a.exhaustive, passes, a.top, a.margin, a.policy_config)
+    policy_config = getattr(a, "policy_config", None)  # prove: the dispatch its passes timed
+    table, missing = check(a.exhaustive, passes, a.top, a.margin, policy_config)
     text = markdown(table, passes, a.margin)
     beaten = int(table["faster_in_every_pass"].sum()) if len(table) else 0
     verdict = (
