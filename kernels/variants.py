@@ -258,7 +258,7 @@ def default_grid(dtypes=None) -> list[Variant]:
 
     * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
       default/cs, the space the 4090 study swept. 4- and 8-byte vectors at one launch shape
-      (256 threads, onepass); the climb reaches their other shapes: in the H200 run hot-5 a 4-
+      (256 threads, onepass); the climb reaches their other shapes: in the H200 run hot-5 (commit 594e88a) a 4-
       or 8-byte config came within 1.5% of the best at 343 of the 568 (dtype, size) points
       measured (at 50 of them at 256 threads onepass), a 16-byte one at 541;
     * L2 band (4): `L2::evict_last` loads + `.cs` stores, vec 16, unroll 1/2/4/8: keeps the

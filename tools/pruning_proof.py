@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("top", help="print the passes' commands for the exhaustive runs' top k")
     t.add_argument("exhaustive", nargs="+")
     t.add_argument("--k", type=int, default=2 * TOP)
-    t.add_argument("--policy", default="results/h200/hot-5/policy.json")
+    t.add_argument("--policy", default="results/h200/hot-6/policy.json")
     t.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
     c = sub.add_parser("check", help="the proof's table and verdict")
     c.add_argument("exhaustive", nargs="+")

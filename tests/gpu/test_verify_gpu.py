@@ -121,8 +121,9 @@ def test_missing_dtype_is_an_error_not_a_silent_noop(tmp_path, device, monkeypat
 def test_timing_passes_repeat_every_size_at_other_addresses(tmp_path, device, monkeypatch):
     """verify --passes: each pass times every size again on fresh buffers, records where they
     landed, and the verdict pairs the passes of each size. (Other addresses are not
-    guaranteed: on the H200, 55 of hot-5's 568 sizes got pass 1's address back despite the
-    spacer, so this test does not assert they differ.)"""
+    guaranteed: on the H200, 11 of hot-6's 551 sizes got pass 1's address back despite the
+    spacer (results/h200/hot-6/verify_timing.csv, x_addr), so this test does not assert they
+    differ.)"""
     import importlib.util
 
     from sweeper.analyze.policy import load_any

@@ -4,13 +4,19 @@
 The header widens thread and block indices as Numba does (sign extension): with unsigned
 widening the 2-vector flat export measured 2-8% slower than its Numba twin on the H200 while
 the two kernels' SASS differed only in that arithmetic. These tests hold the header to the
-Numba kernels on every config of the shipped hot-5 policy:
+Numba kernels on every config of the shipped hot-6 policy:
   * flat, 1 vector per thread: the whole kernel is the same instruction stream;
   * flat, 2-4 vectors per thread: the same index maths up to the first branch, and the same
     global loads and stores in the same order (the one-block slow path may differ);
+  * flat, 8 vectors per thread: the same instructions up to the first branch and the same
+    global loads and stores, the loads in the same order and the stores in the same order;
+    ptxas may schedule them differently (in fp32 v16-u8-ld.nc-st.cs-b128-flat two index
+    instructions, and one load and one store of the check-free path, trade places). On the H200 that export read a median 1.004-1.015x its
+    Numba kernel's time per dtype over its sizes and passes (results/h200/hot-6/verify_timing.csv,
+    column vs_numba);
   * tiled (onepass / strideW) and flat32: the same global loads and stores in the same order.
 The "flat32" kernels (32-bit index maths) are held to that standard on a synthetic policy
-that uses every flat32 shape (hot-5's policy may or may not use one)."""
+that uses every flat32 shape (hot-6's policy may or may not use one)."""
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from sweeper.export.sass import (
     prologue,
 )
 
-POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-5" / "policy.json"
+POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-6" / "policy.json"
 NVCC, NVDISASM = find_tool("nvcc"), find_tool("nvdisasm")
 
 pytestmark = pytest.mark.needs_tool("nvcc", "nvdisasm")
@@ -52,6 +58,8 @@ def header_fns(tmp_path_factory):
 
 def _shape(v: Variant) -> str:
     if v.grid == "flat":
+        if v.unroll > 4:
+            return "flat, 8 vectors per thread"
         return "flat, 1 vector per thread" if v.unroll == 1 else "flat, 2-4 vectors per thread"
     return "flat32" if v.grid == "flat32" else "tiled"
 
@@ -62,6 +70,7 @@ def test_the_policy_and_the_flat32_set_cover_every_kernel_shape():
     assert shapes == {
         "flat, 1 vector per thread",
         "flat, 2-4 vectors per thread",
+        "flat, 8 vectors per thread",
         "flat32",
         "tiled",
     }
@@ -70,7 +79,15 @@ def test_the_policy_and_the_flat32_set_cover_every_kernel_shape():
 def _mirrors(v, fns):
     ours = numba_sass(v, "90", NVDISASM)
     theirs = header_kernel(fns, v)
-    assert memory_ops(theirs) == memory_ops(ours) and memory_ops(ours)
+    assert memory_ops(ours)
+    if v.grid == "flat" and v.unroll > 4:  # the same instructions; ptxas may order them apart
+        assert sorted(prologue(theirs)) == sorted(prologue(ours))
+        for kind in ("LDG", "STG"):
+            assert [i for i in memory_ops(theirs) if kind in i] == [
+                i for i in memory_ops(ours) if kind in i
+            ]
+        return
+    assert memory_ops(theirs) == memory_ops(ours)
     if v.grid == "flat":
         assert prologue(theirs) == prologue(ours)
         if v.unroll == 1:

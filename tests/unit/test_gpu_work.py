@@ -51,7 +51,7 @@ def test_the_floor_counts_only_ok_hot_candidates_and_caps_samples():
 def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
     from sweeper.analyze.store import read_trials
 
-    run = ROOT / "results/h200/hot-5"
+    run = ROOT / "results/h200/hot-6"
     trials, _ = read_trials(run)
     ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
     assert gw.main([str(run)]) == 0
@@ -68,7 +68,7 @@ def test_bad_input_gets_one_line_and_status_2(capsys):
     assert gw.main([str(ROOT / "results/h200/aw-3")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
-    assert gw.main([str(ROOT / "results/h200/hot-5"), "--max-samples", "0"]) == 2
+    assert gw.main([str(ROOT / "results/h200/hot-6"), "--max-samples", "0"]) == 2
     assert "--max-samples 0" in capsys.readouterr().err
 
 

@@ -498,9 +498,9 @@ def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
     assert lo < 6 * L2 <= hi and hi - lo <= L2 / 32
 
 
-@pytest.mark.parametrize("run", ["hot-5"])
+@pytest.mark.parametrize("run", ["aw-3"])
 def test_the_shipped_run_maps_onto_this_checkouts_kernels(run):
-    """hot-5 was measured under kernel code recorded as equivalent (same PTX; its ids carry the
+    """aw-3 was measured under kernel code recorded as equivalent (same PTX; its ids carry the
     fingerprint Python 3.12 gave this code from ast.dump's text): every one of its candidate
     ids maps onto a variant of the current extended grid on any Python, so it can be resumed
     and compared, and its done cells keep their keys."""
@@ -819,16 +819,16 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
 
 
 def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(tmp_path):
-    """hot-5's candidates were recorded under kernel code recorded as equivalent (its ids carry
-    Python 3.12's ast.dump fingerprint): the replay answers them under this checkout's ids, as
+    """aw-3's candidates were recorded under kernel code recorded as equivalent (its ids carry
+    an earlier fingerprint): the replay answers them under this checkout's ids, as
     a resume keys done cells, so a replay stopped part-way and resumed records
     every cell once and ends where a replay run in one go ends."""
     from sweeper import api
     from sweeper.run.runner import TimeLimitReached
 
-    shipped = Path(__file__).parents[2] / "results/h200/hot-5"
+    shipped = Path(__file__).parents[2] / "results/h200/aw-3"
     plan = str(Path(__file__).parents[2] / "sweeps/h200.json")
-    kw = {"dtypes": ["fp32"], "out_root": str(tmp_path)}
+    kw = {"dtypes": ["fp16"], "modes": ["after-write"], "out_root": str(tmp_path)}
     whole = api.run(plan, executor=ReplayExecutor(shipped), run_id="whole", **kw)
     with pytest.raises(TimeLimitReached):
         api.run(plan, executor=ReplayExecutor(shipped), run_id="parts", time_limit_s=0.5, **kw)

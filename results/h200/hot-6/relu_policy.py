@@ -16,9 +16,9 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.L2el-st.cs-b256-flat": {
+  "v16-u1-ld.L2el-st.cs-b256-flat32": {
    "block": 256,
-   "grid": "flat",
+   "grid": "flat32",
    "load_hint": "L2::evict_last",
    "store_hint": "cs",
    "unroll": 1,
@@ -32,25 +32,9 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.L2el-st.wt-b256-flat": {
-   "block": 256,
+  "v16-u1-ld.L2el50-st.cs-b128-flat": {
+   "block": 128,
    "grid": "flat",
-   "load_hint": "L2::evict_last",
-   "store_hint": "wt",
-   "unroll": 1,
-   "vec_bytes": 16
-  },
-  "v16-u1-ld.L2el50-st.cs-b256-flat": {
-   "block": 256,
-   "grid": "flat",
-   "load_hint": "L2::evict_last:0.5",
-   "store_hint": "cs",
-   "unroll": 1,
-   "vec_bytes": 16
-  },
-  "v16-u1-ld.L2el50-st.cs-b256-onepass": {
-   "block": 256,
-   "grid": "onepass",
    "load_hint": "L2::evict_last:0.5",
    "store_hint": "cs",
    "unroll": 1,
@@ -64,58 +48,42 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.cg-st.cs-b256-stride1": {
+  "v16-u1-ld.cs-st.cs-b256-flat": {
    "block": 256,
-   "grid": "stride1",
-   "load_hint": "cg",
+   "grid": "flat",
+   "load_hint": "cs",
    "store_hint": "cs",
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.cg-st.def-b256-flat": {
+  "v16-u1-ld.lu-st.def-b256-flat": {
    "block": 256,
    "grid": "flat",
-   "load_hint": "cg",
+   "load_hint": "lu",
    "store_hint": "default",
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.cs-st.cg-b256-flat": {
+  "v16-u1-ld.nc-st.cs-b256-flat": {
    "block": 256,
    "grid": "flat",
-   "load_hint": "cs",
-   "store_hint": "cg",
+   "load_hint": "nc",
+   "store_hint": "cs",
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.def-st.cs-b256-stride1": {
+  "v16-u1-ld.nc-st.cs-b256-stride1": {
    "block": 256,
    "grid": "stride1",
-   "load_hint": "default",
+   "load_hint": "nc",
    "store_hint": "cs",
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.lu-st.cg-b256-flat": {
+  "v16-u1-ld.nc-st.wt-b256-flat": {
    "block": 256,
    "grid": "flat",
-   "load_hint": "lu",
-   "store_hint": "cg",
-   "unroll": 1,
-   "vec_bytes": 16
-  },
-  "v16-u1-ld.lu-st.cs-b256-flat": {
-   "block": 256,
-   "grid": "flat",
-   "load_hint": "lu",
-   "store_hint": "cs",
-   "unroll": 1,
-   "vec_bytes": 16
-  },
-  "v16-u1-ld.lu-st.wt-b256-flat": {
-   "block": 256,
-   "grid": "flat",
-   "load_hint": "lu",
+   "load_hint": "nc",
    "store_hint": "wt",
    "unroll": 1,
    "vec_bytes": 16
@@ -136,6 +104,22 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
+  "v16-u2-ld.L2el75-st.cs-b512-stride1": {
+   "block": 512,
+   "grid": "stride1",
+   "load_hint": "L2::evict_last:0.75",
+   "store_hint": "cs",
+   "unroll": 2,
+   "vec_bytes": 16
+  },
+  "v16-u2-ld.cg-st.def-b128-flat": {
+   "block": 128,
+   "grid": "flat",
+   "load_hint": "cg",
+   "store_hint": "default",
+   "unroll": 2,
+   "vec_bytes": 16
+  },
   "v16-u2-ld.def-st.cg-b128-flat": {
    "block": 128,
    "grid": "flat",
@@ -144,27 +128,11 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
-  "v16-u2-ld.def-st.def-b128-flat": {
-   "block": 128,
-   "grid": "flat",
-   "load_hint": "default",
-   "store_hint": "default",
-   "unroll": 2,
-   "vec_bytes": 16
-  },
-  "v16-u2-ld.def-st.wt-b128-flat": {
-   "block": 128,
-   "grid": "flat",
-   "load_hint": "default",
-   "store_hint": "wt",
-   "unroll": 2,
-   "vec_bytes": 16
-  },
-  "v16-u2-ld.lu-st.def-b128-flat": {
+  "v16-u2-ld.lu-st.cg-b128-flat": {
    "block": 128,
    "grid": "flat",
    "load_hint": "lu",
-   "store_hint": "default",
+   "store_hint": "cg",
    "unroll": 2,
    "vec_bytes": 16
   },
@@ -176,33 +144,49 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
-  "v8-u1-ld.cs-st.cs-b256-flat": {
-   "block": 256,
+  "v16-u8-ld.nc-st.cs-b128-flat": {
+   "block": 128,
    "grid": "flat",
-   "load_hint": "cs",
+   "load_hint": "nc",
    "store_hint": "cs",
-   "unroll": 1,
-   "vec_bytes": 8
+   "unroll": 8,
+   "vec_bytes": 16
   },
-  "v8-u1-ld.cs-st.def-b256-flat": {
+  "v4-u1-ld.def-st.wt-b512-flat": {
+   "block": 512,
+   "grid": "flat",
+   "load_hint": "default",
+   "store_hint": "wt",
+   "unroll": 1,
+   "vec_bytes": 4
+  },
+  "v8-u1-ld.cs-st.wt-b256-flat": {
    "block": 256,
    "grid": "flat",
    "load_hint": "cs",
-   "store_hint": "default",
+   "store_hint": "wt",
    "unroll": 1,
    "vec_bytes": 8
   },
-  "v8-u4-ld.L2el75-st.cs-b256-stride1": {
-   "block": 256,
+  "v8-u4-ld.L2el75-st.cs-b128-stride1": {
+   "block": 128,
    "grid": "stride1",
    "load_hint": "L2::evict_last:0.75",
    "store_hint": "cs",
    "unroll": 4,
    "vec_bytes": 8
   },
-  "v8-u4-ld.nc-st.cs-b128-flat": {
+  "v8-u4-ld.def-st.cs-b128-flat32": {
    "block": 128,
-   "grid": "flat",
+   "grid": "flat32",
+   "load_hint": "default",
+   "store_hint": "cs",
+   "unroll": 4,
+   "vec_bytes": 8
+  },
+  "v8-u4-ld.nc-st.cs-b128-flat32": {
+   "block": 128,
+   "grid": "flat32",
    "load_hint": "nc",
    "store_hint": "cs",
    "unroll": 4,
@@ -218,36 +202,28 @@ POLICY = {
    "dtypes": {
     "bf16": [
      {
-      "below": 0.02904485066731771,
-      "config": "v16-u1-ld.lu-st.cs-b256-flat"
+      "below": 0.11150156656901042,
+      "config": "v16-u1-ld.lu-st.def-b256-flat"
      },
      {
-      "below": 0.02983118693033854,
-      "config": "v16-u2-ld.def-st.wt-b128-flat"
-     },
-     {
-      "below": 0.12702713012695313,
-      "config": "v16-u1-ld.lu-st.cg-b256-flat"
-     },
-     {
-      "below": 0.265625,
-      "config": "v16-u2-ld.def-st.def-b128-flat"
+      "below": 0.453125,
+      "config": "v16-u2-ld.def-st.cg-b128-flat"
      },
      {
       "below": 0.609375,
-      "config": "v8-u4-ld.nc-st.cs-b128-flat"
+      "config": "v8-u4-ld.nc-st.cs-b128-flat32"
      },
      {
-      "below": 0.857421875,
-      "config": "v16-u1-ld.def-st.cs-b256-stride1"
+      "below": 0.896484375,
+      "config": "v16-u8-ld.nc-st.cs-b128-flat"
      },
      {
-      "below": 1.109375,
-      "config": "v16-u2-ld.L2el75-st.cs-b256-stride1"
+      "below": 1.0645833333333334,
+      "config": "v8-u4-ld.L2el75-st.cs-b128-stride1"
      },
      {
-      "below": 1.421875,
-      "config": "v16-u1-ld.L2el50-st.cs-b256-onepass"
+      "below": 1.453125,
+      "config": "v16-u2-ld.L2el50-st.cs-b128-flat"
      },
      {
       "below": None,
@@ -256,100 +232,100 @@ POLICY = {
     ],
     "fp16": [
      {
-      "below": 0.10303293863932292,
-      "config": "v16-u1-ld.lu-st.wt-b256-flat"
+      "below": 0.04914042154947917,
+      "config": "v16-u1-ld.nc-st.wt-b256-flat"
      },
      {
       "below": 0.1393768310546875,
-      "config": "v16-u1-ld.cs-st.cg-b256-flat"
+      "config": "v16-u1-ld.cs-st.cs-b256-flat"
      },
      {
-      "below": 0.2163976033528646,
-      "config": "v16-u2-ld.def-st.cg-b128-flat"
+      "below": 0.265625,
+      "config": "v16-u2-ld.cg-st.def-b128-flat"
      },
      {
       "below": 0.578125,
       "config": "v16-u1-ld.cg-st.cs-b256-flat"
      },
      {
-      "below": 0.8515625,
-      "config": "v16-u1-ld.cg-st.cs-b256-stride1"
+      "below": 0.8828125,
+      "config": "v16-u8-ld.nc-st.cs-b128-flat"
      },
      {
       "below": 1.0802083333333334,
       "config": "v16-u2-ld.L2el75-st.cs-b256-stride1"
      },
      {
-      "below": 1.421875,
-      "config": "v16-u1-ld.L2el50-st.cs-b256-flat"
-     },
-     {
-      "below": None,
-      "config": "v16-u1-ld.L2el-st.wt-b256-flat"
-     }
-    ],
-    "fp32": [
-     {
-      "below": 0.05636672973632813,
-      "config": "v8-u1-ld.cs-st.def-b256-flat"
-     },
-     {
-      "below": 0.13918914794921874,
-      "config": "v16-u1-ld.cg-st.cs-b256-flat"
-     },
-     {
-      "below": 0.15326995849609376,
-      "config": "v16-u2-ld.lu-st.def-b128-flat"
-     },
-     {
-      "below": 0.2223742167154948,
-      "config": "v16-u2-ld.def-st.def-b128-flat"
-     },
-     {
-      "below": 0.578125,
-      "config": "v16-u1-ld.cg-st.cs-b256-flat"
-     },
-     {
-      "below": 0.869140625,
-      "config": "v16-u1-ld.def-st.cs-b256-stride1"
-     },
-     {
-      "below": 1.078125,
-      "config": "v8-u4-ld.L2el75-st.cs-b256-stride1"
-     },
-     {
-      "below": 1.466796875,
-      "config": "v16-u1-ld.L2el50-st.cs-b256-flat"
+      "below": 1.515625,
+      "config": "v16-u1-ld.L2el50-st.cs-b128-flat"
      },
      {
       "below": None,
       "config": "v16-u1-ld.L2el-st.def-b256-flat"
      }
     ],
+    "fp32": [
+     {
+      "below": 0.03514989217122396,
+      "config": "v4-u1-ld.def-st.wt-b512-flat"
+     },
+     {
+      "below": 0.13918914794921874,
+      "config": "v16-u1-ld.cg-st.cs-b256-flat"
+     },
+     {
+      "below": 0.19158732096354167,
+      "config": "v16-u2-ld.lu-st.cg-b128-flat"
+     },
+     {
+      "below": 0.2081273396809896,
+      "config": "v16-u2-ld.def-st.cg-b128-flat"
+     },
+     {
+      "below": 0.2177759806315104,
+      "config": "v8-u4-ld.def-st.cs-b128-flat32"
+     },
+     {
+      "below": 0.24815826416015624,
+      "config": "v16-u1-ld.cg-st.cs-b256-flat"
+     },
+     {
+      "below": 0.640625,
+      "config": "v8-u4-ld.nc-st.cs-b128-flat32"
+     },
+     {
+      "below": 0.890625,
+      "config": "v16-u8-ld.nc-st.cs-b128-flat"
+     },
+     {
+      "below": 1.2421875,
+      "config": "v16-u2-ld.L2el75-st.cs-b512-stride1"
+     },
+     {
+      "below": None,
+      "config": "v16-u1-ld.L2el-st.cg-b256-flat"
+     }
+    ],
     "int8": [
      {
-      "below": 0.06503829956054688,
-      "config": "v8-u1-ld.cs-st.cs-b256-flat"
-     },
-     {
       "below": 0.1393768310546875,
-      "config": "v16-u1-ld.cg-st.def-b256-flat"
+      "config": "v16-u1-ld.nc-st.wt-b256-flat"
      },
      {
-      "below": 0.609375,
+      "below": 0.60546875,
       "config": "v16-u2-ld.nc-st.cs-b128-flat"
      },
      {
-      "below": 0.8671875,
-      "config": "v16-u1-ld.def-st.cs-b256-stride1"
+      "below": 0.859375,
+      "config": "v16-u1-ld.nc-st.cs-b256-stride1"
      },
      {
-      "below": 1.0703125,
-      "config": "v16-u2-ld.L2el75-st.cs-b256-stride1"
+      "below": 1.078125,
+      "config": "v16-u2-ld.L2el75-st.cs-b512-stride1"
      },
      {
-      "below": 1.453125,
-      "config": "v16-u2-ld.L2el50-st.cs-b128-flat"
+      "below": 1.529296875,
+      "config": "v16-u1-ld.L2el50-st.cs-b128-flat"
      },
      {
       "below": None,
@@ -360,7 +336,7 @@ POLICY = {
    "gpu": "h200",
    "l2_bytes": 62914560,
    "run_ids": [
-    "hot-5"
+    "hot-6"
    ],
    "sm_count": 132
   }
@@ -371,10 +347,10 @@ POLICY = {
  ],
  "format": "sweeper-relu-policy-runtime",
  "generic": {
-  "bf16": "v16-u1-ld.L2el-st.cs-b256-flat",
-  "fp16": "v16-u1-ld.cg-st.cs-b256-flat",
-  "fp32": "v16-u1-ld.cg-st.cs-b256-flat",
-  "int8": "v8-u1-ld.cs-st.cs-b256-flat"
+  "bf16": "v16-u1-ld.L2el-st.cs-b256-flat32",
+  "fp16": "v16-u1-ld.nc-st.cs-b256-flat",
+  "fp32": "v16-u1-ld.nc-st.wt-b256-flat",
+  "int8": "v8-u1-ld.cs-st.wt-b256-flat"
  },
  "version": 2
 }
