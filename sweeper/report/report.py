@@ -63,6 +63,11 @@ def _num(v: Any, fmt: str = ".0f") -> str:
     return "-" if math.isnan(f) else format(f, fmt)
 
 
+def _times(v: Any) -> str:
+    """A ratio as 1.003x, or "-"."""
+    return "-" if _num(v) == "-" else f"{float(v):.3f}x"
+
+
 def _ratio_ci(r: Any, lo: Any, hi: Any) -> str:
     if _num(r) == "-":
         return "-"
@@ -1004,9 +1009,42 @@ def targets_section(f: Findings) -> list[str]:
     ]
 
 
-def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None) -> list[str]:
+def _run_ratios(results: pd.DataFrame | None) -> dict[tuple, float]:
+    """The run's own ratio of each ok candidate cell, by (mode, dtype, ws_bytes, config)."""
+    if results is None or results.empty:
+        return {}
+    ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
+    keys = zip(ok["mode"], ok["dtype"], ok["ws_bytes"].astype(int), ok["config"], strict=True)
+    return dict(zip(keys, ok["ratio"].astype(float), strict=True))
+
+
+def verify_against_run(rows: list[dict], run: dict[tuple, float]) -> dict | None:
+    """Verify's ratio over the run's ratio of the same config at the same size, per size and
+    pass: median and 5-95% range, and how many size-passes the run measured. None when the
+    run measured none of them."""
+    import numpy as np
+
+    q = [
+        r["ratio"] / run[k]
+        for r in rows
+        if (k := (r.get("mode"), r["dtype"], int(r["ws_bytes"]), r["config"])) in run
+    ]
+    if not q:
+        return None
+    lo, med, hi = np.percentile(q, [5, 50, 95])
+    return {"median": med, "p5": lo, "p95": hi, "n": len(q), "of": len(rows)}
+
+
+def verify_section(
+    run_dir: Path,
+    vt: pd.DataFrame | None,
+    v: dict | None = None,
+    results: pd.DataFrame | None = None,
+) -> list[str]:
     """What `sweeper verify` measured for this run's policy (verify_timing.csv): the verdict
-    as verify computes it, with every repeated failure and the pass-to-pass noise."""
+    as verify computes it, with every repeated failure and the pass-to-pass noise; with the
+    run's cells (`results`), how verify's ratios compare with the run's own for the same
+    config and size, overall and at each failure."""
     if vt is None:
         return [
             "Not verified yet: `sweeper verify <run>/policy.json` on a GPU builds the exported "
@@ -1027,6 +1065,14 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None
     ]
     sp = v["pass_spread"]
     spread = f"median {sp['median']:.2%}, p95 {sp['p95']:.2%}, max {sp['max']:.2%}" if sp else "-"
+    run = _run_ratios(results)
+    vr = verify_against_run(rows, run)
+    against = (
+        f"median {vr['median']:.3f}, 5-95% {vr['p5']:.3f}-{vr['p95']:.3f} "
+        f"({vr['n']} of {vr['of']} size-passes)"
+        if vr
+        else "-"
+    )
     out += _table(
         ["check", "result"],
         [
@@ -1040,6 +1086,7 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None
             ["sizes losing in some passes only", len(v["unrepeated_losses"])],
             ["lowest ratio to the baseline (any pass)", _num(v["min_ratio"], ".3f")],
             ["pass-to-pass movement of the ratio", spread],
+            ["ratio over the run's ratio of the same config and size", against],
             ["verdict", "**pass**" if v["ok"] else "**fail**"],
         ],  # fmt: skip
         "--",
@@ -1057,11 +1104,12 @@ def verify_section(run_dir: Path, vt: pd.DataFrame | None, v: dict | None = None
                 fmt_bytes(r["ws_bytes"]),
                 f"`{r['config']}`",
                 "; ".join(pass_values(r, what)),
+                _times(run.get((mode, r["dtype"], int(r["ws_bytes"]), r["config"]))),
             ]
             for r in v[key][:LONGEST]
         ]
         out += ["", f"**{title}**", ""]
-        out += _table(["dtype", "size", "config", "each pass"], body, "----")
+        out += _table(["dtype", "size", "config", "each pass", "in the run"], body, "----r")
         out += [""] + _more(len(v[key]), "verify_timing.csv") if len(v[key]) > LONGEST else []
     return out
 
@@ -1116,7 +1164,7 @@ def build_report(
         ),
         "Policy": policy(policy_doc),
         "Targets": targets_section(f),
-        "Verify": verify_section(run_dir, verify_table, f.verify),
+        "Verify": verify_section(run_dir, verify_table, f.verify, results),
         "Plots": plots_section(run_dir, plot_files, headline),
         "Guards": guards(results, manifest, f.pairing),
         "Pruned": pruned(manifest),

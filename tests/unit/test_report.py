@@ -255,8 +255,41 @@ def test_report_verify_section_lists_repeated_and_one_pass_losses(run_dir):
     assert "[verify.txt](verify.txt)" in sec
     assert "| fp32 | 16 MiB |" in sec and "0.970x [0.960, 0.980]; 0.970x [0.960, 0.980]" in sec
     assert "| fp32 | 4 MiB |" in sec and "0.970x [0.960, 0.980]; 1.100x [1.090, 1.110]" in sec
+    # each failure beside the run's own ratio of that config at that size
+    from sweeper.units import MiB
+
+    cells = load_run(run_dir).results
+    at = cells[(cells.dtype == "fp32") & (cells.config == CONFIGS[1]) & (cells.role == "candidate")]
+    at16 = float(at[at.ws_bytes == 16 * MiB].ratio.iloc[0])
+    assert f"0.970x [0.960, 0.980] | {at16:.3f}x |" in sec
+    ok = cells[(cells.role == "candidate") & (cells.status == "ok")]
+    measured = set(zip(ok["mode"], ok.dtype, ok.ws_bytes, ok.config, strict=True))
+    vt = synthetic_verify()
+    n = sum(k in measured for k in zip(vt["mode"], vt.dtype, vt.ws_bytes, vt.config, strict=True))
+    assert 0 < n < len(vt)  # a cell the run did not measure ok (fp16 40 MiB hot) is left out
+    assert "| ratio over the run's ratio of the same config and size | median " in sec
+    assert f"({n} of {len(vt)} size-passes) |" in sec
     assert (run_dir / "plots" / "verify_ratio.png").exists()
     assert "![verify_ratio](plots/verify_ratio.png)" in _sections(path.read_text())["Plots"]
+
+
+def test_verify_against_run_divides_each_size_pass_by_the_runs_ratio_of_its_config():
+    from sweeper.report.report import verify_against_run
+
+    run = {("hot", "fp32", 1 << 20, "A"): 1.0, ("hot", "fp32", 2 << 20, "A"): 1.1}
+    rows = [
+        {"mode": "hot", "dtype": "fp32", "ws_bytes": 1 << 20, "config": "A", "ratio": 0.95},
+        {"mode": "hot", "dtype": "fp32", "ws_bytes": 1 << 20, "config": "A", "ratio": 1.05},
+        {"mode": "hot", "dtype": "fp32", "ws_bytes": 2 << 20, "config": "A", "ratio": 1.1},
+        {"mode": "hot", "dtype": "fp32", "ws_bytes": 2 << 20, "config": "B", "ratio": 2.0},
+        {"mode": "cold", "dtype": "fp32", "ws_bytes": 1 << 20, "config": "A", "ratio": 2.0},
+    ]  # the last two: a config or a mode the run did not measure
+    got = verify_against_run(rows, run)
+    assert (got["n"], got["of"]) == (3, 5)
+    assert got["median"] == pytest.approx(1.0)
+    # numpy's linear percentiles of 0.95, 1.05 and 1.0
+    assert got["p5"] == pytest.approx(0.955) and got["p95"] == pytest.approx(1.045)
+    assert verify_against_run(rows[3:], run) is None
 
 
 def test_a_command_without_a_run_reads_the_newest_complete_one(tmp_path):
