@@ -45,6 +45,7 @@ from sweeper.analyze.columns import with_pct_ceiling, with_pct_copy
 from sweeper.analyze.select import (
     DEFAULT_TOLERANCE,
     fracs_of_best,
+    ok_candidates,
     searched,
     simplicity_key,
     tolerance_at,
@@ -209,8 +210,7 @@ def keep_floors(
     and how many sizes a floor narrowed."""
     if not floors:
         return sets, 0
-    ok = picked[(picked["role"] == "candidate") & (picked["status"] == "ok")]
-    ok = with_pct_ceiling(with_pct_copy(ok, results, mode), ceiling_gbps)
+    ok = with_pct_ceiling(with_pct_copy(ok_candidates(picked), results, mode), ceiling_gbps)
     best = ok.sort_values("gbps", ascending=False).drop_duplicates(
         ["mode", "pattern", "dtype", "ws_bytes", "config"]
     )

@@ -204,8 +204,10 @@ def best_measured(results, mode: str, ceiling_gbps: float | None):
     """Per dtype and working set of this mode: the best value of each target metric over every
     ok candidate the run measured there (each metric on its own), what the run's data reaches
     at that size whatever a policy serves."""
-    df = results[(results.role == "candidate") & (results["mode"] == mode)]
-    df = with_pct_ceiling(with_pct_copy(df[df.status == "ok"], results, mode), ceiling_gbps)
+    from sweeper.analyze.select import ok_candidates
+
+    df = ok_candidates(results[results["mode"] == mode])
+    df = with_pct_ceiling(with_pct_copy(df, results, mode), ceiling_gbps)
     return df.groupby(["dtype", "ws_bytes"])[["ratio", "ratio_hi", "pct_ceiling", "pct_copy"]].max()
 
 

@@ -1011,9 +1011,11 @@ def targets_section(f: Findings) -> list[str]:
 
 def _run_ratios(results: pd.DataFrame | None) -> dict[tuple, float]:
     """The run's own ratio of each ok candidate cell, by (mode, dtype, ws_bytes, config)."""
+    from sweeper.analyze.select import ok_candidates
+
     if results is None or results.empty:
         return {}
-    ok = results[(results["role"] == "candidate") & (results["status"] == "ok")]
+    ok = ok_candidates(results)
     keys = zip(ok["mode"], ok["dtype"], ok["ws_bytes"].astype(int), ok["config"], strict=True)
     return dict(zip(keys, ok["ratio"].astype(float), strict=True))
 
