@@ -544,17 +544,24 @@ class Runner:
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
             added += len(points)
-        # Then close every gap the policy would need a boundary in (policy_sample_points).
+        # Then close every gap the policy would need a boundary in (policy_sample_points),
+        # with the project targets' floors kept in ties as `sweeper policy build` keeps them.
+        from sweeper.report.checks import targets
+
+        floors = targets(plan.l2_bytes)
+        ceiling = (self.manifest.get("ceiling") or {}).get("gbps")
         bracketed, closed = 0, False
         for round_ in range(cfg.search.max_bracket_rounds + 1):
-            rows = survivor_rows()
+            copies = [r for r in self._rows_for(mode, dtype) if r["role"] == "copy"]
             brackets, singles = policy_sample_points(
-                rows,
+                survivor_rows() + copies,
                 plan.l2_bytes,
                 plan.resolution,
                 itemsize,
                 cfg.search.policy_tolerance,
                 cfg.search.refine_divisor,
+                floors=floors,
+                ceiling_gbps=ceiling,
             )
             points = [n for n in brackets if not self._has_size(mode, dtype, n)]
             closed = not points

@@ -9,8 +9,9 @@ side (ABBA) in the same cell; ratios are robust to drift between cells, raw time
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # Screening sizes, as fractions of L2 (working set): three small sizes at different wave
 # fractions, one below the band, four inside (L2/2, L2] (with 54 MiB of L2 or more, as on the
@@ -283,12 +284,20 @@ def policy_sample_points(
     itemsize: int,
     tolerance: float = 0.02,
     divisor: int = 256,
+    floors: Sequence[Any] = (),
+    ceiling_gbps: float | None = None,
 ) -> tuple[list[int], list[int]]:
     """New sizes (n) the policy needs, from one minimal segmentation of these rows over
     their tied sets alone (sweeper.analyze.bands.segment over
-    sweeper.analyze.select.acceptable_sets). `sweeper policy build` also lets a lone winner's
-    size join a neighbour's band, which never adds a wide bracket, so its brackets are closed
-    by these too; the one-size bands here are those lone winners:
+    sweeper.analyze.select.fracs_of_best), with the targets' `floors` kept in ties as
+    `sweeper policy build` keeps them (sweeper.analyze.policy.keep_floors; `rows` then hold
+    the copy kernel's rows too, for a floor on % of copy, and `ceiling_gbps` is the run's
+    L2-resident ceiling). A floor that narrows a tie can move a boundary into another gap:
+    on the H200 the after-write 1.05x floor at fp32 108-120 MiB put one between 139 and
+    144.5 MiB, which the sets without floors never bracketed (results/h200/aw-4's first
+    `policy build`). `sweeper policy build` also lets a lone winner's size join a
+    neighbour's band, which never adds a wide bracket, so its brackets are closed by these
+    too; the one-size bands here are those lone winners:
 
     * brackets: the midpoint of every gap wider than L2/resolution that holds a band
       boundary, so a run refined by these never has its policy refused;
@@ -299,12 +308,22 @@ def policy_sample_points(
       serves that size too (the band goes).
     """
     from sweeper.analyze.bands import segment
-    from sweeper.analyze.select import acceptable_sets
+    from sweeper.analyze.select import fracs_of_best
     from sweeper.analyze.store import trials_to_frame
 
     ok = _ok(rows)
     if not ok:
         return [], []
+    frame = trials_to_frame(ok)
+    sets = fracs_of_best(frame, tolerance)
+    if floors:
+        from sweeper.analyze.policy import keep_floors
+
+        every = trials_to_frame(list(rows))
+        for mode in sorted(set(frame["mode"])):
+            part = {k: v for k, v in sets.items() if k[0] == mode}
+            mine = frame[frame["mode"] == mode]
+            sets.update(keep_floors(part, mine, every, mode, floors, ceiling_gbps)[0])
     step = l2_bytes / resolution
     grain = max(1, 16 // itemsize)
 
@@ -315,9 +334,9 @@ def policy_sample_points(
 
     brackets: set[int | None] = set()
     singles: set[int | None] = set()
-    for seq in acceptable_sets(trials_to_frame(ok), tolerance).values():
-        sizes = [s for s, _ in seq]
-        bands, wide = segment(sizes, [a for _, a in seq], step)
+    for seq in sets.values():
+        sizes = [s for s, _, _ in seq]
+        bands, wide = segment(sizes, [a for _, a, _ in seq], step)
         for i, j, _ in bands:
             if wide and i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12):
                 brackets.add(midpoint(sizes[i - 1], sizes[i]))
