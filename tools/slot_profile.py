@@ -1,6 +1,6 @@
 """Where in a held round a recorded cold or after-write sample was taken, and what that did:
 
-    python tools/slot_profile.py results/h200/aw-3 --out slot_profile.md
+    python tools/slot_profile.py results/h200/cold-5 --out slot_profile.md   # commit 47e27b7
 
 Runs recorded before cold and after-write samples were taken one per hold (a manifest
 without `harness.blocked_samples_per_hold`) queued them eight per held round in the order

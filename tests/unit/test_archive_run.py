@@ -19,13 +19,13 @@ _spec.loader.exec_module(ar)
 
 @pytest.fixture
 def v1_run(tmp_path) -> Path:
-    """aw-fp32-2's manifest written back as version 1 (the pruned list inside it) beside a
+    """aw-4's manifest written back as version 1 (the pruned list inside it) beside a
     slice of its trials, as the run was recorded."""
     import lzma
 
     run = tmp_path / "h200" / "aw"
     run.mkdir(parents=True)
-    src = ROOT / "results/h200/aw-fp32-2"
+    src = ROOT / "results/h200/aw-4"
     m = load_manifest(src)
     raw = json.loads((src / "manifest.json").read_text())
     raw["schema_version"], raw["pruned"] = 1, m["pruned"]
@@ -45,7 +45,7 @@ def test_a_version_1_folder_is_archived_at_the_current_version_and_reads_the_sam
         "pruned.jsonl.xz",
         "trials.jsonl.xz",
     ]
-    assert load_manifest(v1_run) == before and len(before["pruned"]) == 1527
+    assert load_manifest(v1_run) == before and len(before["pruned"]) == 7937
     assert read_trials(v1_run)[0] == trials
     now = json.loads((v1_run / "manifest.json").read_text())
     assert now["schema_version"] == 2 and now["pruned"] == "pruned.jsonl"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -28,13 +29,12 @@ L2 = lookup("h200").l2_bytes
 
 def test_auto_takes_each_modes_newest_verified_policy_per_dtype():
     got = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write", "cold"])
-    # hot-6 is the verified hot policy; aw-3 has no fp32, which aw-fp32-2 covers; cold-6 is
-    # the verified cold policy
-    assert [p.parent.name for p in got] == ["hot-6", "aw-3", "aw-fp32-2", "cold-6"]
+    # one verified policy per mode, each covering the four dtypes
+    assert [p.parent.name for p in got] == ["hot-6", "aw-4", "cold-6"]
     fp32 = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write"], ["fp32"])
-    assert [p.parent.name for p in fp32] == ["hot-6", "aw-fp32-2"]
+    assert [p.parent.name for p in fp32] == ["hot-6", "aw-4"]
     fp16 = dp.shipped_policies(SHIPPED, "h200", ["after-write"], ["fp16"])
-    assert [p.parent.name for p in fp16] == ["aw-3"]
+    assert [p.parent.name for p in fp16] == ["aw-4"]
     d = dp.load_dispatch(got[0])
     assert (d.config, d.mode, d.dtypes) == ("policy-hot-6", "hot", ("bf16", "fp16", "fp32", "int8"))
     v = d.variant("fp16")
@@ -61,7 +61,11 @@ def test_auto_takes_the_verified_policy_whose_run_finished_last(tmp_path, newer)
 
 def test_a_header_that_is_not_the_policys_export_is_refused(tmp_path):
     folder = tmp_path / "h200" / "p"
-    shutil.copytree(SHIPPED / "h200" / "aw-fp32-2", folder, ignore=shutil.ignore_patterns("*.gz"))
+    shutil.copytree(
+        SHIPPED / "h200" / "aw-4",
+        folder,
+        ignore=shutil.ignore_patterns("trials.*", "*.csv", "plots"),
+    )
     header = folder / "relu_policy.cuh"
     header.write_text(header.read_text().replace("v16", "v8", 1))
     with pytest.raises(SweeperError, match=r"relu_policy.cuh is not the export of .*policy.json"):
@@ -116,7 +120,8 @@ class ModelWithPolicy(ModelExecutor):
 
 def _audit(tmp_path, modes):
     plan = api.plan("h200", out=str(tmp_path / "plan.json"), dtypes="fp32,fp16")
-    d = dp.load_dispatch(SHIPPED / "h200" / "aw-fp32-2")  # after-write, fp32 only
+    # aw-4's after-write policy, as a policy that covers fp32 alone
+    d = replace(dp.load_dispatch(SHIPPED / "h200" / "aw-4"), dtypes=("fp32",))
     model = ModelWithPolicy(
         ex.load_kernel(f"{V2}:relu_v2"), d,
         curve=lambda ws, l2: 3000.0 if 32 * MiB < ws <= l2 else 5000.0,
@@ -133,9 +138,7 @@ def test_the_cliff_compares_the_kernel_with_the_policy_timed_in_its_own_mode(tmp
     run_dir, lines, model = _audit(tmp_path, ["hot", "after-write"])
     timed = {(c[0], c[1], c[3]) for c in model.calls}
     # the after-write fp32 policy is timed after-write, fp32 only; the kernel everywhere
-    assert {t for t in timed if t[2] == "policy-aw-fp32-2"} == {
-        ("after-write", "fp32", "policy-aw-fp32-2")
-    }
+    assert {t for t in timed if t[2] == "policy-aw-4"} == {("after-write", "fp32", "policy-aw-4")}
     assert {(m, d) for m, d, c in timed if c.startswith("ext-")} == {
         (m, d) for m in ("hot", "after-write") for d in ("fp32", "fp16")
     }
@@ -144,11 +147,11 @@ def test_the_cliff_compares_the_kernel_with_the_policy_timed_in_its_own_mode(tmp
     )
     vs = lines[i + 2]  # after the head line and the runs below torch
     assert vs.startswith(
-        "  vs policy-aw-fp32-2 (that policy's dispatch, timed in this run): worst 0.750x at "
+        "  vs policy-aw-4 (that policy's dispatch, timed in this run): worst 0.750x at "
     )
     assert "in (32 MiB, 60 MiB]; worst overall 0.750x" in vs
     assert (
-        lines[i + 3].startswith("    below policy-aw-fp32-2 at 32.")
+        lines[i + 3].startswith("    below policy-aw-4 at 32.")
         and "(down to 0.750x)" in lines[i + 3]
     )
     assert not any("vs policy" in x for x in lines if " hot " in x or " fp16 " in x)
@@ -162,7 +165,7 @@ def test_the_cliff_compares_the_kernel_with_the_policy_timed_in_its_own_mode(tmp
     assert "Targets:" not in report.split("## Environment")[0]
     assert "Not built yet" not in report
     sel = pd.read_csv(run_dir / "selection.csv")
-    assert "policy-aw-fp32-2" in set(sel["config"])  # fastest outside the band
+    assert "policy-aw-4" in set(sel["config"])  # fastest outside the band
 
 
 def test_a_policys_dispatch_is_never_a_policy_and_its_header_hash_is_checked(tmp_path):
@@ -176,7 +179,7 @@ def test_a_policys_dispatch_is_never_a_policy_and_its_header_hash_is_checked(tmp
     assert res.exit_code == 1
     assert res.output.startswith(
         f"error: {run_dir / 'manifest.json'}: field 'dispatch': 000000000000... is not the "
-        "kernel source fp32-policy-aw-fp32-2-"
+        "kernel source fp32-policy-aw-4-"
     )
 
 
@@ -191,13 +194,13 @@ def test_an_audit_draws_the_cliff_of_the_kernel_beside_the_policy(tmp_path):
     assert not [p for p in paths if p.startswith(("ratio_", "modes"))]
     run = load_run(run_dir)
     info = RunInfo.from_manifest(run.manifest)
-    assert info.users == ("ext-relu_v2-b256-stride1",) and info.policies == ("policy-aw-fp32-2",)
+    assert info.users == ("ext-relu_v2-b256-stride1",) and info.policies == ("policy-aw-4",)
     res = run.results
     fig = cliff_figure(res[res["mode"] == "after-write"], info, "after-write")
     fp32, fp16 = fig.axes[:2]
     gids = lambda ax: {ln.get_gid() for ln in ax.get_lines()}  # noqa: E731
-    assert {"policy-policy-aw-fp32-2", "below-ext-relu_v2-b256-stride1", "parity"} <= gids(fp32)
-    assert "policy-policy-aw-fp32-2" not in gids(fp16)  # the policy covers fp32 only
+    assert {"policy-policy-aw-4", "below-ext-relu_v2-b256-stride1", "parity"} <= gids(fp32)
+    assert "policy-policy-aw-4" not in gids(fp16)  # the policy covers fp32 only
     below = next(ln for ln in fp32.get_lines() if (ln.get_gid() or "").startswith("below-"))
     xs = [int(x) for x in below.get_xdata()]
     assert xs and all(32 * MiB < x <= L2 for x in xs)  # 0.75x of torch only in the band

@@ -56,7 +56,7 @@ def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
     assert mode == "hot"
     assert {e["n"] for e in plan.sizes("int8")} < set(sizes["int8"])
     with pytest.raises(SweeperError, match="no baseline measurement for int8"):
-        run_sizes(root / "results/h200/aw-fp32-2", ("int8",), {})
+        run_sizes(root / "results/h200/baseline-v2", ("int8",), {})
 
 
 def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):
@@ -189,7 +189,7 @@ def test_verify_refuses_a_header_that_is_not_its_policys_export_and_writes_nothi
     run = tmp_path / "results" / "h200" / "hot-6"
     run.mkdir(parents=True)
     shutil.copy(root / "results/h200/hot-6/policy.json", run / "policy.json")
-    shutil.copy(root / "results/h200/aw-3/relu_policy.cuh", run / "relu_policy.cuh")
+    shutil.copy(root / "results/h200/aw-4/relu_policy.cuh", run / "relu_policy.cuh")
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
     assert res.exit_code == 1

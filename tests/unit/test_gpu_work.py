@@ -65,7 +65,7 @@ def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
 
 
 def test_bad_input_gets_one_line_and_status_2(capsys):
-    assert gw.main([str(ROOT / "results/h200/aw-3")]) == 2
+    assert gw.main([str(ROOT / "results/h200/aw-4")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
     assert gw.main([str(ROOT / "results/h200/hot-6"), "--max-samples", "0"]) == 2

@@ -464,6 +464,35 @@ def test_bracket_points_are_the_midpoints_of_too_wide_policy_gaps():
     assert bracket_points(rows, L2, 32, 4) == []
 
 
+def test_the_brackets_closed_are_those_of_the_policy_with_the_targets_floors():
+    """`sweeper policy build` keeps the targets' floors in ties (keep_floors); a floor that
+    narrows a tie can move a boundary into a gap the tie alone never put one in, so the
+    runner samples the gaps of the floored segmentation."""
+    from dataclasses import replace
+
+    from sweeper.report.checks import Target
+    from sweeper.run.search import policy_sample_points
+
+    def row(ws, config, gbps, ratio):
+        return {"mode": "hot", "dtype": "fp32", "n": ws // 8, "ws_bytes": ws, "role": "candidate",
+                "config": config, "status": "ok", "gbps": gbps, "ratio": ratio,
+                "time_us": ws / gbps / 1e3, "pattern": "preallocated", "run_id": "r"}  # fmt: skip
+
+    fine = [2 * L2 + k * L2 // 64 for k in range(65)]  # 2-3 x L2 at L2/64, then 5 and 6 x L2
+    rows = [row(ws, "a", 1000.0, 1.04) for ws in fine + [5 * L2, 6 * L2]]
+    # b ties a (1% behind) at 2-3 x L2 and alone meets the floor there; far behind above
+    rows += [row(ws, "b", 990.0, 1.06) for ws in fine]
+    rows += [row(ws, "b", 800.0, 0.8) for ws in (5 * L2, 6 * L2)]
+    floor = Target("1.05x", ("fp32",), 2 * L2, 3 * L2, "ratio", 1.05, ("hot",), True)
+    assert policy_sample_points(rows, L2, 32, 4) == ([], [])  # a serves every size
+    brackets, singles = policy_sample_points(rows, L2, 32, 4, floors=[floor])
+    assert brackets == [(3 * L2 // 8 + 5 * L2 // 8) // 2 // 4 * 4] and singles == []
+    # the floored policy serves b to 3 x L2 and a above: its boundary lies in (3, 5) x L2.
+    # A floor no tied config meets leaves the tie as it is.
+    unmet = replace(floor, floor=1.1)
+    assert policy_sample_points(rows, L2, 32, 4, floors=[unmet]) == ([], [])
+
+
 def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
     from sweeper.analyze.policy import build_policy
     from sweeper.errors import SweeperError
@@ -498,10 +527,10 @@ def test_a_refused_policy_is_fixed_by_resuming_the_run(plan, tmp_path):
     assert lo < 6 * L2 <= hi and hi - lo <= L2 / 32
 
 
-@pytest.mark.parametrize("run", ["aw-3"])
+@pytest.mark.parametrize("run", ["aw-sm", "baseline-v2"])
 def test_the_shipped_run_maps_onto_this_checkouts_kernels(run):
-    """aw-3 was measured under kernel code recorded as equivalent (same PTX; its ids carry the
-    fingerprint Python 3.12 gave this code from ast.dump's text): every one of its candidate
+    """The run was measured under kernel code recorded as equivalent (same PTX; its ids carry
+    the fingerprint Python 3.12 gave this code from ast.dump's text): every one of its candidate
     ids maps onto a variant of the current extended grid on any Python, so it can be resumed
     and compared, and its done cells keep their keys."""
     import json
@@ -767,7 +796,7 @@ def test_a_resumed_run_keeps_recorded_statuses_and_checks_new_cells(plan, tmp_pa
 
 
 def test_a_replay_of_a_climbing_run_climbs_as_it_did_and_rebuilds_its_policy(tmp_path):
-    """results/h200/aw-fp32-2: the search seeded with the default grid and climbed the
+    """results/h200/aw-4, fp32: the search seeded with the default grid and climbed the
     extended grid (with trades); its replay starts from the seeds, reaches the climbed configs
     through the recorded cells, and the policy built from it has the bands of the one built
     from the run."""
@@ -775,7 +804,7 @@ def test_a_replay_of_a_climbing_run_climbs_as_it_did_and_rebuilds_its_policy(tmp
     from sweeper.analyze.policy import build_policy
 
     root = Path(__file__).resolve().parents[2]
-    shipped = root / "results" / "h200" / "aw-fp32-2"
+    shipped = root / "results" / "h200" / "aw-4"
     ex = ReplayExecutor(shipped)
     seeds = ex.variants("default", "fp32")
     assert seeds and len(seeds) < len(ex._variants["fp32"])  # the climbed ones come later
@@ -819,25 +848,42 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
 
 
 def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(tmp_path):
-    """aw-3's candidates were recorded under kernel code recorded as equivalent (its ids carry
-    an earlier fingerprint): the replay answers them under this checkout's ids, as
-    a resume keys done cells, so a replay stopped part-way and resumed records
-    every cell once and ends where a replay run in one go ends."""
+    """aw-sm's candidates were recorded under kernel code recorded as equivalent (its ids
+    carry an earlier fingerprint): the replay of its slice answers them under this
+    checkout's ids, as a resume keys done cells, so a replay stopped part-way and resumed
+    records every cell once and ends where a replay run in one go ends."""
     from sweeper import api
-    from sweeper.run.runner import TimeLimitReached
 
-    shipped = Path(__file__).parents[2] / "results/h200/aw-3"
+    shipped = Path(__file__).parents[2] / "results/h200/aw-sm"
     plan = str(Path(__file__).parents[2] / "sweeps/h200.json")
-    kw = {"dtypes": ["fp16"], "modes": ["after-write"], "out_root": str(tmp_path)}
+    m = load_manifest(shipped)
+    kw = {"dtypes": ["fp32"], "modes": ["after-write"], "out_root": str(tmp_path),
+          "grid": "extended", "configs": m["slice"]["configs"], "sizes": "32:96",
+          "quick": True}  # fmt: skip
+
+    class Stopped(ReplayExecutor):
+        """Interrupted (as by Ctrl-C) at its 20th candidate cell."""
+
+        calls = 0
+
+        def measure(self, *args):
+            self.calls += 1
+            if self.calls == 20:
+                raise KeyboardInterrupt
+            return super().measure(*args)
+
     whole = api.run(plan, executor=ReplayExecutor(shipped), run_id="whole", **kw)
-    with pytest.raises(TimeLimitReached):
-        api.run(plan, executor=ReplayExecutor(shipped), run_id="parts", time_limit_s=0.5, **kw)
+    with pytest.raises(KeyboardInterrupt):
+        api.run(plan, executor=Stopped(shipped), run_id="parts", **kw)
     parts = tmp_path / "h200" / "parts"
-    assert any(t["role"] == "candidate" for t in read_trials(parts)[0])  # done cells to skip
+    assert load_manifest(parts)["status"] == "interrupted"
+    done = [t for t in read_trials(parts)[0] if t["role"] == "candidate"]
+    assert len(done) == 19  # done cells to skip
     api.run(plan, executor=ReplayExecutor(shipped), resume=str(parts), **kw)
     keys = [t["cell_key"] for t in read_trials(parts)[0]]
     assert len(keys) == len(set(keys))  # no cell recorded twice
     assert set(keys) == {t["cell_key"] for t in read_trials(whole)[0]}
+    assert len(done) < sum(t["role"] == "candidate" for t in read_trials(whole)[0])
 
 
 def test_a_trials_figures_are_recorded_to_seven_digits_and_decided_on_as_recorded(complete):

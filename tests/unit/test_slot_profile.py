@@ -1,5 +1,5 @@
 """tools/slot_profile.py: a recorded cold or after-write sample's slot in its held round, read
-back from the trial log; a profile planted in real aw-3 trial records is found again."""
+back from the trial log; a profile planted in aw-4's trial records is found again."""
 
 from __future__ import annotations
 
@@ -26,23 +26,28 @@ def test_the_round_is_the_timers():
 
 
 def _planted(tmp_path, a_profile, b_profile, cells=40):
-    """aw-3's first after-write candidate cells with every sample replaced: side time x the slot's
-    factor, the same in both halves."""
+    """aw-4's first after-write candidate cells, as a run recorded in rounds of 8 records
+    them: every sample replaced by side time x the slot's factor, two halves of two rounds
+    each, and a manifest without `harness.blocked_samples_per_hold` (aw-4 held one sample at
+    a time)."""
+    src = ROOT / "results/h200/aw-4"
     out = []
-    with lzma.open(ROOT / "results/h200/aw-3/trials.jsonl.xz", "rt") as f:
+    with lzma.open(src / "trials.jsonl.xz", "rt") as f:
         for line in f:
             t = json.loads(line)
             if t.get("role") == "candidate" and t.get("status") == "ok":
-                k = sum(t["sample_parts"])
-                t["samples_us"] = [10.0 * a_profile[i % 4] for i in range(k)]
-                t["base_samples_us"] = [12.0 * b_profile[i % 4] for i in range(k)]
+                t["sample_parts"] = [8, 8]
+                t["samples_us"] = [10.0 * a_profile[i % 4] for i in range(16)]
+                t["base_samples_us"] = [12.0 * b_profile[i % 4] for i in range(16)]
                 out.append(t)
             if len(out) == cells:
                 break
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("manifest.json", "pruned.jsonl.xz"):
-        shutil.copy(ROOT / "results/h200/aw-3" / name, run / name)
+    shutil.copy(src / "pruned.jsonl.xz", run / "pruned.jsonl.xz")
+    manifest = json.loads((src / "manifest.json").read_text())
+    del manifest["harness"]["blocked_samples_per_hold"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
     return run
 
@@ -57,7 +62,7 @@ def test_a_planted_profile_is_read_back_per_side(tmp_path):
         assert r["b_vs_last"] == pytest.approx({"slot1": 1.07, "slot2": 1.08, "slot5": 1.0})
     text = sp.markdown(rows)
     assert (
-        "| after-write | fp16 | (0, 8] MiB | " in text
+        "| after-write | fp32 | (0, 8] MiB | 40 | " in text
         and "| 1.100 1.140 1.120 | 1.070 1.080 1.000 |" in text
     )
 
