@@ -40,7 +40,7 @@ import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
-from sweeper.run.stats import PairTiming, Stopping
+from sweeper.run.stats import WARM_RULE, PairTiming, Stopping, warm_calls
 from sweeper.run.timers import (
     BLOCKED_SAMPLES_PER_HOLD,
     Bench,
@@ -152,6 +152,9 @@ class GpuExecutor:
         self._host = HostData(seed)
         self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
+        # hot mode's warm-up calls per sample: None follows stats.warm_calls; a number fixes
+        # it (tools/hot_slots.py compares them)
+        self.hot_warm_calls: int | None = None
         self.torch = None
         self.kernels = tuple(kernels)
         self.dispatch = tuple(dispatch)
@@ -222,6 +225,9 @@ class GpuExecutor:
             "hot_rounds_held": True,
             # round r + 1 is queued behind its own hold while round r runs (Bench.time_pair_hot)
             "hot_rounds_pipelined": True,
+            # untimed warm-up calls of a side before each of its hot samples (stats.warm_calls;
+            # runs without this field made one)
+            "hot_warm_calls": WARM_RULE if self.hot_warm_calls is None else self.hot_warm_calls,
             # cold and after-write samples queued per hold of the stream (nvbench: one)
             "blocked_samples_per_hold": BLOCKED_SAMPLES_PER_HOLD,
             "halves": "geometric mean",
@@ -531,8 +537,9 @@ class GpuExecutor:
             if baseline_b:
                 calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
             return self.bench.time_pair_hot(
-                a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between
-            )
+                a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between,
+                warm_calls=self._warm_calls(key),
+            )  # fmt: skip
         if mode == "cold":
             return self.bench.time_pair_blocked(
                 a, bl, stop, mode="cold", prime=prime, between=between
@@ -559,10 +566,23 @@ class GpuExecutor:
             self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
         calls = self._base_calls[key]
         gkey = (*key, side)
+        warm = self._warm_calls(key)
+        if gkey in self._base_graphs and self._base_graphs[gkey][1].calls != warm:
+            for g in self._base_graphs.pop(gkey):  # hot_warm_calls changed since
+                g.close()
         if gkey not in self._base_graphs:
             s = self.bench.stream
-            self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, 1, s))
+            self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, warm, s))
         return calls, self._base_graphs[gkey]
+
+    def _warm_calls(self, key: tuple) -> int:
+        """Hot mode's warm-up calls per sample at (dtype, n)."""
+        if self.hot_warm_calls is not None:
+            return self.hot_warm_calls
+        from sweeper_kernels import itemsize
+
+        dtype, n = key[:2]
+        return warm_calls(2 * n * itemsize(dtype), self.bench.l2_bytes)
 
     def _pair_swapped(
         self,

@@ -814,6 +814,14 @@ def check_resumable(manifest: dict, cfg: RunConfig, device: dict, grid: str | No
             problems.append(f"{f} {manifest.get(f)} != {want}")
     if manifest.get("pattern", "preallocated") != cfg.pattern:
         problems.append(f"pattern {manifest.get('pattern')} != {cfg.pattern}")
+    if "hot" in cfg.modes:  # a run made before the field existed warmed up with one call
+        old_w = (manifest.get("harness") or {}).get("hot_warm_calls", 1)
+        new_w = (device.get("harness") or {}).get("hot_warm_calls", 1)
+        if old_w != new_w:
+            problems.append(
+                f"hot warm-up calls per sample {old_w!r} != {new_w!r}; resume it with the "
+                "version that started it"
+            )
     old, new = manifest["device"], device["device"]
     for f in ("name", "l2_bytes", "sm_count"):
         if old.get(f) != new.get(f):

@@ -191,6 +191,20 @@ def calls_per_sample(per_call_us: float, stop: Stopping) -> int:
     )
 
 
+WARM_RULE = "ceil(L2 / working set) from L2 / 8 of working set up, else 1"  # manifests record it
+
+
+def warm_calls(ws_bytes: int, l2_bytes: int) -> int:
+    """Hot mode's untimed warm-up calls before every sample, as many as it takes to move an
+    L2's worth of the working set (ceil(l2_bytes / ws_bytes)) from L2 / 8 of working set up,
+    one call below. Each side of a pairing has its own buffers, so from there the other
+    side's lines still fill part of the L2 when a sample begins, and one call does not clear
+    them (docs/methodology.md, "Warm-up between sides")."""
+    if ws_bytes <= 0 or 8 * ws_bytes < l2_bytes:
+        return 1
+    return -(-l2_bytes // ws_bytes)
+
+
 @dataclass
 class PairTiming:
     """Per-call times (us) of two sides timed in ABBA order, adjacent samples paired."""

@@ -292,3 +292,23 @@ def test_the_exec_pool_updates_a_returned_graph_and_instantiates_where_the_drive
     assert pool.take(("fresh", 128), "g5") == "exec4"
     assert cu.log[-3:] == [("update", "exec1", "g5"), ("destroy", "exec1"), ("instantiate", "g5")]
     assert (pool.updated, pool.instantiated) == (1, 4)
+
+
+@pytest.mark.parametrize("warm", [1, 3])
+def test_every_sample_follows_a_warm_up_replay_of_warm_calls_of_its_own_side(monkeypatch, warm):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    b.time_pair_hot(_launch("a", log), _launch("b", log), stop, calls=8, warm_calls=warm)
+    for _, body, _ in _hot_rounds(log, log.index("hold")):
+        timed = [i for i, x in enumerate(body) if x.endswith("x8")]
+        assert [body[i - 2] for i in timed] == [f"graph {w}x{warm}" for w in "abba"]
+
+
+def test_cached_baseline_graphs_must_have_the_samples_warm_up_length(monkeypatch):
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    graphs = (measure.Graph(_launch("b", log), 8, None), measure.Graph(_launch("b", log), 1, None))
+    with pytest.raises(ValueError, match="different number of calls"):
+        b.time_pair_hot(_launch("a", log), None, stop, calls=8, b_graphs=graphs, warm_calls=2)

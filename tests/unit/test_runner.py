@@ -198,6 +198,30 @@ def test_resume_refuses_a_different_device(plan, tmp_path):
         start(cfg(plan, tmp_path), model(device_name="Other"), resume=tmp_path / "h200" / "r1")
 
 
+def test_resume_refuses_a_hot_run_warmed_up_otherwise(plan, tmp_path):
+    """A hot run made with another warm-up before each sample (one call, before the field
+    was recorded) is not resumed with this one: its cells and the new ones would differ by
+    the order effect the warm-up removes."""
+    from sweeper.run.stats import WARM_RULE
+
+    class Warmed(ModelExecutor):
+        def describe(self) -> dict:
+            return {**super().describe(), "harness": {"hot_warm_calls": WARM_RULE}}
+
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), model(interrupt_after=10))
+    run_dir = tmp_path / "h200" / "r1"
+    warmed = Warmed(CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"})
+    with pytest.raises(PlanMismatchError, match="hot warm-up calls per sample 1 != 'ceil"):
+        start(cfg(plan, tmp_path), warmed, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
+    m = load_manifest(run_dir)
+    m["harness"] = {"hot_warm_calls": WARM_RULE}
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    start(cfg(plan, tmp_path), warmed, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "complete"
+
+
 def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
     """The grid's name is not its content: a config added to it since the run started would
     be screened by the resume alone, so the resume is refused; a manifest written before the

@@ -227,3 +227,22 @@ def test_the_paired_summary_computes_apart_where_the_sides_parts_differ():
         [a[:4], a[4:8]])  # fmt: skip
     assert (s["ratio"], s["ratio_lo"], s["ratio_hi"]) == parts_ratio_ci(
         [b[:4], b[4:]], [a[:4], a[4:8]])  # fmt: skip
+
+
+def test_hot_warm_up_moves_an_l2_of_working_set_from_an_eighth_of_l2_up():
+    from sweeper.run.stats import warm_calls
+
+    l2 = 60 * 2**20
+    assert [warm_calls(ws * 2**20, l2) for ws in (0.5, 4, 7.4)] == [1, 1, 1]
+    assert [warm_calls(ws * 2**20, l2) for ws in (7.5, 8, 16, 20, 30, 31, 59, 60, 61, 512)] == [
+        8,
+        8,
+        4,
+        3,
+        2,
+        2,
+        2,
+        1,
+        1,
+        1,
+    ]
