@@ -539,6 +539,8 @@ using V_v16_u2_ld_lu_st_cg_b128_flat = Variant<16, 2, Ld_lu, St_cg, 128, -1>;
 using V_v16_u2_ld_lu_st_cs_b256_flat = Variant<16, 2, Ld_lu, St_cs, 256, -1>;
 // v16-u2-ld.nc-st.def-b256-flat32: vec_bytes=16 unroll=2 load=nc store=default block=256 grid=flat32
 using V_v16_u2_ld_nc_st_def_b256_flat32 = Variant<16, 2, Ld_nc, St_default, 256, -2>;
+// v16-u4-ld.L1na-st.cg-b256-flat32: vec_bytes=16 unroll=4 load=L1::no_allocate store=cg block=256 grid=flat32
+using V_v16_u4_ld_L1na_st_cg_b256_flat32 = Variant<16, 4, Ld_L1__no_allocate, St_cg, 256, -2>;
 // v16-u4-ld.L1na-st.cs-b256-flat32: vec_bytes=16 unroll=4 load=L1::no_allocate store=cs block=256 grid=flat32
 using V_v16_u4_ld_L1na_st_cs_b256_flat32 = Variant<16, 4, Ld_L1__no_allocate, St_cs, 256, -2>;
 // v16-u4-ld.cs-st.cs-b256-flat32: vec_bytes=16 unroll=4 load=cs store=cs block=256 grid=flat32
@@ -553,8 +555,6 @@ using V_v16_u4_ld_def_st_cs_b512_flat32 = Variant<16, 4, Ld_default, St_cs, 512,
 using V_v16_u4_ld_lu_st_cs_b256_flat32 = Variant<16, 4, Ld_lu, St_cs, 256, -2>;
 // v16-u4-ld.lu-st.wt-b256-flat32: vec_bytes=16 unroll=4 load=lu store=wt block=256 grid=flat32
 using V_v16_u4_ld_lu_st_wt_b256_flat32 = Variant<16, 4, Ld_lu, St_wt, 256, -2>;
-// v16-u8-ld.L1na-st.cs-b128-stride2: vec_bytes=16 unroll=8 load=L1::no_allocate store=cs block=128 grid=stride2
-using V_v16_u8_ld_L1na_st_cs_b128_stride2 = Variant<16, 8, Ld_L1__no_allocate, St_cs, 128, 2>;
 // v16-u8-ld.L1na-st.def-b128-stride1: vec_bytes=16 unroll=8 load=L1::no_allocate store=default block=128 grid=stride1
 using V_v16_u8_ld_L1na_st_def_b128_stride1 = Variant<16, 8, Ld_L1__no_allocate, St_default, 128, 1>;
 // v16-u8-ld.L2ef-st.cs-b128-onepass: vec_bytes=16 unroll=8 load=L2::evict_first store=cs block=128 grid=onepass
@@ -573,7 +573,7 @@ using V_v8_u2_ld_cs_st_cs_b128_flat = Variant<8, 2, Ld_cs, St_cs, 128, -1>;
 using V_v8_u8_ld_cs_st_cs_b512_onepass = Variant<8, 8, Ld_cs, St_cs, 512, 0>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-4, plan c3e620e4ee88, mode after-write, tolerance 0.02, file results/h200/aw-4/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) aw-4, plan c3e620e4ee88, mode after-write, tolerance by working set: 0.0255 in (0 B, 1 MiB], 0.02 in (1 MiB, 4 MiB], 0.0293 in (4 MiB, 16 MiB], 0.0223 in (16 MiB, 64 MiB], 0.0223 in (64 MiB, 256 MiB], 0.02 in (256 MiB, inf], file results/h200/aw-4/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
   // [0.000000, 0.111502) x L2 = [0 B, 6.69 MiB) on the source GPU: v16-u1-ld.def-st.def-b256-flat; measured 64 KiB..6.605 MiB, worst 0.981 of the fastest
@@ -630,17 +630,14 @@ inline cudaError_t dispatch_e0_fp16(const void* in, void* out, size_t n, const D
   // [0.484375, 0.640625) x L2 = [29.06 MiB, 38.44 MiB) on the source GPU: v16-u8-ld.def-st.cs-b128-onepass; measured 30 MiB..37.5 MiB, worst 0.980 of the fastest
   //   lower edge: between measured 29491200 and 31457280 bytes (run aw-4)
   if (rel < 0.640625) return V_v16_u8_ld_def_st_cs_b128_onepass::launch<Dt::F16>(in, out, n, d, s);
-  // [0.640625, 1.046875) x L2 = [38.44 MiB, 62.81 MiB) on the source GPU: v16-u4-ld.cs-st.cs-b256-flat32; measured 39.38 MiB..61.88 MiB, worst 0.986 of the fastest
+  // [0.640625, 1.140625) x L2 = [38.44 MiB, 68.44 MiB) on the source GPU: v16-u4-ld.cs-st.cs-b256-flat32; measured 39.38 MiB..67.5 MiB, worst 0.979 of the fastest
   //   lower edge: between measured 39321600 and 41287680 bytes (run aw-4)
-  if (rel < 1.046875) return V_v16_u4_ld_cs_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
-  // [1.046875, 1.328125) x L2 = [62.81 MiB, 79.69 MiB) on the source GPU: v16-u8-ld.L1na-st.cs-b128-stride2; measured 63.75 MiB..78.75 MiB, worst 0.987 of the fastest
-  //   lower edge: between measured 64880640 and 66846720 bytes (run aw-4)
-  if (rel < 1.328125) return V_v16_u8_ld_L1na_st_cs_b128_stride2::launch<Dt::F16>(in, out, n, d, s);
-  // [1.328125, 2.880859) x L2 = [79.69 MiB, 172.9 MiB) on the source GPU: v16-u1-ld.cs-st.cs-b128-flat; measured 80.62 MiB..172.3 MiB, worst 0.985 of the fastest
-  //   lower edge: between measured 82575360 and 84541440 bytes (run aw-4)
-  if (rel < 2.880859375) return V_v16_u1_ld_cs_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [2.880859, inf) x L2 = [172.9 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cg-b256-flat32; measured 173.4 MiB..1.875 GiB, worst 0.989 of the fastest
-  //   lower edge: between measured 180633600 and 181862400 bytes (run aw-4)
+  if (rel < 1.140625) return V_v16_u4_ld_cs_st_cs_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
+  // [1.140625, 2.861328) x L2 = [68.44 MiB, 171.7 MiB) on the source GPU: v16-u2-ld.cs-st.cs-b128-flat; measured 69.38 MiB..171.1 MiB, worst 0.979 of the fastest
+  //   lower edge: between measured 70778880 and 72744960 bytes (run aw-4)
+  if (rel < 2.861328125) return V_v16_u2_ld_cs_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [2.861328, inf) x L2 = [171.7 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cg-b256-flat32; measured 172.3 MiB..1.875 GiB, worst 0.979 of the fastest
+  //   lower edge: between measured 179404800 and 180633600 bytes (run aw-4)
   return V_v16_u1_ld_L2el_st_cg_b256_flat32::launch<Dt::F16>(in, out, n, d, s);
 }
 inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
@@ -651,9 +648,8 @@ inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
   if (rel < 0.19572245279947917) return "v16-u2-ld.lu-st.cg-b128-flat";
   if (rel < 0.484375) return "v16-u4-ld.cs-st.cs-b256-flat32";
   if (rel < 0.640625) return "v16-u8-ld.def-st.cs-b128-onepass";
-  if (rel < 1.046875) return "v16-u4-ld.cs-st.cs-b256-flat32";
-  if (rel < 1.328125) return "v16-u8-ld.L1na-st.cs-b128-stride2";
-  if (rel < 2.880859375) return "v16-u1-ld.cs-st.cs-b128-flat";
+  if (rel < 1.140625) return "v16-u4-ld.cs-st.cs-b256-flat32";
+  if (rel < 2.861328125) return "v16-u2-ld.cs-st.cs-b128-flat";
   return "v16-u1-ld.L2el-st.cg-b256-flat32";
 }
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
@@ -708,9 +704,9 @@ inline cudaError_t dispatch_e0_int8(const void* in, void* out, size_t n, const D
   // [0.139377, 0.191587) x L2 = [8.363 MiB, 11.5 MiB) on the source GPU: v16-u2-ld.lu-st.cs-b256-flat; measured 8.468 MiB..11.41 MiB, worst 0.982 of the fastest
   //   lower edge: between measured 8657824 and 8879840 bytes (run aw-4)
   if (rel < 0.19158732096354167) return V_v16_u2_ld_lu_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.191587, 0.551449) x L2 = [11.5 MiB, 33.09 MiB) on the source GPU: v16-u4-ld.cs-st.cs-b256-flat32; measured 11.58 MiB..32.99 MiB, worst 0.980 of the fastest
+  // [0.191587, 0.551449) x L2 = [11.5 MiB, 33.09 MiB) on the source GPU: v16-u4-ld.L1na-st.cg-b256-flat32; measured 11.58 MiB..32.99 MiB, worst 0.978 of the fastest
   //   lower edge: between measured 11966912 and 12140352 bytes (run aw-4)
-  if (rel < 0.5514485677083333) return V_v16_u4_ld_cs_st_cs_b256_flat32::launch<Dt::I8>(in, out, n, d, s);
+  if (rel < 0.5514485677083333) return V_v16_u4_ld_L1na_st_cg_b256_flat32::launch<Dt::I8>(in, out, n, d, s);
   // [0.551449, 0.566406) x L2 = [33.09 MiB, 33.98 MiB) on the source GPU: v16-u4-ld.def-st.cs-b512-flat32; measured 33.18 MiB..33.75 MiB, worst 1.000 of the fastest
   //   lower edge: between measured 34594816 and 34793472 bytes (run aw-4)
   if (rel < 0.56640625) return V_v16_u4_ld_def_st_cs_b512_flat32::launch<Dt::I8>(in, out, n, d, s);
@@ -731,7 +727,7 @@ inline const char* choice_e0_int8(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 1, d.l2);
   if (rel < 0.1393768310546875) return "v16-u1-ld.cs-st.cs-b256-flat";
   if (rel < 0.19158732096354167) return "v16-u2-ld.lu-st.cs-b256-flat";
-  if (rel < 0.5514485677083333) return "v16-u4-ld.cs-st.cs-b256-flat32";
+  if (rel < 0.5514485677083333) return "v16-u4-ld.L1na-st.cg-b256-flat32";
   if (rel < 0.56640625) return "v16-u4-ld.def-st.cs-b512-flat32";
   if (rel < 0.7109375) return "v16-u8-ld.cg-st.cs-b128-flat32";
   if (rel < 1.109375) return "v16-u4-ld.L1na-st.cs-b256-flat32";

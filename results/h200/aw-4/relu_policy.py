@@ -144,6 +144,14 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
+  "v16-u4-ld.L1na-st.cg-b256-flat32": {
+   "block": 256,
+   "grid": "flat32",
+   "load_hint": "L1::no_allocate",
+   "store_hint": "cg",
+   "unroll": 4,
+   "vec_bytes": 16
+  },
   "v16-u4-ld.L1na-st.cs-b256-flat32": {
    "block": 256,
    "grid": "flat32",
@@ -198,14 +206,6 @@ POLICY = {
    "load_hint": "lu",
    "store_hint": "wt",
    "unroll": 4,
-   "vec_bytes": 16
-  },
-  "v16-u8-ld.L1na-st.cs-b128-stride2": {
-   "block": 128,
-   "grid": "stride2",
-   "load_hint": "L1::no_allocate",
-   "store_hint": "cs",
-   "unroll": 8,
    "vec_bytes": 16
   },
   "v16-u8-ld.L1na-st.def-b128-stride1": {
@@ -340,16 +340,12 @@ POLICY = {
       "config": "v16-u8-ld.def-st.cs-b128-onepass"
      },
      {
-      "below": 1.046875,
+      "below": 1.140625,
       "config": "v16-u4-ld.cs-st.cs-b256-flat32"
      },
      {
-      "below": 1.328125,
-      "config": "v16-u8-ld.L1na-st.cs-b128-stride2"
-     },
-     {
-      "below": 2.880859375,
-      "config": "v16-u1-ld.cs-st.cs-b128-flat"
+      "below": 2.861328125,
+      "config": "v16-u2-ld.cs-st.cs-b128-flat"
      },
      {
       "below": None,
@@ -409,7 +405,7 @@ POLICY = {
      },
      {
       "below": 0.5514485677083333,
-      "config": "v16-u4-ld.cs-st.cs-b256-flat32"
+      "config": "v16-u4-ld.L1na-st.cg-b256-flat32"
      },
      {
       "below": 0.56640625,
