@@ -4,8 +4,9 @@
 
 A hot pairing times A B B A rounds (Bench.time_pair_hot), each sample an untimed warm-up
 replay of its own side followed by the timed graph; the two sides have their own buffers.
-Here both sides run the same kernel (a Numba config, or torch), so every ratio should read
-1 and every slot the same. Per working set and number of warm-up calls (`--warm`; `auto` is
+With `--sides numba` or `torch` both sides run the same kernel (a Numba config, or torch), so
+every ratio should read 1 and every slot the same; `mixed` times the Numba config (A) against
+torch (B), as a run's cell does, to show how the warm-up moves a real ratio. Per working set and number of warm-up calls (`--warm`; `auto` is
 the default rule, sweeper.run.stats.warm_calls) it makes `--reps` buffer-swapped pairings of
 16 samples per side, as a cell does (GpuExecutor._pair_swapped), and prints the median over
 them of:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="4,8,12,16,20,24,32,40,48,56,64", help="MiB")
     ap.add_argument("--warm", default="1,2,4,8,auto", help="warm-up calls per sample")
     ap.add_argument("--reps", type=int, default=8, help="pairings per size and warm-up")
-    ap.add_argument("--sides", default="numba,torch", help="numba (CONFIG), torch, or both")
+    ap.add_argument("--sides", default="numba,torch,mixed", help="numba, torch and/or mixed")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     args = ap.parse_args(argv)
 
@@ -72,16 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         n = int(mib * MiB) // 8 // 64 * 64  # fp32: 8 bytes of working set per element
         b = ex._bufs("fp32", n)
         key = ("fp32", n)
-        sides = {
-            "numba": lambda side, b=b, n=n: ex._candidate_launch(launcher, b, n, side),
-            "torch": lambda side, b=b, n=n: ex._baseline_launch("fp32", b, n, side),
-        }
+        numba = lambda side, b=b, n=n: ex._candidate_launch(launcher, b, n, side)  # noqa: E731
+        torch = lambda side, b=b, n=n: ex._baseline_launch("fp32", b, n, side)  # noqa: E731
+        pairs = {"numba": (numba, numba), "torch": (torch, torch), "mixed": (numba, torch)}
         for name in args.sides.split(","):
-            on = sides[name]
+            a_on, b_on = pairs[name]
             for w in warms:
                 ex.hot_warm_calls = w
                 for rep in range(args.reps):
-                    t = ex._pair_swapped("hot", on, on, b, key, stop).timing
+                    t = ex._pair_swapped("hot", a_on, b_on, b, key, stop).timing
                     a0a3, b1b2 = slot_ratios(t.a_us, t.b_us, t.parts)
                     rows.append(
                         {

@@ -191,18 +191,18 @@ def calls_per_sample(per_call_us: float, stop: Stopping) -> int:
     )
 
 
-WARM_RULE = "ceil(L2 / working set) from L2 / 8 of working set up, else 1"  # manifests record it
+WARM_RULE = "4 from L2 / 4 to L2 of working set, else 1"  # manifests record it
+WARM_CALLS = 4
 
 
 def warm_calls(ws_bytes: int, l2_bytes: int) -> int:
-    """Hot mode's untimed warm-up calls before every sample, as many as it takes to move an
-    L2's worth of the working set (ceil(l2_bytes / ws_bytes)) from L2 / 8 of working set up,
-    one call below. Each side of a pairing has its own buffers, so from there the other
-    side's lines still fill part of the L2 when a sample begins, and one call does not clear
-    them (docs/methodology.md, "Warm-up between sides")."""
-    if ws_bytes <= 0 or 8 * ws_bytes < l2_bytes:
-        return 1
-    return -(-l2_bytes // ws_bytes)
+    """Hot mode's untimed warm-up calls of a side before each of its samples: WARM_CALLS
+    where the working set is a quarter of the L2 to all of it, one elsewhere. Each side of a
+    pairing has its own buffers; in that range the other side's lines still fill part of the
+    L2 when a sample begins, and one call does not clear them: on the H200 one kernel timed
+    against itself read up to 1.1% slow on one side with one warm-up call and within 0.2%
+    with four (tools/hot_slots.py; docs/methodology.md, "Warm-up between sides")."""
+    return WARM_CALLS if 4 * ws_bytes >= l2_bytes and ws_bytes <= l2_bytes else 1
 
 
 @dataclass

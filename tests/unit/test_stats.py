@@ -229,20 +229,9 @@ def test_the_paired_summary_computes_apart_where_the_sides_parts_differ():
         [b[:4], b[4:]], [a[:4], a[4:8]])  # fmt: skip
 
 
-def test_hot_warm_up_moves_an_l2_of_working_set_from_an_eighth_of_l2_up():
+def test_hot_warm_up_is_four_calls_from_a_quarter_of_the_l2_to_all_of_it():
     from sweeper.run.stats import warm_calls
 
     l2 = 60 * 2**20
-    assert [warm_calls(ws * 2**20, l2) for ws in (0.5, 4, 7.4)] == [1, 1, 1]
-    assert [warm_calls(ws * 2**20, l2) for ws in (7.5, 8, 16, 20, 30, 31, 59, 60, 61, 512)] == [
-        8,
-        8,
-        4,
-        3,
-        2,
-        2,
-        2,
-        1,
-        1,
-        1,
-    ]
+    sizes = (0.5, 8, 14.9, 15, 16, 32, 56, 60, 60.1, 120, 512)
+    assert [warm_calls(int(ws * 2**20), l2) for ws in sizes] == [1, 1, 1, 4, 4, 4, 4, 4, 1, 1, 1]
