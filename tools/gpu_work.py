@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections import defaultdict
 
-from sweeper.analyze.gpuwork import PARTS, floor, fresh_replayed
+from sweeper.analyze.gpuwork import PARTS, floor, fresh_replayed, warm_up_calls
 from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.errors import SweeperError
 
@@ -34,7 +34,8 @@ def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict, bool
     for t in trials:
         groups[(t["dtype"], t.get("phase", "?"))].append(t)
     fresh = fresh_replayed(m)
-    out = {k: floor(rows, m["stopping"], max_samples, fresh) for k, rows in groups.items()}
+    warm = warm_up_calls(m)
+    out = {k: floor(rows, m["stopping"], max_samples, fresh, warm) for k, rows in groups.items()}
     only_hot = list(m.get("modes", [])) == ["hot"]
     return {k: v for k, v in out.items() if v["cells"]}, m.get("timing", {}), only_hot
 

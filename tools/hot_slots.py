@@ -17,6 +17,15 @@ them of:
   B1/B2   side B's median in slot 1 (after side A) over slot 2 (after itself).
 
 and, per row, the spread of the ratio (5-95% over the pairings).
+
+    python tools/hot_slots.py --recorded results/h200/hot-6
+
+reads a recorded hot run's samples back into their slots instead (no GPU): per range of
+working set, the median over the ok candidate cells of the candidate's slot 3 (after the
+baseline) over its slot 0 (after itself, but in a half's first round, which follows the
+baseline's warm-up), the baseline's slot 1 (after the candidate) over its slot 2 (after
+itself), and the cell's ratio as each side's samples after itself alone give it (slot 0 but
+the first round's, slot 2) over the ratio recorded.
 """
 
 from __future__ import annotations
@@ -50,6 +59,49 @@ def slot_ratios(a_us: np.ndarray, b_us: np.ndarray, parts) -> tuple[float, float
     return float(np.median(a0) / np.median(a3)), float(np.median(b1) / np.median(b2))
 
 
+EDGES_MIB = (4.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 64.0, 128.0)
+
+
+def recorded(run: str, edges: tuple[float, ...] = EDGES_MIB) -> list[dict]:
+    """One row per range of working set (MiB, right-closed; the last has no upper end) of a
+    recorded hot run's ok candidate cells whose halves hold two rounds or more."""
+    from sweeper.analyze.store import read_trials
+
+    bounds = (0.0, *edges, float("inf"))
+    acc: dict[int, list[tuple[float, float, float]]] = {}
+    for t in read_trials(run)[0]:
+        if t.get("role") != "candidate" or t.get("status") != "ok" or t.get("mode") != "hot":
+            continue
+        a, b = t.get("samples_us"), t.get("base_samples_us")
+        parts = t.get("sample_parts") or ([len(a)] if a else [])
+        if not a or not b or len(a) != len(b) or sum(parts) != len(a) or min(parts) < 4:
+            continue
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        own, rec, a3a0, b1b2 = [], [], [], []
+        i = 0
+        for p in parts:
+            ha, hb = a[i : i + p], b[i : i + p]
+            i += p
+            a0, a3, b1, b2 = ha[0::2], ha[1::2], hb[0::2], hb[1::2]
+            a3a0.append(np.median(a3) / np.median(a0))
+            b1b2.append(np.median(b1) / np.median(b2))
+            own.append(np.median(b2) / np.median(a0[1:]))  # speed ratio, as a cell's
+            rec.append(np.median(hb) / np.median(ha))
+        mib = t["ws_bytes"] / MiB
+        k = next(j for j in range(len(bounds) - 1) if bounds[j] < mib <= bounds[j + 1])
+        gm = lambda x: float(np.exp(np.mean(np.log(x))))  # noqa: E731 - over the halves
+        acc.setdefault(k, []).append((gm(a3a0), gm(b1b2), gm(own) / gm(rec)))
+    rows = []
+    for k, v in sorted(acc.items()):
+        m = np.median(np.array(v), axis=0)
+        rows.append(
+            {"lo_mib": bounds[k], "hi_mib": bounds[k + 1] if k + 2 < len(bounds) else None,
+             "cells": len(v), "a3_over_a0": round(float(m[0]), 4),
+             "b1_over_b2": round(float(m[1]), 4), "own_over_recorded": round(float(m[2]), 4)}
+        )  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4,8,12,16,20,24,32,40,48,56,64", help="MiB")
@@ -57,7 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=8, help="pairings per size and warm-up")
     ap.add_argument("--sides", default="numba,torch,mixed", help="numba, torch and/or mixed")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
+    ap.add_argument("--recorded", default=None, help="a hot run folder: its slots, no GPU")
     args = ap.parse_args(argv)
+    if args.recorded:
+        rows = recorded(args.recorded)
+        print(f"{'working set':>16} {'cells':>6} {'A3/A0':>6} {'B1/B2':>6} {'own/recorded':>12}")
+        for r in rows:
+            hi = "" if r["hi_mib"] is None else f"{r['hi_mib']:g}"
+            ws = f"({r['lo_mib']:g}, {hi}]" if hi else f"> {r['lo_mib']:g}"
+            print(f"{ws + ' MiB':>16} {r['cells']:>6} {r['a3_over_a0']:6.3f} "
+                  f"{r['b1_over_b2']:6.3f} {r['own_over_recorded']:12.3f}")  # fmt: skip
+        if args.out:
+            Path(args.out).write_text(json.dumps({"run": args.recorded, "rows": rows}, indent=1))
+        return 0
 
     from sweeper_kernels import Variant, get_launcher
 

@@ -3,9 +3,10 @@
 Per cell, the kernels alone must take:
 
 * timed: samples per side x calls per sample x (candidate + baseline time per call);
-* warm-up: the one call of each side before every sample (sweeper.run.timers);
-* fresh: the fresh-input replay (sweeper.run.fresh): 2 x (calls + 1) candidate calls and
-  4 x calls one-block kernels, each counted at an empty kernel's time in a hot graph.
+* warm-up: the warm-up calls of each side before every sample (sweeper.run.timers; how many
+  the run's harness records, `hot_warm_calls`: one before the field);
+* fresh: the fresh-input replay (sweeper.run.fresh): 2 x (calls + warm-up) candidate calls
+  and 4 x calls one-block kernels, each counted at an empty kernel's time in a hot graph.
 
 Calls per sample are those the calibration sets (sweeper.run.stats.calls_per_sample) from the
 baseline's time per call. Pre-checks, calibration, the L2 normalizer, the output checks and the
@@ -15,9 +16,10 @@ loop alone can reach for its cells.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from sweeper.run.stats import Stopping, calls_per_sample
+from sweeper.errors import SweeperError
+from sweeper.run.stats import WARM_RULE, Stopping, calls_per_sample, warm_calls
 
 EMPTY_KERNEL_US = 0.52  # an empty kernel's time per call in a hot graph (docs/methodology.md)
 PARTS = ("timed", "warm-up", "fresh")
@@ -28,22 +30,38 @@ def fresh_replayed(manifest: Mapping) -> bool:
     return "fresh_input" in (manifest.get("harness") or {})
 
 
-def cell_work(cell: Mapping, stopping: Mapping | Stopping, fresh: bool = True) -> dict[str, float]:
+def warm_up_calls(manifest: Mapping) -> Callable[[int], int]:
+    """A run's hot warm-up calls per sample and side, by working set in bytes, as its harness
+    records them (`hot_warm_calls`: sweeper.run.stats.WARM_RULE or a number; one in a run
+    made before the field)."""
+    rule = (manifest.get("harness") or {}).get("hot_warm_calls", 1)
+    if rule == WARM_RULE:
+        l2 = int(manifest["device"]["l2_bytes"])
+        return lambda ws: warm_calls(ws, l2)
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return lambda ws: rule
+    raise SweeperError(f"harness.hot_warm_calls: unknown warm-up rule {rule!r}")
+
+
+def cell_work(
+    cell: Mapping, stopping: Mapping | Stopping, fresh: bool = True, warm: int = 1
+) -> dict[str, float]:
     """Seconds of GPU work of one hot candidate cell, by part (`fresh`: 0 for a run without
-    the fresh-input replay)."""
+    the fresh-input replay; `warm`: warm-up calls per sample and side)."""
     stop = stopping if isinstance(stopping, Stopping) else Stopping(**stopping)
     calls = calls_per_sample(float(cell["base_time_us"]), stop)
     a, b, k = float(cell["time_us"]), float(cell["base_time_us"]), int(cell["n_samples"])
+    replay = (2 * (calls + warm) * a + 4 * calls * EMPTY_KERNEL_US) / 1e6
     return {
         "timed": k * calls * (a + b) / 1e6,
-        "warm-up": k * (a + b) / 1e6,
-        "fresh": (2 * (calls + 1) * a + 4 * calls * EMPTY_KERNEL_US) / 1e6 if fresh else 0.0,
+        "warm-up": k * warm * (a + b) / 1e6,
+        "fresh": replay if fresh else 0.0,
     }
 
 
 def hot_cells(rows: Iterable[Mapping]) -> list[Mapping]:
     """The ok hot candidate cells with the figures cell_work needs."""
-    need = ("time_us", "base_time_us", "n_samples")
+    need = ("time_us", "base_time_us", "n_samples", "ws_bytes")
     return [
         r
         for r in rows
@@ -59,15 +77,17 @@ def floor(
     stopping: Mapping | Stopping,
     max_samples: int | None = None,
     fresh: bool = True,
+    warm: Callable[[int], int] = lambda ws: 1,
 ) -> dict[str, float]:
     """The summed GPU work of the ok hot candidate cells among `rows` ("cells": their count),
     each counted at no more than `max_samples` samples per side if given (`fresh`: whether the
-    run replayed them on fresh input, fresh_replayed)."""
+    run replayed them on fresh input, fresh_replayed; `warm`: the run's warm-up calls by
+    working set, warm_up_calls)."""
     out = {"cells": 0.0, **dict.fromkeys(PARTS, 0.0)}
     for r in hot_cells(rows):
         if max_samples is not None:
             r = {**r, "n_samples": min(int(r["n_samples"]), max_samples)}
         out["cells"] += 1
-        for part, s in cell_work(r, stopping, fresh).items():
+        for part, s in cell_work(r, stopping, fresh, warm(int(r["ws_bytes"]))).items():
             out[part] += s
     return out

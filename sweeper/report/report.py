@@ -584,17 +584,17 @@ def cell_phases(phases: Any) -> list[str]:
 def gpu_work_line(manifest: Mapping[str, Any], results: pd.DataFrame | None) -> list[str]:
     """The lower bound on the hot cells' GPU work (sweeper.analyze.gpuwork), beside the run's
     wall time; nothing for a run without ok hot candidate cells or its stopping rule."""
-    from sweeper.analyze.gpuwork import floor, fresh_replayed
+    from sweeper.analyze.gpuwork import floor, fresh_replayed, warm_up_calls
 
     stopping = manifest.get("stopping")
     if results is None or results.empty or not isinstance(stopping, Mapping):
         return []
-    need = ["mode", "role", "status", "time_us", "base_time_us", "n_samples"]
+    need = ["mode", "role", "status", "time_us", "base_time_us", "n_samples", "ws_bytes"]
     if any(c not in results.columns for c in need):
         return []
     hot = results[(results["mode"] == "hot") & (results["role"] == "candidate")]
     fresh = fresh_replayed(manifest)
-    f = floor(hot[need].to_dict("records"), stopping, fresh=fresh)
+    f = floor(hot[need].to_dict("records"), stopping, fresh=fresh, warm=warm_up_calls(manifest))
     if not f["cells"]:
         return []
     total = f["timed"] + f["warm-up"] + f["fresh"]

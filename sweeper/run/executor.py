@@ -18,9 +18,9 @@ Per candidate cell:
 
 Guards: the output checks of 2 and 4 see what the last call wrote, on the same input every
 call; the fresh-input replay of 5 changes the input between calls. Its cost per candidate cell
-is extra untimed calls on each buffer set (A and B): in hot mode one warm-up call and one
-graph of the cell's calls per sample, each call bracketed by a one-block rewrite and check
-kernel (2 x (calls + 1) candidate calls and 4 x calls one-block kernels, the graph built from
+is extra untimed calls on each buffer set (A and B): in hot mode the warm-up calls of a sample
+and one graph of the cell's calls per sample, each call bracketed by a one-block rewrite and check
+kernel (2 x (calls + warm-up) candidate calls and 4 x calls one-block kernels, the graph built from
 captured units like the timed one); in cold and after-write FRESH_BLOCKED_CALLS calls, each
 preceded by the flush or the producer (2 x FRESH_BLOCKED_CALLS candidate calls), launched
 one by one. No host sync inside the replay; one at its end to read the stale count. It runs
@@ -453,7 +453,7 @@ class GpuExecutor:
         """Replay the candidate untimed, as it was timed, on input that changes before every
         call (sweeper.run.fresh), on buffer sets A and B in turn: `launcher` is the cell's
         own, so a call counter in it continues; the calls alternate the side's output
-        buffers; hot mode replays one warm-up call and a graph of the cell's calls per
+        buffers; hot mode replays a sample's warm-up calls and a graph of the cell's calls per
         sample, cold and after-write FRESH_BLOCKED_CALLS calls each preceded by the flush or
         the producer. Returns (stale words, checked words); the input words are restored
         from the pristine copy."""
@@ -494,8 +494,8 @@ class GpuExecutor:
                 if not self._fresh_loaded:
                     fresh.load(x, y, b.src, s)
                     self._fresh_loaded = True
-                # captured first, so the warm-up call writes the first output buffer
-                warm = Graph(call, 1, s, self._exec_pool, ("fresh-warm",))
+                # captured first, so the warm-up calls write the first output buffers
+                warm = Graph(call, self._warm_calls(key), s, self._exec_pool, ("fresh-warm",))
                 graph = Graph(unit, calls, s, self._exec_pool, ("fresh",))
                 fresh.reset(s)
                 try:

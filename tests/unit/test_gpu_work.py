@@ -35,9 +35,34 @@ def test_a_cells_work_by_part():
     assert gpuwork.cell_work(cell, {"target_sample_us": 150.0, "max_calls": 128}) == w
 
 
+def test_the_warm_up_is_the_runs_own():
+    """Four warm-up calls per sample and side from L2 / 4 to L2 of working set in a run that
+    records the rule, one in a run made before it; the fresh-input replay warms up the same."""
+    from sweeper.errors import SweeperError
+    from sweeper.run.stats import WARM_RULE
+
+    l2 = 60 * 2**20
+    ruled = gpuwork.warm_up_calls({"harness": {"hot_warm_calls": WARM_RULE},
+                                   "device": {"l2_bytes": l2}})  # fmt: skip
+    assert [ruled(ws * 2**20) for ws in (8, 20, 60, 64)] == [1, 4, 4, 1]
+    assert gpuwork.warm_up_calls({"harness": {}})(20 * 2**20) == 1
+    assert gpuwork.warm_up_calls({})(20 * 2**20) == 1
+    assert gpuwork.warm_up_calls({"harness": {"hot_warm_calls": 2}})(20 * 2**20) == 2
+    with pytest.raises(SweeperError, match="unknown warm-up rule"):
+        gpuwork.warm_up_calls({"harness": {"hot_warm_calls": "ceil(something else)"}})
+    cell = {"time_us": 8.0, "base_time_us": 10.0, "n_samples": 12}
+    one, four = gpuwork.cell_work(cell, STOP), gpuwork.cell_work(cell, STOP, warm=4)
+    assert four["warm-up"] == pytest.approx(4 * one["warm-up"]) and four["timed"] == one["timed"]
+    assert four["fresh"] - one["fresh"] == pytest.approx(2 * 3 * 8 / 1e6)
+    rows = [{"role": "candidate", "mode": "hot", "status": "ok", **cell, "ws_bytes": ws * 2**20}
+            for ws in (8, 20)]  # fmt: skip
+    f = gpuwork.floor(rows, STOP, warm=ruled)
+    assert f["warm-up"] == pytest.approx(one["warm-up"] + four["warm-up"])
+
+
 def test_the_floor_counts_only_ok_hot_candidates_and_caps_samples():
     cell = {"role": "candidate", "mode": "hot", "status": "ok", "time_us": 8.0,
-            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+            "base_time_us": 10.0, "n_samples": 16, "ws_bytes": 2**20}  # fmt: skip
     others = [{**cell, "mode": "cold"}, {**cell, "status": "mismatch"},
               {**cell, "role": "copy"}, {**cell, "n_samples": float("nan")}]  # fmt: skip
     f = gpuwork.floor([cell, *others], STOP)
@@ -74,7 +99,7 @@ def test_bad_input_gets_one_line_and_status_2(capsys):
 
 def test_a_run_without_the_fresh_input_replay_counts_none():
     cell = {"role": "candidate", "mode": "hot", "status": "ok", "time_us": 8.0,
-            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+            "base_time_us": 10.0, "n_samples": 16, "ws_bytes": 2**20}  # fmt: skip
     assert gpuwork.floor([cell], STOP, fresh=False)["fresh"] == 0
     assert gpuwork.floor([cell], STOP, fresh=False)["timed"] == gpuwork.floor([cell], STOP)["timed"]
     assert gpuwork.fresh_replayed({"harness": {"fresh_input": {"words": 64}}})
@@ -87,7 +112,7 @@ def test_the_reports_timing_section_states_the_floor():
     from sweeper.report.report import timing
 
     cell = {"mode": "hot", "role": "candidate", "status": "ok", "time_us": 8.0,
-            "base_time_us": 10.0, "n_samples": 16}  # fmt: skip
+            "base_time_us": 10.0, "n_samples": 16, "ws_bytes": 2**20}  # fmt: skip
     results = pd.DataFrame([cell, {**cell, "role": "copy"}])
     m = {"modes": ["hot"], "stopping": {"target_sample_us": 150.0, "max_calls": 128},
          "harness": {"fresh_input": {}}, "timing": {"total_s": 1.0}}  # fmt: skip

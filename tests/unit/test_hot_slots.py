@@ -1,0 +1,64 @@
+"""tools/hot_slots.py --recorded: a recorded hot sample's slot in its A B B A round, read back
+from the trial log; a planted order effect is found again, and what it did to the ratio."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("hot_slots", ROOT / "tools/hot_slots.py")
+hs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hs)
+
+
+def test_the_round_is_the_hot_timers():
+    """The hot timer's round is A B B A, so a side's samples alternate between two slots."""
+    assert 'slots = "ABBA"' in (ROOT / "sweeper/run/timers.py").read_text()
+
+
+def _planted(tmp_path, after_other_a=1.05, after_other_b=1.03, cells=30):
+    """hot-6's first hot candidate cells at 20-40 MiB with every sample replaced: two halves
+    of four rounds; side A's slot 3 and the first round's slot 0 (both after side B) slow by
+    after_other_a, side B's slot 1 (after side A) slow by after_other_b."""
+    src = ROOT / "results/h200/hot-6"
+    out = []
+    with lzma.open(src / "trials.jsonl.xz", "rt") as f:
+        for line in f:
+            t = json.loads(line)
+            if (t.get("role") == "candidate" and t.get("status") == "ok"
+                    and 20 * 2**20 < t["ws_bytes"] <= 40 * 2**20):  # fmt: skip
+                half_a = [10.0 * (after_other_a if i == 0 or i % 2 else 1.0) for i in range(8)]
+                half_b = [12.0 * (after_other_b if i % 2 == 0 else 1.0) for i in range(8)]
+                t.update(sample_parts=[8, 8], samples_us=half_a * 2, base_samples_us=half_b * 2)
+                out.append(t)
+            if len(out) == cells:
+                break
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(src / "manifest.json", run / "manifest.json")
+    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
+    return run
+
+
+def test_the_slots_and_the_ratio_they_moved_are_read_back(tmp_path):
+    rows = hs.recorded(str(_planted(tmp_path)))
+    assert sum(r["cells"] for r in rows) == 30
+    for r in rows:
+        assert r["a3_over_a0"] == pytest.approx(1.05)
+        assert r["b1_over_b2"] == pytest.approx(1.03)
+        # side A's median takes the slow cluster (5 of 8), side B's the middle (4 of 8):
+        # the ratio from each side's samples after itself is 1.05 / 1.015 of the recorded
+        assert r["own_over_recorded"] == pytest.approx(1.05 / 1.015, abs=1e-4)  # rounded to 4
+
+
+def test_without_an_order_effect_nothing_moves(tmp_path):
+    rows = hs.recorded(str(_planted(tmp_path, 1.0, 1.0)))
+    assert rows and all(
+        (r["a3_over_a0"], r["b1_over_b2"], r["own_over_recorded"]) == (1.0, 1.0, 1.0) for r in rows
+    )
