@@ -4,9 +4,6 @@ from the trial log; a planted order effect is found again, and what it did to th
 from __future__ import annotations
 
 import importlib.util
-import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,32 +19,24 @@ def test_the_round_is_the_hot_timers():
     assert 'slots = "ABBA"' in (ROOT / "sweeper/run/timers.py").read_text()
 
 
-def _planted(tmp_path, after_other_a=1.05, after_other_b=1.03, cells=30):
+def _planted(planted_run, after_other_a=1.05, after_other_b=1.03, cells=30):
     """hot-6's first hot candidate cells at 20-40 MiB with every sample replaced: two halves
     of four rounds; side A's slot 3 and the first round's slot 0 (both after side B) slow by
     after_other_a, side B's slot 1 (after side A) slow by after_other_b."""
-    src = ROOT / "results/h200/hot-6"
-    out = []
-    with lzma.open(src / "trials.jsonl.xz", "rt") as f:
-        for line in f:
-            t = json.loads(line)
-            if (t.get("role") == "candidate" and t.get("status") == "ok"
-                    and 20 * 2**20 < t["ws_bytes"] <= 40 * 2**20):  # fmt: skip
-                half_a = [10.0 * (after_other_a if i == 0 or i % 2 else 1.0) for i in range(8)]
-                half_b = [12.0 * (after_other_b if i % 2 == 0 else 1.0) for i in range(8)]
-                t.update(sample_parts=[8, 8], samples_us=half_a * 2, base_samples_us=half_b * 2)
-                out.append(t)
-            if len(out) == cells:
-                break
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(src / "manifest.json", run / "manifest.json")
-    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
-    return run
+    half_a = [10.0 * (after_other_a if i == 0 or i % 2 else 1.0) for i in range(8)]
+    half_b = [12.0 * (after_other_b if i % 2 == 0 else 1.0) for i in range(8)]
+
+    def plant(t):
+        return {**t, "sample_parts": [8, 8], "samples_us": half_a * 2,
+                "base_samples_us": half_b * 2}  # fmt: skip
+
+    return planted_run(
+        "hot-6", plant, cells, pick=lambda t: 20 * 2**20 < t["ws_bytes"] <= 40 * 2**20
+    )
 
 
-def test_the_slots_and_the_ratio_they_moved_are_read_back(tmp_path):
-    rows = hs.recorded(str(_planted(tmp_path)))
+def test_the_slots_and_the_ratio_they_moved_are_read_back(planted_run):
+    rows = hs.recorded(str(_planted(planted_run)))
     assert sum(r["cells"] for r in rows) == 30
     for r in rows:
         assert r["a3_over_a0"] == pytest.approx(1.05)
@@ -57,8 +46,8 @@ def test_the_slots_and_the_ratio_they_moved_are_read_back(tmp_path):
         assert r["own_over_recorded"] == pytest.approx(1.05 / 1.015, abs=1e-4)  # rounded to 4
 
 
-def test_without_an_order_effect_nothing_moves(tmp_path):
-    rows = hs.recorded(str(_planted(tmp_path, 1.0, 1.0)))
+def test_without_an_order_effect_nothing_moves(planted_run):
+    rows = hs.recorded(str(_planted(planted_run, 1.0, 1.0)))
     assert rows and all(
         (r["a3_over_a0"], r["b1_over_b2"], r["own_over_recorded"]) == (1.0, 1.0, 1.0) for r in rows
     )

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
@@ -25,35 +23,26 @@ def test_the_round_is_the_timers():
     assert (sp.A_SLOTS, sp.B_SLOTS) == ((0, 3, 4, 7), (1, 2, 5, 6))
 
 
-def _planted(tmp_path, a_profile, b_profile, cells=40):
+def _planted(planted_run, a_profile, b_profile, cells=40):
     """aw-4's first after-write candidate cells, as a run recorded in rounds of 8 records
     them: every sample replaced by side time x the slot's factor, two halves of two rounds
     each, and a manifest without `harness.blocked_samples_per_hold` (aw-4 held one sample at
     a time)."""
-    src = ROOT / "results/h200/aw-4"
-    out = []
-    with lzma.open(src / "trials.jsonl.xz", "rt") as f:
-        for line in f:
-            t = json.loads(line)
-            if t.get("role") == "candidate" and t.get("status") == "ok":
-                t["sample_parts"] = [8, 8]
-                t["samples_us"] = [10.0 * a_profile[i % 4] for i in range(16)]
-                t["base_samples_us"] = [12.0 * b_profile[i % 4] for i in range(16)]
-                out.append(t)
-            if len(out) == cells:
-                break
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(src / "pruned.jsonl.xz", run / "pruned.jsonl.xz")
-    manifest = json.loads((src / "manifest.json").read_text())
-    del manifest["harness"]["blocked_samples_per_hold"]
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
-    return run
+
+    def plant(t):
+        return {**t, "sample_parts": [8, 8],
+                "samples_us": [10.0 * a_profile[i % 4] for i in range(16)],
+                "base_samples_us": [12.0 * b_profile[i % 4] for i in range(16)]}  # fmt: skip
+
+    def manifest(m):
+        del m["harness"]["blocked_samples_per_hold"]
+        return m
+
+    return planted_run("aw-4", plant, cells, manifest=manifest)
 
 
-def test_a_planted_profile_is_read_back_per_side(tmp_path):
-    run = _planted(tmp_path, (1.10, 1.14, 1.12, 1.0), (1.07, 1.08, 1.0, 1.0))
+def test_a_planted_profile_is_read_back_per_side(planted_run):
+    run = _planted(planted_run, (1.10, 1.14, 1.12, 1.0), (1.07, 1.08, 1.0, 1.0))
     rows = sp.profile([str(run)])
     assert rows and sum(r["cells"] for r in rows) == 40
     for r in rows:
@@ -73,8 +62,8 @@ def test_a_half_that_is_not_whole_rounds_is_left_out():
     assert list(sp.slot_means([1, 2, 3, 4, 3, 4, 5, 6], [4, 4])) == [2, 3, 4, 5]
 
 
-def test_a_run_held_one_sample_at_a_time_has_no_slots(tmp_path):
-    run = _planted(tmp_path, (1.0,) * 4, (1.0,) * 4, cells=2)
+def test_a_run_held_one_sample_at_a_time_has_no_slots(planted_run):
+    run = _planted(planted_run, (1.0,) * 4, (1.0,) * 4, cells=2)
     m = json.loads((run / "manifest.json").read_text())
     assert "blocked_samples_per_hold" not in m["harness"]  # recorded in rounds of 8
     m["harness"]["blocked_samples_per_hold"] = 1

@@ -1,0 +1,41 @@
+"""Fixtures shared by the unit tests."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def planted_run(tmp_path) -> Callable[..., Path]:
+    """A run folder made from a shipped run's first `cells` ok candidate trials that `pick`
+    accepts, each passed through `plant` (which rewrites its samples), beside the shipped run's
+    manifest (passed through `manifest`) and its pruned list: a recorded profile, planted."""
+
+    def make(run: str, plant, cells: int, pick=lambda t: True, manifest=lambda m: m) -> Path:
+        src = ROOT / "results/h200" / run
+        out = []
+        with lzma.open(src / "trials.jsonl.xz", "rt") as f:
+            for line in f:
+                t = json.loads(line)
+                if t.get("role") == "candidate" and t.get("status") == "ok" and pick(t):
+                    out.append(plant(t))
+                if len(out) == cells:
+                    break
+        folder = tmp_path / "run"
+        folder.mkdir()
+        for pruned in src.glob("pruned.jsonl*"):
+            shutil.copy(pruned, folder / pruned.name)
+        m = manifest(json.loads((src / "manifest.json").read_text()))
+        (folder / "manifest.json").write_text(json.dumps(m))
+        (folder / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
+        return folder
+
+    return make
