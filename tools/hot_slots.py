@@ -6,7 +6,12 @@ A hot pairing times A B B A rounds (Bench.time_pair_hot), each sample an untimed
 replay of its own side followed by the timed graph; the two sides have their own buffers.
 With `--sides numba` or `torch` both sides run the same kernel (a Numba config, or torch), so
 every ratio should read 1 and every slot the same; `mixed` times the Numba config (A) against
-torch (B), as a run's cell does, to show how the warm-up moves a real ratio. Per working set and number of warm-up calls (`--warm`; `auto` is
+torch (B), as a run's cell does, to show how the warm-up moves a real ratio. With `--export
+HEADER` (an exported relu_policy.cuh, built with nvcc as `sweeper verify` builds it) the sides
+`export` (its fp32 `launch_relu` against itself), `export-numba` and `numba-export` (it against
+the Numba config, each way round) tell a difference between the header's kernel and its Numba
+twin from the order of the sides; `--config` must then be the config the header dispatches to
+at those sizes. Per working set and number of warm-up calls (`--warm`; `auto` is
 the default rule, sweeper.run.stats.warm_calls) it makes `--reps` buffer-swapped pairings of
 16 samples per side, as a cell does (GpuExecutor._pair_swapped), and prints the median over
 them of:
@@ -107,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="4,8,12,16,20,24,32,40,48,56,64", help="MiB")
     ap.add_argument("--warm", default="1,2,4,8,auto", help="warm-up calls per sample")
     ap.add_argument("--reps", type=int, default=8, help="pairings per size and warm-up")
-    ap.add_argument("--sides", default="numba,torch,mixed", help="numba, torch and/or mixed")
+    ap.add_argument(
+        "--sides",
+        default="numba,torch,mixed",
+        help="numba, torch, mixed; with --export also export, export-numba, numba-export",
+    )
+    ap.add_argument("--config", default=CONFIG, help="the fp32 Numba config")
+    ap.add_argument("--export", default=None, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--recorded", default=None, help="a hot run folder: its slots, no GPU")
     args = ap.parse_args(argv)
@@ -130,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = Stopping(min_samples=16, max_samples=16, rel_tol=0.0, time_cap_s=30.0)
     ex = GpuExecutor(stopping=stop, baseline="torch" if "torch" in args.sides else "auto")
-    launcher = get_launcher(Variant.parse(f"fp32-{CONFIG}"))
+    launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
+    export = None
+    if args.export:
+        from sweeper.export.verify import build_exported_launchers
+
+        export = build_exported_launchers(args.export)["fp32"]
     warms = [None if w == "auto" else int(w) for w in args.warm.split(",")]
     rows = []
     for mib in (float(s) for s in args.sizes.split(",")):
@@ -140,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
         numba = lambda side, b=b, n=n: ex._candidate_launch(launcher, b, n, side)  # noqa: E731
         torch = lambda side, b=b, n=n: ex._baseline_launch("fp32", b, n, side)  # noqa: E731
         pairs = {"numba": (numba, numba), "torch": (torch, torch), "mixed": (numba, torch)}
+        if export is not None:
+
+            def exported(side, b=b, n=n):
+                x, y, _ = b.side(side)
+                xp, yp = x.device_ctypes_pointer.value, y.device_ctypes_pointer.value
+                return lambda stream: export(xp, yp, n, int(stream.handle))
+
+            pairs.update(export=(exported, exported), **{"export-numba": (exported, numba),
+                         "numba-export": (numba, exported)})  # fmt: skip
         for name in args.sides.split(","):
             a_on, b_on = pairs[name]
             for w in warms:
@@ -161,10 +186,11 @@ def main(argv: list[str] | None = None) -> int:
                         }
                     )
         ex.release("fp32", n)
-    doc = {"config": f"fp32-{CONFIG}", "reps": args.reps, "samples_per_side": 16, "rows": rows}
+    doc = {"config": f"fp32-{args.config}", "export": args.export, "reps": args.reps,
+           "samples_per_side": 16, "rows": rows}  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1))
-    print(f"{'side':>5} {'ws MiB':>6} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
+    print(f"{'side':>12} {'ws MiB':>6} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
           f"{'A0/A3':>6} {'B1/B2':>6}")  # fmt: skip
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -173,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = np.array([r["ratio"] for r in g])
         lo, hi = np.quantile(ratio, [0.05, 0.95])
         print(
-            f"{side:>5} {mib:6.1f} {g[0]['warm_calls']:>4} {g[0]['calls']:>5} "
+            f"{side:>12} {mib:6.1f} {g[0]['warm_calls']:>4} {g[0]['calls']:>5} "
             f"{np.median(ratio):6.3f} [{lo:5.3f},{hi:5.3f}] "
             f"{np.median([r['a0_a3'] for r in g]):6.3f} {np.median([r['b1_b2'] for r in g]):6.3f}"
             + ("  (auto)" if w == "auto" else "")
