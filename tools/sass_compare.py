@@ -1,9 +1,10 @@
 """Compare the SASS of a Numba variant with the SASS of the same config in an exported header,
-both assembled by nvJitLink (the compiler Numba uses), without a GPU.
+without a GPU: Numba's as nvJitLink assembles it, the header's as nvcc builds it for
+`sweeper verify`.
 
     python tools/sass_compare.py results/h200/hot-6/relu_policy.cuh fp32-v16-u8-ld.nc-st.cs-b128-flat
 
-Needs nvcc (to turn the header into PTX) and nvdisasm (`pip install nvidia-cuda-nvdisasm`,
+Needs nvcc (to build the header) and nvdisasm (`pip install nvidia-cuda-nvdisasm`,
 or SWEEPER_NVDISASM). Prints each kernel's instruction count, then a diff of the two
 instruction streams with register numbers, immediates and labels normalised away.
 """

@@ -1,8 +1,8 @@
 """SASS of a Numba variant and of the same config in an exported header, without a GPU.
 
-Both are assembled by nvJitLink (what numba-cuda links with) for one arch and disassembled
-with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). The header's PTX
-comes from nvcc. Used by tests/unit/test_export_sass.py (the export mirrors the Numba kernels
+A Numba variant's PTX is assembled by nvJitLink (what numba-cuda links with), the header by
+nvcc into a cubin as `sweeper verify` builds it, both for one arch, and both disassembled
+with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). Used by tests/unit/test_export_sass.py (the export mirrors the Numba kernels
 instruction for instruction where it matters) and tools/sass_compare.py (a diff).
 """
 
@@ -66,17 +66,21 @@ def functions(sass: str) -> dict[str, list[str]]:
 
 
 def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) -> dict:
-    """functions() of every kernel of an exported header."""
+    """functions() of every kernel of an exported header, assembled as `sweeper verify` builds
+    it (nvcc's own ptxas, verify's optimisation and target flags): the SASS that ships. On
+    the H200's policies nvJitLink, which assembles Numba's kernels, schedules 8 of hot-6's 30
+    configs differently from it."""
     with tempfile.TemporaryDirectory() as t:
         src = Path(t) / "h.cu"
         src.write_text(f'#include "{Path(header).resolve()}"\n')
-        ptx = Path(t) / "h.ptx"
+        cubin = Path(t) / "h.cubin"
         subprocess.run(
-            [nvcc, f"-arch=sm_{arch}", "-std=c++17", "-ptx", str(src), "-o", str(ptx)],
+            [nvcc, "-std=c++17", "-O3", "-gencode", f"arch=compute_{arch},code=sm_{arch}",
+             "-cubin", str(src), "-o", str(cubin)],
             check=True,
             capture_output=True,
-        )
-        return functions(disassemble(nvjitlink_cubin(ptx.read_text(), arch), nvdisasm))
+        )  # fmt: skip
+        return functions(disassemble(cubin.read_bytes(), nvdisasm))
 
 
 def numba_sass(variant, arch: str, nvdisasm: str) -> list[str]:

@@ -1,5 +1,6 @@
 """The exported header's kernels against the Numba kernels they mirror, at the SASS level
-(nvcc -> PTX -> nvJitLink, nvdisasm; no GPU).
+(the header built by nvcc as `sweeper verify` builds it, the Numba kernels assembled by
+nvJitLink, both disassembled by nvdisasm; no GPU).
 
 The header widens thread and block indices as Numba does (sign extension): with unsigned
 widening the 2-vector flat export measured 2-8% slower than its Numba twin on the H200 while
