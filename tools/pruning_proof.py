@@ -346,40 +346,40 @@ def markdown(table: pd.DataFrame, passes: list[str], margin: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    # options shared by subcommands (argparse parent parsers)
+    exhaustive = argparse.ArgumentParser(add_help=False)
+    exhaustive.add_argument("exhaustive", nargs="+")
+    passes = argparse.ArgumentParser(add_help=False)  # the top-k passes
+    passes.add_argument("--k", type=int, default=2 * TOP)
+    passes.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
+    verdict = argparse.ArgumentParser(add_help=False)  # the proof's table
+    verdict.add_argument("--top", type=int, default=TOP)
+    verdict.add_argument("--margin", type=float, default=MARGIN)
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
     s = sub.add_parser("sizes", help="print the exhaustive runs' commands")
     s.add_argument("plan")
     s.add_argument("--dtypes", default="fp32,bf16")
     s.add_argument("--mode", default="hot")
-    t = sub.add_parser("top", help="print the passes' commands for the exhaustive runs' top k")
-    t.add_argument("exhaustive", nargs="+")
-    t.add_argument("--k", type=int, default=2 * TOP)
+    t = sub.add_parser("top", parents=[exhaustive, passes],
+                       help="print the passes' commands for the exhaustive runs' top k")  # fmt: skip
     t.add_argument("--policy", default="results/h200/hot-6/policy.json")
-    t.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
-    c = sub.add_parser("check", help="the proof's table and verdict")
-    c.add_argument("exhaustive", nargs="+")
+    c = sub.add_parser("check", parents=[exhaustive, verdict, out],
+                       help="the proof's table and verdict")  # fmt: skip
     c.add_argument(
         "--passes", required=True,
         help="comma-separated passes; a pass timed in several runs joins their folders with +",
     )  # fmt: skip
-    c.add_argument("--top", type=int, default=TOP)
-    c.add_argument("--margin", type=float, default=MARGIN)
     c.add_argument("--policy-config", default=None, help="policy-<run> (default: the one timed)")
-    c.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
-    pr = sub.add_parser("prove", help="time the two passes on the GPU, then check them")
-    pr.add_argument("exhaustive", nargs="+")
+    pr = sub.add_parser("prove", parents=[exhaustive, passes, verdict, out],
+                        help="time the two passes on the GPU, then check them")  # fmt: skip
     pr.add_argument("--policy", required=True)
     pr.add_argument("--root", required=True, help="results root of the passes' run folders")
-    pr.add_argument("--k", type=int, default=2 * TOP)
-    pr.add_argument("--plan", default="sweeps/h200.json", help="the plan, for a .csv.xz table")
-    pr.add_argument("--top", type=int, default=TOP)
-    pr.add_argument("--margin", type=float, default=MARGIN)
-    pr.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
-    w = sub.add_parser("table", help="write the exhaustive runs' cells as one .csv.xz")
-    w.add_argument("exhaustive", nargs="+")
+    w = sub.add_parser("table", parents=[exhaustive],
+                       help="write the exhaustive runs' cells as one .csv.xz")  # fmt: skip
     w.add_argument("--out", required=True)
-    r = sub.add_parser("replay", help="the climb replayed on the exhaustive runs' ratios")
-    r.add_argument("exhaustive", nargs="+")
-    r.add_argument("--out", default=None, help="write the table (.md) and its JSON beside it")
+    sub.add_parser("replay", parents=[exhaustive, out],
+                   help="the climb replayed on the exhaustive runs' ratios")  # fmt: skip
     lo = sub.add_parser("leave-out", help="what one screening size contributes to a run")
     lo.add_argument("run")
     lo.add_argument("--fraction", type=float, required=True, help="the size, as a fraction of L2")
