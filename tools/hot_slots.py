@@ -13,7 +13,9 @@ the Numba config, each way round) tell a difference between the header's kernel 
 twin from the order of the sides; `--config` must then be the config the header dispatches to
 at those sizes. Per working set and number of warm-up calls (`--warm`; `auto` is
 the default rule, sweeper.run.stats.warm_calls) it makes `--reps` buffer-swapped pairings of
-16 samples per side, as a cell does (GpuExecutor._pair_swapped), and prints the median over
+16 samples per side (`--adaptive`: the run's stopping rule, 6-16) as a cell does
+(GpuExecutor._pair_swapped; `--check`: side A's outputs poisoned after the warm-up and checked
+after each half, as a cell's candidate and verify's export are), and prints the median over
 them of:
 
   ratio   the pairing's ratio (side B's time over side A's, as a cell's ratio to the baseline);
@@ -121,6 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export", default=None, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--recorded", default=None, help="a hot run folder: its slots, no GPU")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="poison side A's outputs after the warm-up and check them after each "
+        "half, as a run's cell and verify do",
+    )
+    ap.add_argument("--adaptive", action="store_true",
+                    help="the default stopping rule (6-16 samples per side) instead of 16")  # fmt: skip
     args = ap.parse_args(argv)
     if args.recorded:
         rows = recorded(args.recorded)
@@ -139,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from sweeper.run.executor import GpuExecutor
     from sweeper.run.stats import Stopping
 
-    stop = Stopping(min_samples=16, max_samples=16, rel_tol=0.0, time_cap_s=30.0)
+    stop = Stopping() if args.adaptive else Stopping(16, 16, rel_tol=0.0, time_cap_s=30.0)
     ex = GpuExecutor(stopping=stop, baseline="torch" if "torch" in args.sides else "auto")
     launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
     export = None
@@ -170,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             for w in warms:
                 ex.hot_warm_calls = w
                 for rep in range(args.reps):
-                    t = ex._pair_swapped("hot", a_on, b_on, b, key, stop).timing
+                    res = ex._pair_swapped("hot", a_on, b_on, b, key, stop, check=args.check)
+                    if res.bad:
+                        raise SystemExit(f"side A's output differs from the reference ({name})")
+                    t = res.timing
                     a0a3, b1b2 = slot_ratios(t.a_us, t.b_us, t.parts)
                     rows.append(
                         {
@@ -180,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                             "warm_calls": ex._warm_calls(key),
                             "calls": t.calls,
                             "rep": rep,
+                            "samples_per_side": int(t.a_us.size),
                             "ratio": float(t.summary()["ratio"]),
                             "a0_a3": a0a3,
                             "b1_b2": b1b2,
@@ -187,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
         ex.release("fp32", n)
     doc = {"config": f"fp32-{args.config}", "export": args.export, "reps": args.reps,
-           "samples_per_side": 16, "rows": rows}  # fmt: skip
+           "check": args.check, "adaptive": args.adaptive, "rows": rows}  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"{'side':>12} {'ws MiB':>6} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
