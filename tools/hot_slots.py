@@ -51,18 +51,22 @@ from sweeper.units import MiB  # noqa: E402
 CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"  # fp32's band config in hot-6's policy
 
 
-def slot_ratios(a_us: np.ndarray, b_us: np.ndarray, parts) -> tuple[float, float]:
-    """(A0/A3, B1/B2) over the halves: each half's samples are in round order, side A's
-    taken in slots 0 and 3 of a round, side B's in slots 1 and 2."""
-    a0, a3, b1, b2 = [], [], [], []
+def halves(a_us, b_us, parts):
+    """Per buffer-swapped half, (A, B, A0, A3, B1, B2): both sides' samples, which are in round
+    order (side A's taken in slots 0 and 3 of a round, side B's in slots 1 and 2), and each
+    side's samples by slot."""
+    a_us, b_us = np.asarray(a_us, dtype=float), np.asarray(b_us, dtype=float)
     i = 0
     for p in parts or (len(a_us),):
         a, b = a_us[i : i + p], b_us[i : i + p]
         i += p
-        a0 += list(a[0::2])
-        a3 += list(a[1::2])
-        b1 += list(b[0::2])
-        b2 += list(b[1::2])
+        yield a, b, a[0::2], a[1::2], b[0::2], b[1::2]
+
+
+def slot_ratios(a_us: np.ndarray, b_us: np.ndarray, parts) -> tuple[float, float]:
+    """(A0/A3, B1/B2), each slot's samples pooled over the halves."""
+    per_half = [h[2:] for h in halves(a_us, b_us, parts)]
+    a0, a3, b1, b2 = (np.concatenate(x) for x in zip(*per_half, strict=True))
     return float(np.median(a0) / np.median(a3)), float(np.median(b1) / np.median(b2))
 
 
@@ -83,13 +87,8 @@ def recorded(run: str, edges: tuple[float, ...] = EDGES_MIB) -> list[dict]:
         parts = t.get("sample_parts") or ([len(a)] if a else [])
         if not a or not b or len(a) != len(b) or sum(parts) != len(a) or min(parts) < 4:
             continue
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         own, rec, a3a0, b1b2 = [], [], [], []
-        i = 0
-        for p in parts:
-            ha, hb = a[i : i + p], b[i : i + p]
-            i += p
-            a0, a3, b1, b2 = ha[0::2], ha[1::2], hb[0::2], hb[1::2]
+        for ha, hb, a0, a3, b1, b2 in halves(a, b, parts):
             a3a0.append(np.median(a3) / np.median(a0))
             b1b2.append(np.median(b1) / np.median(b2))
             own.append(np.median(b2) / np.median(a0[1:]))  # speed ratio, as a cell's
