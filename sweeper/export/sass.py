@@ -67,9 +67,8 @@ def functions(sass: str) -> dict[str, list[str]]:
 
 def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) -> dict:
     """functions() of every kernel of an exported header, assembled as `sweeper verify` builds
-    it (nvcc's own ptxas, verify's optimisation and target flags): the SASS that ships. On
-    the H200's policies nvJitLink, which assembles Numba's kernels, schedules 8 of hot-6's 30
-    configs differently from it."""
+    it (nvcc's own ptxas, verify's optimisation and target flags): the SASS that ships.
+    nvJitLink, which assembles Numba's kernels, does not always schedule as nvcc does."""
     with tempfile.TemporaryDirectory() as t:
         src = Path(t) / "h.cu"
         src.write_text(f'#include "{Path(header).resolve()}"\n')
