@@ -2,21 +2,22 @@
 
     python tools/hot_slots.py --out hot_slots.json
 
-A hot pairing times A B B A rounds (Bench.time_pair_hot), each sample an untimed warm-up
-replay of its own side followed by the timed graph; the two sides have their own buffers.
-With `--sides numba` or `torch` both sides run the same kernel (a Numba config, or torch), so
-every ratio should read 1 and every slot the same; `mixed` times the Numba config (A) against
-torch (B), as a run's cell does, to show how the warm-up moves a real ratio. With `--export
-HEADER` (an exported relu_policy.cuh, built with nvcc as `sweeper verify` builds it) the sides
-`export` (its fp32 `launch_relu` against itself), `export-numba` and `numba-export` (it against
-the Numba config, each way round) tell a difference between the header's kernel and its Numba
-twin from the order of the sides; `--config` must then be the config the header dispatches to
-at those sizes. Per working set and number of warm-up calls (`--warm`; `auto` is
-the default rule, sweeper.run.stats.warm_calls) it makes `--reps` buffer-swapped pairings of
-16 samples per side (`--adaptive`: the run's stopping rule, 6-16) as a cell does
-(GpuExecutor._pair_swapped; `--check`: side A's outputs poisoned after the warm-up and checked
-after each half, as a cell's candidate and verify's export are), and prints the median over
-them of:
+A hot pairing times A B B A rounds (Bench.time_pair_hot), each sample an untimed warm-up replay
+of its own side followed by the timed graph; the two sides have their own buffers. With
+`--sides numba` or `torch` both sides run the same kernel (a Numba config, or torch), so every
+ratio should read 1 and every slot the same; `mixed` times the Numba config (A) against torch
+(B), as a run's cell does, to show how the warm-up moves a real ratio. With `--export HEADER`
+(an exported relu_policy.cuh, built with nvcc as `sweeper verify` builds it) the sides `export`
+(its fp32 `launch_relu` against itself), `export-numba` and `numba-export` (it against the
+Numba config, each way round) tell a difference between the header's kernel and its Numba twin
+from the order of the sides, and `export-torch` times it against torch as verify does;
+`--config` must then be the config the header dispatches to at those sizes (`--bytes` takes a
+plan's exact working sets, as verify times them). Per working set and number of warm-up calls
+(`--warm`; `auto` is the default rule, sweeper.run.stats.warm_calls) it makes `--reps`
+buffer-swapped pairings of 16 samples per side (`--adaptive`: the run's stopping rule, 6-16) as
+a cell does (GpuExecutor._pair_swapped; `--check`: side A's outputs poisoned after the warm-up
+and checked after each half, as a cell's candidate and verify's export are), and prints the
+median over them of:
 
   ratio   the pairing's ratio (side B's time over side A's, as a cell's ratio to the baseline);
   A0/A3   side A's median time in slot 0 (after its own slot, except a half's first round)
@@ -110,13 +111,17 @@ def recorded(run: str, edges: tuple[float, ...] = EDGES_MIB) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="4,8,12,16,20,24,32,40,48,56,64", help="MiB")
+    ap.add_argument("--sizes", default="4,8,12,16,20,24,32,40,48,56,64",
+                    help="MiB, each rounded down to a whole 256 bytes of input")  # fmt: skip
+    ap.add_argument("--bytes", default=None,
+                    help="exact working sets in bytes (a plan's sizes) instead of --sizes")  # fmt: skip
     ap.add_argument("--warm", default="1,2,4,8,auto", help="warm-up calls per sample")
     ap.add_argument("--reps", type=int, default=8, help="pairings per size and warm-up")
     ap.add_argument(
         "--sides",
         default="numba,torch,mixed",
-        help="numba, torch, mixed; with --export also export, export-numba, numba-export",
+        help="numba, torch, mixed; with --export also export, export-numba, numba-export, "
+        "export-torch",
     )
     ap.add_argument("--config", default=CONFIG, help="the fp32 Numba config")
     ap.add_argument("--export", default=None, help="an exported relu_policy.cuh")
@@ -158,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         export = build_exported_launchers(args.export)["fp32"]
     warms = [None if w == "auto" else int(w) for w in args.warm.split(",")]
     rows = []
-    for mib in (float(s) for s in args.sizes.split(",")):
-        n = int(mib * MiB) // 8 // 64 * 64  # fp32: 8 bytes of working set per element
+    if args.bytes:
+        counts = [int(s) // 8 for s in args.bytes.split(",")]  # fp32: 8 B of working set each
+    else:
+        counts = [int(float(s) * MiB) // 8 // 64 * 64 for s in args.sizes.split(",")]
+    for n in counts:
+        mib = 8 * n / MiB
         b = ex._bufs("fp32", n)
         key = ("fp32", n)
         numba = lambda side, b=b, n=n: ex._candidate_launch(launcher, b, n, side)  # noqa: E731
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 return lambda stream: export(xp, yp, n, int(stream.handle))
 
             pairs.update(export=(exported, exported), **{"export-numba": (exported, numba),
-                         "numba-export": (numba, exported)})  # fmt: skip
+                         "numba-export": (numba, exported), "export-torch": (exported, torch)})  # fmt: skip
         for name in args.sides.split(","):
             a_on, b_on = pairs[name]
             for w in warms:
@@ -188,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                         {
                             "side": name,
                             "ws_mib": mib,
+                            "ws_bytes": 8 * n,
                             "warm": "auto" if w is None else w,
                             "warm_calls": ex._warm_calls(key),
                             "calls": t.calls,
@@ -203,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
            "check": args.check, "adaptive": args.adaptive, "rows": rows}  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1))
-    print(f"{'side':>12} {'ws MiB':>6} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
+    print(f"{'side':>12} {'ws MiB':>7} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
           f"{'A0/A3':>6} {'B1/B2':>6}")  # fmt: skip
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -212,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = np.array([r["ratio"] for r in g])
         lo, hi = np.quantile(ratio, [0.05, 0.95])
         print(
-            f"{side:>12} {mib:6.1f} {g[0]['warm_calls']:>4} {g[0]['calls']:>5} "
+            f"{side:>12} {mib:7.3f} {g[0]['warm_calls']:>4} {g[0]['calls']:>5} "
             f"{np.median(ratio):6.3f} [{lo:5.3f},{hi:5.3f}] "
             f"{np.median([r['a0_a3'] for r in g]):6.3f} {np.median([r['b1_b2'] for r in g]):6.3f}"
             + ("  (auto)" if w == "auto" else "")
