@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from sweeper.errors import SweeperError
-from sweeper.run.stats import WARM_RULE, Stopping, calls_per_sample, warm_calls
+from sweeper.run.stats import WARM_RULE, Stopping, calls_per_sample, warm_rule
 
 EMPTY_KERNEL_US = 0.52  # an empty kernel's time per call in a hot graph (docs/methodology.md)
 PARTS = ("timed", "warm-up", "fresh")
@@ -35,12 +35,11 @@ def warm_up_calls(manifest: Mapping) -> Callable[[int], int]:
     records them (`hot_warm_calls`: sweeper.run.stats.WARM_RULE or a number; one in a run
     made before the field)."""
     rule = (manifest.get("harness") or {}).get("hot_warm_calls", 1)
-    if rule == WARM_RULE:
-        l2 = int(manifest["device"]["l2_bytes"])
-        return lambda ws: warm_calls(ws, l2)
-    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
-        return lambda ws: rule
-    raise SweeperError(f"harness.hot_warm_calls: unknown warm-up rule {rule!r}")
+    l2 = int(manifest["device"]["l2_bytes"]) if rule == WARM_RULE else 0
+    try:
+        return warm_rule(rule, l2)
+    except ValueError as e:
+        raise SweeperError(f"harness.hot_warm_calls: {e}") from None
 
 
 def cell_work(

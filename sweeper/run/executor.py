@@ -40,7 +40,7 @@ import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
-from sweeper.run.stats import WARM_RULE, PairTiming, Stopping, warm_calls
+from sweeper.run.stats import WARM_RULE, PairTiming, Stopping, warm_rule
 from sweeper.run.timers import (
     BLOCKED_SAMPLES_PER_HOLD,
     Bench,
@@ -150,7 +150,7 @@ class GpuExecutor:
         self.workers = workers
         self._buffers: dict[tuple[str, int], _Buffers] = {}
         self._host = HostData(seed)
-        self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side) -> baseline graphs
+        self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side, warm) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
         # hot mode's warm-up calls per sample: None follows stats.warm_calls; a number fixes
         # it (tools/hot_slots.py compares them)
@@ -227,7 +227,7 @@ class GpuExecutor:
             "hot_rounds_pipelined": True,
             # untimed warm-up calls of a side before each of its hot samples (stats.warm_calls;
             # runs without this field made one)
-            "hot_warm_calls": WARM_RULE if self.hot_warm_calls is None else self.hot_warm_calls,
+            "hot_warm_calls": self._warm_rule,
             # cold and after-write samples queued per hold of the stream (nvbench: one)
             "blocked_samples_per_hold": BLOCKED_SAMPLES_PER_HOLD,
             "halves": "geometric mean",
@@ -565,24 +565,24 @@ class GpuExecutor:
         if key not in self._base_calls:
             self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
         calls = self._base_calls[key]
-        gkey = (*key, side)
         warm = self._warm_calls(key)
-        if gkey in self._base_graphs and self._base_graphs[gkey][1].calls != warm:
-            for g in self._base_graphs.pop(gkey):  # hot_warm_calls changed since
-                g.close()
+        gkey = (*key, side, warm)
         if gkey not in self._base_graphs:
             s = self.bench.stream
             self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, warm, s))
         return calls, self._base_graphs[gkey]
 
+    @property
+    def _warm_rule(self):
+        """The hot warm-up rule in force, as the manifest records it (harness.hot_warm_calls)."""
+        return WARM_RULE if self.hot_warm_calls is None else self.hot_warm_calls
+
     def _warm_calls(self, key: tuple) -> int:
         """Hot mode's warm-up calls per sample at (dtype, n)."""
-        if self.hot_warm_calls is not None:
-            return self.hot_warm_calls
         from sweeper_kernels import itemsize
 
         dtype, n = key[:2]
-        return warm_calls(2 * n * itemsize(dtype), self.bench.l2_bytes)
+        return warm_rule(self._warm_rule, self.bench.l2_bytes)(2 * n * itemsize(dtype))
 
     def _pair_swapped(
         self,

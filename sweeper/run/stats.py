@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -203,6 +204,16 @@ def warm_calls(ws_bytes: int, l2_bytes: int) -> int:
     against itself read up to 1.9% slow on one side with one warm-up call and within 0.2%
     with four (tools/hot_slots.py; docs/methodology.md, "Warm-up between sides")."""
     return WARM_CALLS if 4 * ws_bytes >= l2_bytes and ws_bytes <= l2_bytes else 1
+
+
+def warm_rule(rule, l2_bytes: int) -> Callable[[int], int]:
+    """Warm-up calls per sample and side, by working set in bytes, for a recorded rule
+    (`harness.hot_warm_calls`): WARM_RULE (warm_calls on this L2) or a fixed number of calls."""
+    if rule == WARM_RULE:
+        return lambda ws: warm_calls(ws, l2_bytes)
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return lambda ws: rule
+    raise ValueError(f"unknown warm-up rule {rule!r}")
 
 
 @dataclass

@@ -235,3 +235,15 @@ def test_hot_warm_up_is_four_calls_from_a_quarter_of_the_l2_to_all_of_it():
     l2 = 60 * 2**20
     sizes = (0.5, 8, 14.9, 15, 16, 32, 56, 60, 60.1, 120, 512)
     assert [warm_calls(int(ws * 2**20), l2) for ws in sizes] == [1, 1, 1, 4, 4, 4, 4, 4, 1, 1, 1]
+
+
+def test_a_recorded_warm_up_rule_gives_calls_by_working_set():
+    from sweeper.run.stats import WARM_RULE, warm_calls, warm_rule
+
+    l2 = 60 * 2**20
+    sizes = [int(ws * 2**20) for ws in (1, 20, 59, 200)]
+    assert [warm_rule(WARM_RULE, l2)(ws) for ws in sizes] == [warm_calls(ws, l2) for ws in sizes]
+    assert [warm_rule(3, l2)(ws) for ws in sizes] == [3, 3, 3, 3]
+    for bad in (0, True, "ceil(L2 / working set)", 2.0):
+        with pytest.raises(ValueError, match="unknown warm-up rule"):
+            warm_rule(bad, l2)
