@@ -622,7 +622,6 @@ class Runner:
             rounds, untagged = recorded["rounds"], recorded["cells"]
         converged, compile_s = True, 0.0
         while True:
-            rows = self._screen_rows(mode, dtype, screen)
             moves = climb_moves(
                 [r for r in rows if r.get(CLIMB_ROUND, 0) <= rounds], neighbours, params
             )
@@ -640,7 +639,7 @@ class Runner:
             for n, cs in moves.items():
                 variants = [by_config[c] for c in cs]
                 self._measure_size(mode, dtype, n, variants, "screen", {CLIMB_ROUND: rounds})
-        rows = self._screen_rows(mode, dtype, screen)
+            rows = self._screen_rows(mode, dtype, screen)
         self.manifest.setdefault("climb", {})[f"{mode}/{dtype}"] = {
             "rounds": rounds,
             "cells": untagged + sum(1 for k in climbed(rows) if k > 0),
