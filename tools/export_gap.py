@@ -1,0 +1,200 @@
+"""Why verify reads an exported header slower than its Numba twin, on a GPU.
+
+`sweeper verify` of hot-6's policy reads the header's fp32 `launch_relu` 1.5-2.3% slower than
+the Numba kernel it dispatches to at 16-37 MiB, hot, while `tools/hot_slots.py --export` read
+them within 0.3% of each other. Both time the same pairing (GpuExecutor._pair_swapped). This
+probe times it in one process in the steps that tell the two apart:
+
+    python tools/export_gap.py in-process --out in_process.json
+    python tools/export_gap.py drift --out drift.json
+
+`in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
+config there), the header against its twin and against torch, 3 pairings per size, as
+hot_slots does (`tool`), with the persisting-L2 reset a cell and verify make before each
+(`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as hot_slots does
+again, and after verify's bit-exactness cases (`after_bits:`); then the same pairings at 8
+buffer placements (a spacer of k x 2 MiB + 1 byte allocated first), at 10.6 MiB (the Numba
+config and the header against torch, where hot-6 is at parity) and 24.4 MiB.
+
+`drift`: at 24.4 MiB, the header against its twin, pairing after pairing: 40 on one set of
+buffers in a fresh process, 10 on new buffers, 15 after 12 untimed allocate/release cycles of
+other sizes (what verify's size loop does), 15 after Numba's pending frees are flushed, 15
+after 15 s idle, 15 with a second executor.
+
+Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
+the header's time over its twin's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+HEADER = "results/h200/hot-6/relu_policy.cuh"
+CONFIG = "v8-u4-ld.nc-st.cs-b128-flat32"  # fp32 at 15-38 MiB in hot-6's policy
+PARITY_CONFIG = "v16-u2-ld.lu-st.cg-b128-flat"  # fp32 at 8.5-11.4 MiB
+IN_PROCESS_BYTES = (21626880, 25559040, 27525120)  # hot-6's plan sizes, working set
+PARITY_BYTES, BAND_BYTES = 11099776, 25559040
+
+
+class Probe:
+    def __init__(self, header: str):
+        from sweeper_kernels import Variant, get_launcher
+
+        from sweeper.export.verify import build_exported_launchers
+        from sweeper.run.executor import GpuExecutor
+
+        self.launchers = build_exported_launchers(header)
+        self.fn = self.launchers["fp32"]
+        self.ex = GpuExecutor()
+        self.numba = {c: get_launcher(Variant.parse(f"fp32-{c}")) for c in (CONFIG, PARITY_CONFIG)}
+
+    def sides(self, n: int, config: str = CONFIG):
+        ex, fn, launcher = self.ex, self.fn, self.numba[config]
+        b = ex._bufs("fp32", n)
+
+        def exported(side):
+            x, y, _ = b.side(side)
+            xp, yp = x.device_ctypes_pointer.value, y.device_ctypes_pointer.value
+            return lambda s: fn(xp, yp, n, int(s.handle))
+
+        return b, {
+            "export": exported,
+            "numba": lambda side: ex._candidate_launch(launcher, b, n, side),
+            "torch": lambda side: ex._baseline_launch("fp32", b, n, side),
+        }
+
+    def ratio(self, n: int, a: str, bside: str, config: str = CONFIG) -> float:
+        b, s = self.sides(n, config)
+        r = self.ex._pair_swapped(
+            "hot", s[a], s[bside], b, ("fp32", n), self.ex.stopping, check=True
+        )
+        return float(r.timing.summary()["ratio"])
+
+
+def in_process(p: Probe) -> dict:
+    from sweeper.export.verify import _time_pass, verify_bits
+
+    ns = [w // 8 for w in IN_PROCESS_BYTES]
+    out = []
+
+    def tool(tag, reset, reps=3):
+        for n in ns:
+            for rep in range(reps):
+                if reset:
+                    p.ex.bench.reset_persisting()
+                vs_numba = 1 / p.ratio(n, "export", "numba")
+                out.append(dict(tag=tag, n=n, rep=rep, vs_numba=vs_numba,
+                                ratio=p.ratio(n, "export", "torch")))  # fmt: skip
+            p.ex.release("fp32", n)
+
+    def verify_pass(tag):
+        rows = []
+        _time_pass(p.ex, p.launchers, lambda dt, n, cc, l2: (CONFIG, None), {"fp32": ns}, (9, 0),
+                   p.ex.bench.l2_bytes, "hot", 1, rows, None)  # fmt: skip
+        out.extend(dict(tag=tag, n=r["n"], rep=0, vs_numba=r["vs_numba"], ratio=r["ratio"])
+                   for r in rows)  # fmt: skip
+
+    tool("tool", False)
+    tool("tool+reset", True)
+    verify_pass("verify_pass")
+    verify_pass("verify_pass")
+    tool("tool", False)
+    verify_bits(p.launchers, ("fp32",))
+    tool("after_bits:tool", False)
+    verify_pass("after_bits:verify_pass")
+    tool("after_bits:tool+reset", True)
+
+    from numba import cuda
+
+    place = []
+    for n, config, pairs in (
+        (PARITY_BYTES // 8, PARITY_CONFIG, (("numba", "torch"), ("export", "torch"))),
+        (BAND_BYTES // 8, CONFIG, (("export", "numba"), ("numba", "torch"))),
+    ):
+        for k in range(8):
+            spacer = cuda.device_array(k * 2**21 + 1, dtype=np.uint8) if k else None
+            b, _ = p.sides(n, config)
+            for a, bside in pairs:
+                for rep in range(2):
+                    place.append(dict(n=n, k=k, side=f"{a}-{bside}", rep=rep,
+                                      ratio=p.ratio(n, a, bside, config),
+                                      xa=b.x_a.device_ctypes_pointer.value,
+                                      ya=b.y_a.device_ctypes_pointer.value,
+                                      xb=b.x_b.device_ctypes_pointer.value))  # fmt: skip
+            p.ex.release("fp32", n)
+            del spacer
+    print(f"{'step':>24} {'ws MiB':>7} {'rep':>3} {'exp/numba':>9} {'vs torch':>8}")
+    for r in out:
+        print(f"{r['tag']:>24} {8 * r['n'] / 2**20:7.3f} {r['rep']:>3} {r['vs_numba']:9.3f} "
+              f"{r['ratio']:8.3f}")  # fmt: skip
+    print(f"{'ws MiB':>7} {'k':>2} {'pairing':>13} {'ratio':>6} {'y_a-x_a MiB':>11}")
+    for r in place:
+        print(f"{8 * r['n'] / 2**20:7.3f} {r['k']:>2} {r['side']:>13} {r['ratio']:6.3f} "
+              f"{(r['ya'] - r['xa']) / 2**20:11.2f}")  # fmt: skip
+    return {"in_process": out, "placement": place}
+
+
+def drift(p: Probe) -> dict:
+    from numba import cuda
+
+    n = BAND_BYTES // 8
+    t0 = time.perf_counter()
+    log = []
+
+    def pairings(tag, k):
+        for i in range(k):
+            log.append(dict(tag=tag, t=time.perf_counter() - t0, i=i,
+                            exp_over_numba=1 / p.ratio(n, "export", "numba")))  # fmt: skip
+
+    pairings("fresh process, one set of buffers", 40)
+    p.ex.release("fp32", n)
+    pairings("new buffers", 10)
+    for i in range(12):  # size cycles as verify's size loop makes them, untimed
+        p.ex._bufs("fp32", (16 + i) * 2**20 // 8)
+        p.ex.release("fp32", (16 + i) * 2**20 // 8)
+    pairings("after 12 alloc/free cycles", 15)
+    p.ex.release("fp32", n)
+    cuda.current_context().deallocations.clear()
+    pairings("after pending frees flushed", 15)
+    time.sleep(15)
+    pairings("15 s idle later, same buffers", 15)
+    p.ex.release("fp32", n)
+    from sweeper.run.executor import GpuExecutor
+
+    p.ex = GpuExecutor()
+    pairings("a second executor", 15)
+    print(f"{'phase':>38} {'t s':>6} {'n':>3} {'median':>7} {'min':>6} {'max':>6}")
+    for tag in dict.fromkeys(r["tag"] for r in log):
+        g = [r for r in log if r["tag"] == tag]
+        parts = [g[i : i + 10] for i in range(0, len(g), 10)] if len(g) == 40 else [g]
+        for j, part in enumerate(parts):
+            v = np.array([r["exp_over_numba"] for r in part])
+            name = f"{tag} ({j * 10 + 1}-{j * 10 + 10})" if len(parts) > 1 else tag
+            print(f"{name:>38} {part[0]['t']:6.1f} {len(part):>3} {np.median(v):7.3f} "
+                  f"{v.min():6.3f} {v.max():6.3f}")  # fmt: skip
+    return {"drift": log}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("in-process", "drift"))
+    ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
+    ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
+    args = ap.parse_args(argv)
+    p = Probe(args.header)
+    doc = in_process(p) if args.what == "in-process" else drift(p)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"header": args.header, **doc}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
