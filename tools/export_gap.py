@@ -151,7 +151,7 @@ def drift(p: Probe) -> dict:
 
     def pairings(tag, k):
         for i in range(k):
-            log.append(dict(tag=tag, t=time.perf_counter() - t0, i=i,
+            log.append(dict(tag=tag, t=time.perf_counter() - t0, wall=time.time(), i=i,
                             exp_over_numba=1 / p.ratio(n, "export", "numba")))  # fmt: skip
 
     pairings("fresh process, one set of buffers", 40)
