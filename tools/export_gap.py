@@ -7,6 +7,7 @@ probe times it in one process in the steps that tell the two apart:
 
     python tools/export_gap.py in-process --out in_process.json
     python tools/export_gap.py drift --out drift.json
+    python tools/export_gap.py trigger --out trigger.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
 config there), the header against its twin and against torch, 3 pairings per size, as
@@ -20,6 +21,10 @@ config and the header against torch, where hot-6 is at parity) and 24.4 MiB.
 buffers in a fresh process, 10 on new buffers, 15 after 12 untimed allocate/release cycles of
 other sizes (what verify's size loop does), 15 after Numba's pending frees are flushed, 15
 after 15 s idle, 15 with a second executor.
+
+`trigger`: at 24.4 MiB, 10 pairings on the first executor after each step: a fresh process,
+gc.collect(), a new Numba stream, a new Numba kernel loaded and launched, a second executor
+built; then 10 on the second executor and 10 on the first again.
 
 Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
 the header's time over its twin's.
@@ -183,14 +188,57 @@ def drift(p: Probe) -> dict:
     return {"drift": log}
 
 
+def trigger(p: Probe) -> dict:
+    """What in a second executor flips the pairing: the same pairings on the first executor
+    after each step that building one takes."""
+    import gc
+
+    from numba import cuda
+
+    from sweeper.run.executor import GpuExecutor
+
+    n = BAND_BYTES // 8
+    log = []
+
+    def pairings(tag, k=10):
+        v = [1 / p.ratio(n, "export", "numba") for _ in range(k)]
+        log.append(dict(tag=tag, exp_over_numba=v))
+        print(f"{tag:>44} {np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)
+
+    print(f"{'step (pairings on the first executor)':>44} {'median':>7} {'min':>6} {'max':>6}")
+    pairings("fresh process")
+    gc.collect()
+    pairings("after gc.collect()")
+    stream = cuda.stream()
+    pairings("after a new Numba stream")
+
+    @cuda.jit
+    def nothing(a):
+        a[0] = 1
+
+    a = cuda.device_array(1, dtype=np.int32)
+    nothing[1, 1, stream](a)
+    stream.synchronize()
+    pairings("after a new Numba kernel, loaded and launched")
+    first = p.ex
+    p.ex = GpuExecutor()
+    p.ex = first
+    pairings("after a second executor is built")
+    p.ex = GpuExecutor()
+    pairings("on the second executor")
+    p.ex = first
+    pairings("on the first again")
+    return {"trigger": log}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("in-process", "drift"))
+    ap.add_argument("what", choices=("in-process", "drift", "trigger"))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     args = ap.parse_args(argv)
     p = Probe(args.header)
-    doc = in_process(p) if args.what == "in-process" else drift(p)
+    doc = {"in-process": in_process, "drift": drift, "trigger": trigger}[args.what](p)
     if args.out:
         Path(args.out).write_text(json.dumps({"header": args.header, **doc}, indent=1))
     return 0
