@@ -236,11 +236,17 @@ def main(argv=None) -> int:
     ap.add_argument("what", choices=("in-process", "drift", "trigger"))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
+    ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")
     args = ap.parse_args(argv)
+    if args.gc_off:
+        import gc
+
+        gc.disable()
     p = Probe(args.header)
     doc = {"in-process": in_process, "drift": drift, "trigger": trigger}[args.what](p)
     if args.out:
-        Path(args.out).write_text(json.dumps({"header": args.header, **doc}, indent=1))
+        doc = {"header": args.header, "gc_off": args.gc_off, **doc}
+        Path(args.out).write_text(json.dumps(doc, indent=1))
     return 0
 
 
