@@ -62,16 +62,12 @@ class Probe:
         self.numba = {c: get_launcher(Variant.parse(f"fp32-{c}")) for c in (CONFIG, PARITY_CONFIG)}
 
     def sides(self, n: int, config: str = CONFIG):
-        ex, fn, launcher = self.ex, self.fn, self.numba[config]
+        from sweeper.export.verify import exported_on
+
+        ex, launcher = self.ex, self.numba[config]
         b = ex._bufs("fp32", n)
-
-        def exported(side):
-            x, y, _ = b.side(side)
-            xp, yp = x.device_ctypes_pointer.value, y.device_ctypes_pointer.value
-            return lambda s: fn(xp, yp, n, int(s.handle))
-
         return b, {
-            "export": exported,
+            "export": exported_on(self.fn, b, n),
             "numba": lambda side: ex._candidate_launch(launcher, b, n, side),
             "torch": lambda side: ex._baseline_launch("fp32", b, n, side),
         }

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
     export = None
     if args.export:
-        from sweeper.export.verify import build_exported_launchers
+        from sweeper.export.verify import build_exported_launchers, exported_on
 
         export = build_exported_launchers(args.export)["fp32"]
     warms = [None if w == "auto" else int(w) for w in args.warm.split(",")]
@@ -175,12 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         torch = lambda side, b=b, n=n: ex._baseline_launch("fp32", b, n, side)  # noqa: E731
         pairs = {"numba": (numba, numba), "torch": (torch, torch), "mixed": (numba, torch)}
         if export is not None:
-
-            def exported(side, b=b, n=n):
-                x, y, _ = b.side(side)
-                xp, yp = x.device_ctypes_pointer.value, y.device_ctypes_pointer.value
-                return lambda stream: export(xp, yp, n, int(stream.handle))
-
+            exported = exported_on(export, b, n)
             pairs.update(export=(exported, exported), **{"export-numba": (exported, numba),
                          "numba-export": (numba, exported), "export-torch": (exported, torch)})  # fmt: skip
         for name in args.sides.split(","):

@@ -1,9 +1,10 @@
 """SASS of a Numba variant and of the same config in an exported header, without a GPU.
 
 A Numba variant's PTX is assembled by nvJitLink (what numba-cuda links with), the header by
-nvcc into a cubin as `sweeper verify` builds it, both for one arch, and both disassembled
-with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). Used by tests/unit/test_export_sass.py (the export mirrors the Numba kernels
-instruction for instruction where it matters) and tools/sass_compare.py (a diff).
+nvcc into a cubin as `sweeper verify` builds it, both for one arch, and both disassembled with
+nvdisasm (`pip install nvidia-cuda-nvdisasm`, or SWEEPER_NVDISASM). Used by
+tests/unit/test_export_sass.py (the export mirrors the Numba kernels instruction for
+instruction where it matters) and tools/sass_compare.py (a diff).
 """
 
 from __future__ import annotations
@@ -69,16 +70,17 @@ def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) 
     """functions() of every kernel of an exported header, assembled as `sweeper verify` builds
     it (nvcc's own ptxas, verify's optimisation and target flags): the SASS that ships.
     nvJitLink, which assembles Numba's kernels, does not always schedule as nvcc does."""
+    from sweeper.export.verify import nvcc_flags
+
     with tempfile.TemporaryDirectory() as t:
         src = Path(t) / "h.cu"
         src.write_text(f'#include "{Path(header).resolve()}"\n')
         cubin = Path(t) / "h.cubin"
         subprocess.run(
-            [nvcc, "-std=c++17", "-O3", "-gencode", f"arch=compute_{arch},code=sm_{arch}",
-             "-cubin", str(src), "-o", str(cubin)],
+            [nvcc, *nvcc_flags(arch, "-cubin"), str(src), "-o", str(cubin)],
             check=True,
             capture_output=True,
-        )  # fmt: skip
+        )
         return functions(disassemble(cubin.read_bytes(), nvdisasm))
 
 

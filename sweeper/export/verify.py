@@ -71,6 +71,12 @@ def nvcc_version(nvcc: str | None = None) -> str:
     return next((ln.split("tools, ", 1)[-1] for ln in out.splitlines() if "release" in ln), "")
 
 
+def nvcc_flags(arch: str, *output: str) -> list[str]:
+    """nvcc's flags for the header as verify builds it (language, optimisation, target), with
+    `output`'s flags (what to build) in between; sweeper.export.sass builds its cubin so."""
+    return ["-std=c++17", "-O3", *output, "-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+
+
 def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Path:
     """nvcc -shared the header's C API into a cached .so; returns its path."""
     nvcc = find_tool("nvcc")
@@ -80,10 +86,7 @@ def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Pa
         raise SweeperError(f"{how_to_get('nvcc')}; it builds the exported header")
     header = Path(header_path).resolve()
     arch = arch or device_arch()
-    flags = [
-        "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",
-        "-gencode", f"arch=compute_{arch},code=sm_{arch}",
-    ]  # fmt: skip
+    flags = nvcc_flags(arch, "-shared", "-Xcompiler", "-fPIC")
     version = _nvcc_version_text(nvcc)
     key = hashlib.sha256(
         "\0".join([header.read_text(), " ".join(flags), version]).encode()
@@ -130,6 +133,19 @@ def build_exported_launchers(
 
         out[dt] = launch
     return out
+
+
+def exported_on(fn: Launcher, b, n: int) -> Callable:
+    """side -> a launch on a stream of the exported `fn` on buffer set `side` ("A" or "B") of
+    `b` (GpuExecutor's buffers), as verify times it."""
+    from sweeper.run.executor import _ptr
+
+    def on(side: str):
+        x, y, _ = b.side(side)
+        xp, yp = _ptr(x), _ptr(y)
+        return lambda s: fn(xp, yp, n, int(s.handle))
+
+    return on
 
 
 def exported_choices(header_path: str | os.PathLike, arch: str | None = None) -> dict:
@@ -315,13 +331,8 @@ def _time_pass(ex, launchers, select_config, sizes, cc, l2_bytes, mode, pass_no,
             config, _ = select_config(dtype, n, cc, l2_bytes)
             variant = Variant.parse(f"{dtype}-{config}")
             b = ex._bufs(dtype, n)
-            fn = launchers[dtype]
             numba_launcher = get_launcher(variant)
-
-            def exported(side, fn=fn, b=b, n=n):
-                x, y, _ = b.side(side)
-                xp, yp = _ptr(x), _ptr(y)
-                return lambda s: fn(xp, yp, n, int(s.handle))
+            exported = exported_on(launchers[dtype], b, n)
 
             def numba_side(side, b=b, n=n, launch=numba_launcher):
                 x, y, _ = b.side(side)

@@ -388,3 +388,29 @@ def test_export_keeps_a_different_file_unless_forced_and_never_overwrites_the_po
     policy = ppath.read_bytes()
     r = cli.invoke(app, ["export", str(ppath), "--format", "json", "-o", str(ppath), "--force"])
     assert r.exit_code == 1 and ppath.read_bytes() == policy
+
+
+def test_the_exported_launch_takes_its_buffer_sets_addresses_and_the_streams_handle():
+    from types import SimpleNamespace
+
+    from sweeper.export.verify import exported_on
+
+    def arr(addr):
+        return SimpleNamespace(__cuda_array_interface__={"data": (addr, False)})
+
+    sets = {"A": (arr(0x1000), arr(0x2000), None), "B": (arr(0x3000), arr(0x4000), None)}
+    calls = []
+    on = exported_on(lambda *a: calls.append(a), SimpleNamespace(side=sets.__getitem__), 77)
+    on("B")(SimpleNamespace(handle=9))
+    on("A")(SimpleNamespace(handle=5))
+    assert calls == [(0x3000, 0x4000, 77, 9), (0x1000, 0x2000, 77, 5)]
+
+
+def test_the_sass_check_and_verify_build_the_header_with_the_same_flags():
+    from sweeper.export.verify import nvcc_flags
+
+    assert nvcc_flags("90", "-shared", "-Xcompiler", "-fPIC") == [
+        "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",
+        "-gencode", "arch=compute_90,code=sm_90",
+    ]  # fmt: skip
+    assert nvcc_flags("90", "-cubin") == nvcc_flags("90")[:2] + ["-cubin"] + nvcc_flags("90")[2:]
