@@ -8,6 +8,7 @@ probe times it in one process in the steps that tell the two apart:
     python tools/export_gap.py in-process --out in_process.json
     python tools/export_gap.py drift --out drift.json
     python tools/export_gap.py trigger --out trigger.json
+    python tools/export_gap.py sides --out sides.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
 config there), the header against its twin and against torch, 3 pairings per size, as
@@ -25,6 +26,11 @@ after 15 s idle, 15 with a second executor.
 `trigger`: at 24.4 MiB, 10 pairings on the first executor after each step: a fresh process,
 gc.collect(), a new Numba stream, a new Numba kernel loaded and launched, a second executor
 built; then 10 on the second executor and 10 on the first again.
+
+`sides`: at 24.4 MiB, 6 pairings each of the header against its twin and the twin against
+torch, each way round, on the first executor, on a second and on the first again: whether the
+flip follows the header or a pairing's first side, and whether it moves a Numba config's
+ratio to torch as a run's cells see it.
 
 Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
 the header's time over its twin's.
@@ -227,9 +233,35 @@ def trigger(p: Probe) -> dict:
     return {"trigger": log}
 
 
+def sides(p: Probe) -> dict:
+    """Whether the flip follows the header or the pairing's first side, and whether it moves
+    the Numba config against torch: each way round, before and after a second executor."""
+    from sweeper.run.executor import GpuExecutor
+
+    n = BAND_BYTES // 8
+    log = []
+    orders = (("export", "numba"), ("numba", "export"), ("numba", "torch"), ("torch", "numba"))
+
+    def pairings(tag, k=6):
+        for a, b in orders:
+            v = [p.ratio(n, a, b) for _ in range(k)]
+            log.append(dict(tag=tag, a=a, b=b, b_over_a=v))
+            print(f"{tag:>26} {a + '-' + b:>13} {np.median(v):7.3f} {min(v):6.3f} "
+                  f"{max(v):6.3f}", flush=True)  # fmt: skip
+
+    print(f"{'executor':>26} {'A-B':>13} {'B/A med':>7} {'min':>6} {'max':>6}")
+    pairings("first, fresh process")
+    first = p.ex
+    p.ex = GpuExecutor()
+    pairings("second")
+    p.ex = first
+    pairings("first again")
+    return {"sides": log}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("in-process", "drift", "trigger"))
+    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides"))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")
@@ -239,7 +271,9 @@ def main(argv=None) -> int:
 
         gc.disable()
     p = Probe(args.header)
-    doc = {"in-process": in_process, "drift": drift, "trigger": trigger}[args.what](p)
+    doc = {"in-process": in_process, "drift": drift, "trigger": trigger, "sides": sides}[args.what](
+        p
+    )
     if args.out:
         doc = {"header": args.header, "gc_off": args.gc_off, **doc}
         Path(args.out).write_text(json.dumps(doc, indent=1))
