@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A lower bound on the GPU work of a hot run's candidate cells, from its recorded samples.
 
-    python tools/gpu_work.py results/h200/hot-6 [--max-samples 8]
+    python tools/gpu_work.py results/h200/hot-6 [--max-samples 8] [--current-warm-up]
 
 Per dtype and search phase (screen, sweep, refine): the seconds of GPU time the cells' kernels
 alone must take, whatever the host does (sweeper.analyze.gpuwork: timed, warm-up and
 fresh-input replay). `--max-samples K` counts every cell at no more than K samples per side:
-the floor of the same cells under a stopping rule capped there. The report's Timing section
+the floor of the same cells under a stopping rule capped there; `--current-warm-up` counts
+the warm-up calls by today's rule (sweeper.run.stats.WARM_RULE) rather than the one the run
+recorded: the floor of the same cells timed now. The report's Timing section
 prints the run's total.
 """
 
@@ -19,11 +21,15 @@ from collections import defaultdict
 from sweeper.analyze.gpuwork import PARTS, floor, fresh_replayed, warm_up_calls
 from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.errors import SweeperError
+from sweeper.run.stats import WARM_RULE
 
 
-def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict, bool]:
+def gpu_work(
+    run: str, max_samples: int | None = None, current_warm_up: bool = False
+) -> tuple[dict, dict, bool]:
     """((dtype, phase) -> {"cells": n, part: seconds}, the manifest's timing, whether hot is
-    the run's only mode)."""
+    the run's only mode). `current_warm_up`: warm-up calls counted by today's rule
+    (stats.WARM_RULE), not the run's own."""
     m = load_manifest(run)
     if "hot" not in m.get("modes", []):
         raise SweeperError(
@@ -34,7 +40,11 @@ def gpu_work(run: str, max_samples: int | None = None) -> tuple[dict, dict, bool
     for t in trials:
         groups[(t["dtype"], t.get("phase", "?"))].append(t)
     fresh = fresh_replayed(m)
-    warm = warm_up_calls(m)
+    warm = warm_up_calls(
+        {**m, "harness": {**m.get("harness", {}), "hot_warm_calls": WARM_RULE}}
+        if current_warm_up
+        else m
+    )
     out = {k: floor(rows, m["stopping"], max_samples, fresh, warm) for k, rows in groups.items()}
     only_hot = list(m.get("modes", [])) == ["hot"]
     return {k: v for k, v in out.items() if v["cells"]}, m.get("timing", {}), only_hot
@@ -50,8 +60,8 @@ def _row(dtype: str, phase: str, row: dict) -> str:
     )
 
 
-def table(run: str, max_samples: int | None = None) -> list[str]:
-    work, timing, only_hot = gpu_work(run, max_samples)
+def table(run: str, max_samples: int | None = None, current_warm_up: bool = False) -> list[str]:
+    work, timing, only_hot = gpu_work(run, max_samples, current_warm_up)
     lines = [
         "| dtype | phase | cells | "
         + " | ".join(f"{p} s" for p in PARTS)
@@ -65,8 +75,12 @@ def table(run: str, max_samples: int | None = None) -> list[str]:
             total[k] += row[k]
     lines.append(_row("all", "all", total))
     work_s = sum(total[p] for p in PARTS)
+    if current_warm_up:
+        lines.append(f"\nWarm-up calls counted by today's rule: {WARM_RULE}.")
     if max_samples is not None:
         lines.append(f"\nEvery cell counted at no more than {max_samples} samples per side.")
+    elif current_warm_up:
+        pass  # the run's wall time was spent with its own warm-up
     elif timing.get("total_s") and only_hot:  # other modes share the wall time
         lines.append(
             f"\nThe run took {timing['total_s']:.1f} s: the GPU work above is "
@@ -84,11 +98,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="count cells at most this many samples per side",
     )
+    ap.add_argument(
+        "--current-warm-up",
+        action="store_true",
+        help="count warm-up calls by today's rule, not the run's own (the floor of the same "
+        "cells timed now)",
+    )
     args = ap.parse_args(argv)
     try:
         if args.max_samples is not None and args.max_samples < 1:
             raise SweeperError(f"--max-samples {args.max_samples}: 1 or more")
-        out = [f"## {run}\n\n" + "\n".join(table(run, args.max_samples)) for run in args.runs]
+        out = [
+            f"## {run}\n\n" + "\n".join(table(run, args.max_samples, args.current_warm_up))
+            for run in args.runs
+        ]
     except SweeperError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

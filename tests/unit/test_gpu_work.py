@@ -129,3 +129,31 @@ def test_the_reports_timing_section_states_the_floor():
     assert "fresh-input" not in line and "wall time" not in line  # other modes share the wall
     assert not [x for x in timing(m, results.assign(mode="cold")) if "GPU work" in x]
     assert not [x for x in timing(m) if "GPU work" in x]
+
+
+def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys):
+    """hot-6 recorded no rule (one call); --current-warm-up counts four calls per sample and
+    side from L2 / 4 to L2 of working set, and nothing else changes."""
+    from sweeper.analyze.store import load_manifest, read_trials
+    from sweeper.run.stats import WARM_RULE, warm_rule
+
+    run = ROOT / "results/h200/hot-6"
+    m = load_manifest(run)
+    assert "hot_warm_calls" not in m["harness"]
+    trials, _ = read_trials(run)
+    ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
+    four = warm_rule(WARM_RULE, m["device"]["l2_bytes"])
+    want = [gpuwork.cell_work(t, STOP, warm=four(int(t["ws_bytes"]))) for t in ok]
+
+    def last_row(argv):
+        assert gw.main(argv) == 0
+        out = capsys.readouterr().out
+        row = [x for x in out.splitlines() if x.startswith("| all |")][0]
+        return [float(x) for x in row.strip("|").split("|")[2:]], out
+
+    (cells, timed, warm, fresh, total, _), out = last_row([str(run), "--current-warm-up"])
+    (_, timed1, warm1, fresh1, _, _), _ = last_row([str(run)])
+    assert cells == len(ok) and timed == timed1
+    assert warm == pytest.approx(sum(w["warm-up"] for w in want), abs=0.1) and warm > warm1
+    assert fresh == pytest.approx(sum(w["fresh"] for w in want), abs=0.1) and fresh > fresh1
+    assert WARM_RULE in out and "The run took" not in out
