@@ -28,9 +28,10 @@ gc.collect(), a new Numba stream, a new Numba kernel loaded and launched, a seco
 built; then 10 on the second executor and 10 on the first again.
 
 `sides`: at 24.4 MiB, 6 pairings each of the header against its twin and the twin against
-torch, each way round, on the first executor, on a second and on the first again: whether the
-flip follows the header or a pairing's first side, and whether it moves a Numba config's
-ratio to torch as a run's cells see it.
+torch, each way round, and of the header and the twin against themselves, on the first
+executor, on a second and on the first again: whether the flip follows the header or a
+pairing's first side, and whether it moves a Numba config's ratio to torch as a run's cells
+see it.
 
 Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
 the header's time over its twin's.
@@ -240,7 +241,14 @@ def sides(p: Probe) -> dict:
 
     n = BAND_BYTES // 8
     log = []
-    orders = (("export", "numba"), ("numba", "export"), ("numba", "torch"), ("torch", "numba"))
+    orders = (
+        ("export", "numba"),
+        ("numba", "export"),
+        ("numba", "torch"),
+        ("torch", "numba"),
+        ("export", "export"),
+        ("numba", "numba"),
+    )
 
     def pairings(tag, k=6):
         for a, b in orders:
