@@ -9,6 +9,7 @@ probe times it in one process in the steps that tell the two apart:
     python tools/export_gap.py drift --out drift.json
     python tools/export_gap.py trigger --out trigger.json
     python tools/export_gap.py sides --out sides.json
+    python tools/export_gap.py cause --out cause.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
 config there), the header against its twin and against torch, 3 pairings per size, as
@@ -32,6 +33,12 @@ torch, each way round, and of the header and the twin against themselves, on the
 executor, on a second and on the first again: whether the flip follows the header or a
 pairing's first side, and whether it moves a Numba config's ratio to torch as a run's cells
 see it.
+
+`cause`: at 24.4 MiB, 6 pairings of the header against its twin on the first executor after
+each use a second executor's first pairing makes, one at a time: a graph launched on a second
+stream, a second Bench (timers.Bench) built, its blocking kernel held and released, its flush
+buffer written, its L2 normalizer run, its calibration, a hot pairing on it, and last a
+pairing on a second executor.
 
 Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
 the header's time over its twin's.
@@ -267,9 +274,66 @@ def sides(p: Probe) -> dict:
     return {"sides": log}
 
 
+def cause(p: Probe) -> dict:
+    """Which first use on a second executor flips the pairing: 6 pairings of the header
+    against its twin on the first executor after each step, in order; the state stays once
+    flipped, so the first step after which they read slow is the one."""
+    from numba import cuda
+    from sweeper_kernels import Variant, get_launcher
+
+    from sweeper.run.executor import GpuExecutor
+    from sweeper.run.timers import Bench, Graph
+
+    n = BAND_BYTES // 8
+    log = []
+
+    def pairings(tag, k=6):
+        v = [1 / p.ratio(n, "export", "numba") for _ in range(k)]
+        log.append(dict(tag=tag, exp_over_numba=v))
+        print(f"{tag:>52} {np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)
+
+    print(f"{'step (pairings on the first executor)':>52} {'median':>7} {'min':>6} {'max':>6}")
+    pairings("fresh process")
+    s2 = cuda.stream()
+    other = get_launcher(Variant.parse("fp32-v16-u1-ld.def-st.cs-b256-flat"))
+    x = cuda.device_array(n, dtype=np.float32)
+    y = cuda.device_array(n, dtype=np.float32)
+    g = Graph(lambda st: other(x, y, n, st), 4, s2)
+    g.launch()
+    s2.synchronize()
+    pairings("a graph of 4 calls launched on a second stream")
+    g.close()
+    bench = Bench()
+    pairings("a second Bench built")
+    bench._hold()
+    bench._release()
+    pairings("its blocking kernel held and released")
+    bench.flush()
+    bench.sync()
+    pairings("its flush buffer written")
+    b2 = p.ex._bufs("fp32", n)
+    norm = bench.normalizer(b2.all_arrays())
+    if norm is not None:
+        norm(bench.stream)
+        bench.sync()
+    pairings("its L2 normalizer run over the buffers")
+    cal = bench.calibrate_calls(lambda st: other(x, y, n, st), p.ex.stopping)
+    pairings(f"its calibration ({cal} calls per sample)")
+    t = bench.time_pair_hot(
+        lambda st: other(x, y, n, st), lambda st: other(x, y, n, st), p.ex.stopping
+    )
+    pairings(f"a hot pairing on it ({len(t.a_us)} samples a side)")
+    first = p.ex
+    p.ex = GpuExecutor()
+    p.ratio(n, "export", "numba")
+    p.ex = first
+    pairings("one pairing on a second executor")
+    return {"cause": log}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides"))
+    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides", "cause"))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")
@@ -279,9 +343,13 @@ def main(argv=None) -> int:
 
         gc.disable()
     p = Probe(args.header)
-    doc = {"in-process": in_process, "drift": drift, "trigger": trigger, "sides": sides}[args.what](
-        p
-    )
+    doc = {
+        "in-process": in_process,
+        "drift": drift,
+        "trigger": trigger,
+        "sides": sides,
+        "cause": cause,
+    }[args.what](p)
     if args.out:
         doc = {"header": args.header, "gc_off": args.gc_off, **doc}
         Path(args.out).write_text(json.dumps(doc, indent=1))
