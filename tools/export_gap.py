@@ -198,6 +198,20 @@ def drift(p: Probe) -> dict:
     return {"drift": log}
 
 
+def _steps(p: Probe, log: list, width: int, k: int):
+    """Print the step table's head; return pairings(tag): k pairings of the header against
+    its twin at BAND_BYTES on p's executor, logged and printed as one line."""
+    n = BAND_BYTES // 8
+    print(f"{'step (pairings on the first executor)':>{width}} {'median':>7} {'min':>6} {'max':>6}")
+
+    def pairings(tag: str) -> None:
+        v = [1 / p.ratio(n, "export", "numba") for _ in range(k)]
+        log.append(dict(tag=tag, exp_over_numba=v))
+        print(f"{tag:>{width}} {np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)
+
+    return pairings
+
+
 def trigger(p: Probe) -> dict:
     """What in a second executor flips the pairing: the same pairings on the first executor
     after each step that building one takes."""
@@ -207,15 +221,8 @@ def trigger(p: Probe) -> dict:
 
     from sweeper.run.executor import GpuExecutor
 
-    n = BAND_BYTES // 8
     log = []
-
-    def pairings(tag, k=10):
-        v = [1 / p.ratio(n, "export", "numba") for _ in range(k)]
-        log.append(dict(tag=tag, exp_over_numba=v))
-        print(f"{tag:>44} {np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)
-
-    print(f"{'step (pairings on the first executor)':>44} {'median':>7} {'min':>6} {'max':>6}")
+    pairings = _steps(p, log, 44, 10)
     pairings("fresh process")
     gc.collect()
     pairings("after gc.collect()")
@@ -286,13 +293,7 @@ def cause(p: Probe) -> dict:
 
     n = BAND_BYTES // 8
     log = []
-
-    def pairings(tag, k=6):
-        v = [1 / p.ratio(n, "export", "numba") for _ in range(k)]
-        log.append(dict(tag=tag, exp_over_numba=v))
-        print(f"{tag:>52} {np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)
-
-    print(f"{'step (pairings on the first executor)':>52} {'median':>7} {'min':>6} {'max':>6}")
+    pairings = _steps(p, log, 52, 6)
     pairings("fresh process")
     s2 = cuda.stream()
     other = get_launcher(Variant.parse("fp32-v16-u1-ld.def-st.cs-b256-flat"))
