@@ -10,6 +10,7 @@ probe times it in one process in the steps that tell the two apart:
     python tools/export_gap.py trigger --out trigger.json
     python tools/export_gap.py sides --out sides.json
     python tools/export_gap.py cause --out cause.json
+    python tools/export_gap.py sizes --out sizes.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
 config there), the header against its twin and against torch, 3 pairings per size, as
@@ -30,9 +31,14 @@ built; then 10 on the second executor and 10 on the first again.
 
 `sides`: at 24.4 MiB, 6 pairings each of the header against its twin and the twin against
 torch, each way round, and of the header and the twin against themselves, on the first
-executor, on a second and on the first again: whether the flip follows the header or a
+executor, on a second and on the first again, each with side a first in both halves and in
+the first half only: whether the flip follows the header or a
 pairing's first side, and whether it moves a Numba config's ratio to torch as a run's cells
 see it.
+
+`sizes`: the Numba config against itself and against torch at 1-96 MiB (hot; after-write
+at 37.5 and 48 MiB), before the flip and after it, with side a first in both halves (the
+timer of runs before harness.halves_first_side) and in the first half only (today's).
 
 `cause`: at 24.4 MiB, 6 pairings of the header against its twin on the first executor after
 each use a second executor's first pairing makes, one at a time: a graph launched on a second
@@ -86,12 +92,22 @@ class Probe:
             "torch": lambda side: ex._baseline_launch("fp32", b, n, side),
         }
 
-    def ratio(self, n: int, a: str, bside: str, config: str = CONFIG) -> float:
+    def ratio(self, n: int, a: str, bside: str, config: str = CONFIG, mode: str = "hot") -> float:
         b, s = self.sides(n, config)
         r = self.ex._pair_swapped(
-            "hot", s[a], s[bside], b, ("fp32", n), self.ex.stopping, check=True
+            mode, s[a], s[bside], b, ("fp32", n), self.ex.stopping, check=True
         )
         return float(r.timing.summary()["ratio"])
+
+    def flip(self, n: int) -> None:
+        """One pairing on a second executor, which leaves the process in the state the probes
+        below found (`cause`); the first executor is kept."""
+        from sweeper.run.executor import GpuExecutor
+
+        first = self.ex
+        self.ex = GpuExecutor()
+        self.ratio(n, "export", "numba")
+        self.ex = first
 
 
 def in_process(p: Probe) -> dict:
@@ -250,8 +266,11 @@ def trigger(p: Probe) -> dict:
 
 def sides(p: Probe) -> dict:
     """Whether the flip follows the header or the pairing's first side, and whether it moves
-    the Numba config against torch: each way round, before and after a second executor."""
+    the Numba config against torch: each way round, before and after a second executor, with
+    side a first in both halves (the timer of the runs before harness.halves_first_side) and
+    in the first half only (today's)."""
     from sweeper.run.executor import GpuExecutor
+    from sweeper.run.stats import HALVES_FIRST
 
     n = BAND_BYTES // 8
     log = []
@@ -265,13 +284,15 @@ def sides(p: Probe) -> dict:
     )
 
     def pairings(tag, k=6):
-        for a, b in orders:
-            v = [p.ratio(n, a, b) for _ in range(k)]
-            log.append(dict(tag=tag, a=a, b=b, b_over_a=v))
-            print(f"{tag:>26} {a + '-' + b:>13} {np.median(v):7.3f} {min(v):6.3f} "
-                  f"{max(v):6.3f}", flush=True)  # fmt: skip
+        for firsts in (("a", "a"), HALVES_FIRST):
+            p.ex.halves_first = firsts
+            for a, b in orders:
+                v = [p.ratio(n, a, b) for _ in range(k)]
+                log.append(dict(tag=tag, halves_first=firsts, a=a, b=b, b_over_a=v))
+                print(f"{tag:>26} {''.join(firsts):>6} {a + '-' + b:>13} {np.median(v):7.3f} "
+                      f"{min(v):6.3f} {max(v):6.3f}", flush=True)  # fmt: skip
 
-    print(f"{'executor':>26} {'A-B':>13} {'B/A med':>7} {'min':>6} {'max':>6}")
+    print(f"{'executor':>26} {'firsts':>6} {'A-B':>13} {'B/A med':>7} {'min':>6} {'max':>6}")
     pairings("first, fresh process")
     first = p.ex
     p.ex = GpuExecutor()
@@ -281,6 +302,41 @@ def sides(p: Probe) -> dict:
     return {"sides": log}
 
 
+SIZES_MIB = (1.0, 4.0, 10.59, 16.0, 24.37, 37.5, 48.0, 96.0)
+
+
+def sizes(p: Probe) -> dict:
+    """How far the flip moves a pairing by size and mode, and whether alternating the first
+    side between the halves cancels it: the Numba config against itself and against torch at
+    SIZES_MIB (fp32 working sets, hot; after-write at 37.5 and 48 MiB), side a first in both
+    halves and in the first only, before the flip (against itself) and after it."""
+    from sweeper.run.stats import HALVES_FIRST
+    from sweeper.units import MiB
+
+    log = []
+    print(f"{'state':>7} {'mode':>11} {'ws MiB':>7} {'firsts':>6} {'A-B':>13} "
+          f"{'B/A med':>7} {'min':>6} {'max':>6}")  # fmt: skip
+
+    def pairings(state, mode, mib, firsts, a, b, k=4):
+        n = int(mib * MiB) // 8 // 64 * 64
+        p.ex.halves_first = firsts
+        v = [p.ratio(n, a, b, mode=mode) for _ in range(k)]
+        log.append(dict(state=state, mode=mode, ws_mib=mib, halves_first=firsts, a=a, b=b,
+                        b_over_a=v))  # fmt: skip
+        print(f"{state:>7} {mode:>11} {mib:7.2f} {''.join(firsts):>6} {a + '-' + b:>13} "
+              f"{np.median(v):7.3f} {min(v):6.3f} {max(v):6.3f}", flush=True)  # fmt: skip
+
+    cells = [("hot", m) for m in SIZES_MIB] + [("after-write", 37.5), ("after-write", 48.0)]
+    for mode, mib in cells:
+        pairings("before", mode, mib, ("a", "a"), "numba", "numba")
+    p.flip(BAND_BYTES // 8)
+    for mode, mib in cells:
+        for firsts in (("a", "a"), HALVES_FIRST):
+            pairings("after", mode, mib, firsts, "numba", "numba")
+            pairings("after", mode, mib, firsts, "numba", "torch")
+    return {"sizes": log}
+
+
 def cause(p: Probe) -> dict:
     """Which first use on a second executor flips the pairing: 6 pairings of the header
     against its twin on the first executor after each step, in order; the state stays once
@@ -288,7 +344,6 @@ def cause(p: Probe) -> dict:
     from numba import cuda
     from sweeper_kernels import Variant, get_launcher
 
-    from sweeper.run.executor import GpuExecutor
     from sweeper.run.timers import Bench, Graph
 
     n = BAND_BYTES // 8
@@ -324,17 +379,14 @@ def cause(p: Probe) -> dict:
         lambda st: other(x, y, n, st), lambda st: other(x, y, n, st), p.ex.stopping
     )
     pairings(f"a hot pairing on it ({len(t.a_us)} samples a side)")
-    first = p.ex
-    p.ex = GpuExecutor()
-    p.ratio(n, "export", "numba")
-    p.ex = first
+    p.flip(n)
     pairings("one pairing on a second executor")
     return {"cause": log}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides", "cause"))
+    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides", "cause", "sizes"))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")

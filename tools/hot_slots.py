@@ -52,21 +52,28 @@ from sweeper.units import MiB  # noqa: E402
 CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"  # fp32's band config in hot-6's policy
 
 
-def halves(a_us, b_us, parts):
+def halves(a_us, b_us, parts, firsts=("a", "a")):
     """Per buffer-swapped half, (A, B, A0, A3, B1, B2): both sides' samples, which are in round
-    order (side A's taken in slots 0 and 3 of a round, side B's in slots 1 and 2), and each
-    side's samples by slot."""
+    order, and each side's samples by its place: A0 side A's after itself, A3 after side B,
+    B1 side B's after side A, B2 after itself. In a half whose rounds are A B B A (`firsts`,
+    harness.halves_first_side: "a") those are slots 0, 3, 1 and 2; in a B A A B half ("b")
+    slots 2, 1, 3 and 0."""
     a_us, b_us = np.asarray(a_us, dtype=float), np.asarray(b_us, dtype=float)
     i = 0
-    for p in parts or (len(a_us),):
+    for p, first in zip(parts or (len(a_us),), firsts, strict=False):
         a, b = a_us[i : i + p], b_us[i : i + p]
         i += p
-        yield a, b, a[0::2], a[1::2], b[0::2], b[1::2]
+        if first == "a":
+            yield a, b, a[0::2], a[1::2], b[0::2], b[1::2]
+        else:
+            yield a, b, a[1::2], a[0::2], b[1::2], b[0::2]
 
 
-def slot_ratios(a_us: np.ndarray, b_us: np.ndarray, parts) -> tuple[float, float]:
-    """(A0/A3, B1/B2), each slot's samples pooled over the halves."""
-    per_half = [h[2:] for h in halves(a_us, b_us, parts)]
+def slot_ratios(
+    a_us: np.ndarray, b_us: np.ndarray, parts, firsts=("a", "a")
+) -> tuple[float, float]:
+    """(A0/A3, B1/B2), each place's samples pooled over the halves."""
+    per_half = [h[2:] for h in halves(a_us, b_us, parts, firsts)]
     a0, a3, b1, b2 = (np.concatenate(x) for x in zip(*per_half, strict=True))
     return float(np.median(a0) / np.median(a3)), float(np.median(b1) / np.median(b2))
 
@@ -77,8 +84,9 @@ EDGES_MIB = (4.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 64.0, 128.0)
 def recorded(run: str, edges: tuple[float, ...] = EDGES_MIB) -> list[dict]:
     """One row per range of working set (MiB, right-closed; the last has no upper end) of a
     recorded hot run's ok candidate cells whose halves hold two rounds or more."""
-    from sweeper.analyze.store import read_trials
+    from sweeper.analyze.store import load_manifest, read_trials
 
+    firsts = (load_manifest(run).get("harness") or {}).get("halves_first_side", ["a", "a"])
     bounds = (0.0, *edges, float("inf"))
     acc: dict[int, list[tuple[float, float, float]]] = {}
     for t in read_trials(run)[0]:
@@ -89,10 +97,15 @@ def recorded(run: str, edges: tuple[float, ...] = EDGES_MIB) -> list[dict]:
         if not a or not b or len(a) != len(b) or sum(parts) != len(a) or min(parts) < 4:
             continue
         own, rec, a3a0, b1b2 = [], [], [], []
-        for ha, hb, a0, a3, b1, b2 in halves(a, b, parts):
+        for (ha, hb, a0, a3, b1, b2), first in zip(
+            halves(a, b, parts, firsts), firsts, strict=False
+        ):
             a3a0.append(np.median(a3) / np.median(a0))
             b1b2.append(np.median(b1) / np.median(b2))
-            own.append(np.median(b2) / np.median(a0[1:]))  # speed ratio, as a cell's
+            # speed ratio from each side's samples after itself, as a cell's; the half's
+            # first sample follows the hold, not its own side
+            a_own, b_own = (a0[1:], b2) if first == "a" else (a0, b2[1:])
+            own.append(np.median(b_own) / np.median(a_own))
             rec.append(np.median(hb) / np.median(ha))
         mib = t["ws_bytes"] / MiB
         k = next(j for j in range(len(bounds) - 1) if bounds[j] < mib <= bounds[j + 1])
@@ -187,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     if res.bad:
                         raise SystemExit(f"side A's output differs from the reference ({name})")
                     t = res.timing
-                    a0a3, b1b2 = slot_ratios(t.a_us, t.b_us, t.parts)
+                    a0a3, b1b2 = slot_ratios(t.a_us, t.b_us, t.parts, ex.halves_first)
                     rows.append(
                         {
                             "side": name,

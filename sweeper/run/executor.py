@@ -40,7 +40,7 @@ import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
-from sweeper.run.stats import WARM_RULE, PairTiming, Stopping, warm_rule
+from sweeper.run.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_rule
 from sweeper.run.timers import (
     BLOCKED_SAMPLES_PER_HOLD,
     Bench,
@@ -155,6 +155,10 @@ class GpuExecutor:
         # hot mode's warm-up calls per sample: None follows stats.warm_calls; a number fixes
         # it (tools/hot_slots.py compares them)
         self.hot_warm_calls: int | None = None
+        # the side that takes the first and last slots of each round, per buffer-swapped half
+        # (a: the timed side, b: the one it is timed against); ("a", "a") reproduces the
+        # timer of runs made before harness.halves_first_side (tools/export_gap.py compares)
+        self.halves_first: tuple[str, str] = HALVES_FIRST
         self.torch = None
         self.kernels = tuple(kernels)
         self.dispatch = tuple(dispatch)
@@ -228,6 +232,9 @@ class GpuExecutor:
             # untimed warm-up calls of a side before each of its hot samples (stats.warm_calls;
             # runs without this field made one)
             "hot_warm_calls": self._warm_rule,
+            # which side takes each round's first and last slots, per buffer-swapped half
+            # (runs without this field: side a in both)
+            "halves_first_side": list(self.halves_first),
             # cold and after-write samples queued per hold of the stream (nvbench: one)
             "blocked_samples_per_hold": BLOCKED_SAMPLES_PER_HOLD,
             "halves": "geometric mean",
@@ -528,21 +535,24 @@ class GpuExecutor:
         prime=None,
         sides="AB",
         baseline_b: bool = False,
+        first: str = "a",
     ):
         """Time a against bl. `baseline_b`: bl is this size's baseline, so hot mode replays
-        its graphs from the cache (_baseline_graphs); any other side b is captured afresh."""
+        its graphs from the cache (_baseline_graphs); any other side b is captured afresh.
+        `first`: the side ("a" or "b") that takes each round's first and last slots."""
         between = b.normalize
+        first = first.upper()
         if mode == "hot":
             calls, graphs = None, None
             if baseline_b:
                 calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
             return self.bench.time_pair_hot(
                 a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between,
-                warm_calls=self._warm_calls(key),
+                warm_calls=self._warm_calls(key), first=first,
             )  # fmt: skip
         if mode == "cold":
             return self.bench.time_pair_blocked(
-                a, bl, stop, mode="cold", prime=prime, between=between
+                a, bl, stop, mode="cold", prime=prime, between=between, first=first
             )
         if mode == "after-write":
             return self.bench.time_pair_blocked(
@@ -554,6 +564,7 @@ class GpuExecutor:
                 mode="after-write",
                 prime=prime,
                 between=between,
+                first=first,
             )
         raise SweeperError(f"unknown mode {mode!r}")
 
@@ -596,13 +607,16 @@ class GpuExecutor:
         baseline_b: bool = False,
     ) -> SwappedTiming:
         """Time side a against side b in two halves, the buffer sets swapped between them
-        (a on A and b on B, then a on B and b on A), each half ABBA-ordered with half the
-        samples: neither side keeps the faster buffers (placement was worth up to 4% at
-        small sizes on the H200, docs/methodology.md). With `check`, a's outputs are
-        poisoned after each half's warm-up and compared with the reference after it."""
+        (a on A and b on B, then a on B and b on A), each half with half the samples, in
+        rounds of a b b a in the first and b a a b in the second (halves_first): neither side
+        keeps the faster buffers (placement was worth up to 4% at small sizes on the H200)
+        nor the faster slots (once a process has timed on a second executor, the first and
+        last slots of a hot round read up to 2% slow on the H200; docs/methodology.md). With
+        `check`, a's outputs are poisoned after each half's warm-up and compared with the
+        reference after it."""
         half = half_stopping(stop)
         parts, bad, made = [], 0, 0
-        for sa, sb in (("A", "B"), ("B", "A")):
+        for (sa, sb), first in zip((("A", "B"), ("B", "A")), self.halves_first, strict=True):
             outs = b.outputs(sa) if check else []
 
             def prime(outs=outs) -> None:  # after warm-up: only calls from here on fill y
@@ -610,7 +624,7 @@ class GpuExecutor:
 
             t = self._pair(
                 mode, a_on(sa), b_on(sb), b, key, half, prime=prime, sides=sa + sb,
-                baseline_b=baseline_b,
+                baseline_b=baseline_b, first=first,
             )  # fmt: skip
             parts.append(t)
             made += timed_calls(t)

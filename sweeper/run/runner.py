@@ -821,6 +821,14 @@ def check_resumable(manifest: dict, cfg: RunConfig, device: dict, grid: str | No
                 f"hot warm-up calls per sample {old_w!r} != {new_w!r}; resume it with the "
                 "version that started it"
             )
+    # a run made before the field existed put side a first in both halves
+    old_f = (manifest.get("harness") or {}).get("halves_first_side", ["a", "a"])
+    new_f = (device.get("harness") or {}).get("halves_first_side", ["a", "a"])
+    if old_f != new_f:
+        problems.append(
+            f"first side per half {old_f!r} != {new_f!r}; resume it with the version that "
+            "started it"
+        )
     old, new = manifest["device"], device["device"]
     for f in ("name", "l2_bytes", "sm_count"):
         if old.get(f) != new.get(f):

@@ -192,6 +192,10 @@ def calls_per_sample(per_call_us: float, stop: Stopping) -> int:
     )
 
 
+# The side ("a": the timed one, "b": the one it is timed against) that takes a round's first
+# and last slots in each of a cell's two buffer-swapped halves; manifests record it
+# (harness.halves_first_side; side a in both halves before the field).
+HALVES_FIRST = ("a", "b")
 WARM_RULE = "4 from L2 / 4 to L2 of working set, else 1"  # manifests record it
 WARM_CALLS = 4
 

@@ -379,6 +379,13 @@ def as_graph(launch: Launch, stream) -> Launch:
     return replay
 
 
+def round_slots(first: str) -> str:
+    """The sides' order in one round: A B B A, or B A A B where side b goes first."""
+    if first not in ("A", "B"):
+        raise ValueError(f"first must be 'A' or 'B', not {first!r}")
+    return "ABBA" if first == "A" else "BAAB"
+
+
 class Bench:
     """One GPU, one stream, the flush buffer and the guards. Create once per run."""
 
@@ -563,8 +570,11 @@ class Bench:
         prime: Callable[[], None] | None = None,
         between: Launch | None = None,
         warm_calls: int = 1,
+        first: str = "A",
     ) -> PairTiming:
-        """Hot mode, ABBA over graph replays. b_graphs lets a baseline graph be reused.
+        """Hot mode, ABBA over graph replays (BAAB with `first` "B": side b takes a round's
+        first and last slots; a cell's buffer-swapped halves take one each, _pair_swapped).
+        b_graphs lets a baseline graph be reused.
         Every sample is preceded, untimed, by a warm-up replay of `warm_calls` calls of its
         own side (b_graphs' second graph must have as many).
         `prime()` runs after the warm-up calls (calibration) and before the first sample: the
@@ -597,7 +607,7 @@ class Bench:
         a_us: list[float] = []
         b_us: list[float] = []
         order: list[str] = []
-        slots = "ABBA"
+        slots = round_slots(first)
         t_end = time.perf_counter() + stop.time_cap_s
 
         def queue(r: int) -> None:
@@ -671,12 +681,13 @@ class Bench:
         prime: Callable[[], None] | None = None,
         between: Launch | None = None,
         per_hold: int = BLOCKED_SAMPLES_PER_HOLD,
+        first: str = "A",
     ) -> PairTiming:
         """One call per sample, queued behind a blocking kernel; `before_*` runs untimed
         before every call (cold: the L2 flush; after-write: the producer). `prime()` runs
         after the warm-up calls, before the first sample (see time_pair_hot). Samples are
-        taken in A B B A A B B A order, `per_hold` of them queued per hold of the stream;
-        the stopping rule is checked after every eight."""
+        taken in A B B A A B B A order (B A A B B A A B with `first` "B"), `per_hold` of them
+        queued per hold of the stream; the stopping rule is checked after every eight."""
         if mode == "cold":
             before_a = before_b = lambda s: self.flush(s)
         a_us: list[float] = []
@@ -693,7 +704,7 @@ class Bench:
         self.sync()
         if prime is not None:
             prime()
-        slots = "ABBA" * 2
+        slots = round_slots(first) * 2
         if per_hold < 1 or len(slots) % per_hold:
             raise ValueError(f"per_hold must divide {len(slots)}, not {per_hold}")
         with self.clock("rounds"):

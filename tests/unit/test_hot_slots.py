@@ -15,8 +15,24 @@ _spec.loader.exec_module(hs)
 
 
 def test_the_round_is_the_hot_timers():
-    """The hot timer's round is A B B A, so a side's samples alternate between two slots."""
-    assert 'slots = "ABBA"' in (ROOT / "sweeper/run/timers.py").read_text()
+    """The hot timer's round is A B B A, or B A A B where side b goes first, so a side's
+    samples alternate between two slots: one after itself, one after the other side."""
+    from sweeper.run.timers import round_slots
+
+    assert "slots = round_slots(first)\n" in (ROOT / "sweeper/run/timers.py").read_text()
+    assert (round_slots("A"), round_slots("B")) == ("ABBA", "BAAB")
+
+
+def test_a_half_with_side_b_first_reads_each_sides_places_from_its_slots():
+    """In a B A A B half side A's samples after itself are its slot 2 (odd samples), side B's
+    its slot 0 (even ones)."""
+    a = [1.0, 2.0, 1.0, 2.0]  # slot 1 (after B), slot 2 (after A), ...
+    b = [3.0, 4.0, 3.0, 4.0]  # slot 0 (after B), slot 3 (after A), ...
+    ((ha, hb, a0, a3, b1, b2),) = hs.halves(a, b, [4], ("b",))
+    assert list(a0) == [2.0, 2.0] and list(a3) == [1.0, 1.0]
+    assert list(b1) == [4.0, 4.0] and list(b2) == [3.0, 3.0]
+    ((_, _, a0, a3, b1, b2),) = hs.halves(a, b, [4], ("a",))
+    assert list(a0) == [1.0, 1.0] and list(b2) == [4.0, 4.0]
 
 
 def _planted(planted_run, after_other_a=1.05, after_other_b=1.03, cells=30):

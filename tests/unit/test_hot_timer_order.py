@@ -312,3 +312,39 @@ def test_cached_baseline_graphs_must_have_the_samples_warm_up_length(monkeypatch
     graphs = (measure.Graph(_launch("b", log), 8, None), measure.Graph(_launch("b", log), 1, None))
     with pytest.raises(ValueError, match="different number of calls"):
         b.time_pair_hot(_launch("a", log), None, stop, calls=8, b_graphs=graphs, warm_calls=2)
+
+
+@pytest.mark.parametrize("first", ["A", "B"])
+def test_side_b_first_queues_b_a_a_b_rounds_and_books_each_sample_to_its_side(monkeypatch, first):
+    """With `first` "B" a hot round is B A A B (the second half of a cell, _pair_swapped) and
+    a blocked one B A A B B A A B; each slot's time still goes to the side that ran in it."""
+    log = _Log()
+    b = _fake_bench(monkeypatch, log)
+    b.cuda.event_elapsed_time = lambda e0, e1: 0.001 * (1 + e0.i % 16)  # ms, by start event
+    slots = measure.round_slots(first)
+    stop = Stopping(min_samples=4, max_samples=4, rel_tol=0.0)
+    res = b.time_pair_hot(_launch("a", log), _launch("b", log), stop, calls=1, first=first)
+    assert res.order == list(slots * 2)
+    rounds = _hot_rounds(log, log.index("hold"))
+    assert len(rounds) == 2
+    for _, body, _ in rounds:  # the timed graph of each slot, after its warm-up graph
+        timed = [x.split()[1][0] for x in body if x.startswith("graph")][1::2]
+        assert timed == list(slots.lower())
+    # event 2k (of set r % 2, 8 events a set) starts slot k: its time is 1 + that index us
+    want = {s: [] for s in "AB"}
+    for r in range(2):
+        for k, s in enumerate(slots):
+            want[s].append(1.0 + 8 * (r % 2) + 2 * k)
+    assert list(res.a_us) == pytest.approx(want["A"]) and list(res.b_us) == pytest.approx(want["B"])
+
+    log.clear()
+    b.cuda.event_elapsed_time = lambda e0, e1: 0.1
+    res = b.time_pair_blocked(_launch("a", log), _launch("b", log), stop, mode="none", first=first)
+    assert res.order == list(slots * 2)
+    calls = [x for x in log if x in ("a", "b")][2:]  # after the warm-up launch of each
+    assert calls == list((slots * 2).lower())
+
+
+def test_the_first_side_is_a_or_b():
+    with pytest.raises(ValueError, match="first must be 'A' or 'B'"):
+        measure.round_slots("C")

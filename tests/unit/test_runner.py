@@ -223,6 +223,30 @@ def test_resume_refuses_a_hot_run_warmed_up_otherwise(plan, tmp_path):
     assert load_manifest(run_dir)["status"] == "complete"
 
 
+def test_resume_refuses_a_run_whose_halves_ordered_the_sides_otherwise(plan, tmp_path):
+    """A run made with side a first in both halves (before the field was recorded) is not
+    resumed by a timer that puts side b first in the second half, nor the other way round."""
+    from sweeper.run.stats import HALVES_FIRST
+
+    class Alternating(ModelExecutor):
+        def describe(self) -> dict:
+            return {**super().describe(), "harness": {"halves_first_side": list(HALVES_FIRST)}}
+
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), model(interrupt_after=10))
+    run_dir = tmp_path / "h200" / "r1"
+    alt = Alternating(CURVES, l2_bytes=L2, baseline=baseline, copy=copy, fail={"bad": "mismatch"})
+    want = f"first side per half ['a', 'a'] != {list(HALVES_FIRST)!r}"
+    with pytest.raises(PlanMismatchError, match=re.escape(want)):
+        start(cfg(plan, tmp_path), alt, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
+    m = load_manifest(run_dir)
+    m["harness"] = {"halves_first_side": list(HALVES_FIRST)}
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    start(cfg(plan, tmp_path), alt, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "complete"
+
+
 def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
     """The grid's name is not its content: a config added to it since the run started would
     be screened by the resume alone, so the resume is refused; a manifest written before the
