@@ -384,9 +384,19 @@ def cause(p: Probe) -> dict:
     return {"cause": log}
 
 
+SUBCOMMANDS = {
+    "in-process": in_process,
+    "drift": drift,
+    "trigger": trigger,
+    "sides": sides,
+    "cause": cause,
+    "sizes": sizes,
+}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("in-process", "drift", "trigger", "sides", "cause", "sizes"))
+    ap.add_argument("what", choices=tuple(SUBCOMMANDS))
     ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")
@@ -396,13 +406,7 @@ def main(argv=None) -> int:
 
         gc.disable()
     p = Probe(args.header)
-    doc = {
-        "in-process": in_process,
-        "drift": drift,
-        "trigger": trigger,
-        "sides": sides,
-        "cause": cause,
-    }[args.what](p)
+    doc = SUBCOMMANDS[args.what](p)
     if args.out:
         doc = {"header": args.header, "gc_off": args.gc_off, **doc}
         Path(args.out).write_text(json.dumps(doc, indent=1))
