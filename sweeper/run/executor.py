@@ -610,8 +610,8 @@ class GpuExecutor:
         (a on A and b on B, then a on B and b on A), each half with half the samples, in
         rounds of a b b a in the first and b a a b in the second (halves_first): neither side
         keeps the faster buffers (placement was worth up to 4% at small sizes on the H200)
-        nor the faster slots (once a process has timed on a second executor, the first and
-        last slots of a hot round read up to 2% slow on the H200; docs/methodology.md). With
+        nor the faster slots (on the H200, at a size a second executor had timed in the same
+        process, the first and last slots of a hot round read 2% slow; docs/methodology.md). With
         `check`, a's outputs are poisoned after each half's warm-up and compared with the
         reference after it."""
         half = half_stopping(stop)

@@ -19,8 +19,9 @@ How a time is taken (no host launch overhead in any figure):
   2-12% slow at 4-48 MiB on the H200 and the mean up to 11% above nvbench's
   (docs/methodology.md, "Cold timing and nvbench"; tests/gpu/test_nvbench_gpu.py).
 
-Candidate and baseline are timed in counterbalanced order (A B B A ...) on separate buffers;
-the ratio's confidence interval comes from a paired bootstrap over adjacent samples.
+Candidate and baseline are timed in counterbalanced order (A B B A ..., or B A A B ... with
+`first` "B", which the executor uses for a cell's second half) on separate buffers; the
+ratio's confidence interval comes from a paired bootstrap over adjacent samples.
 
 Between the slots of a pairing (outside the events, before the warm-up call or the flush),
 `between` can demote every line of the cell's buffers to normal L2 priority
