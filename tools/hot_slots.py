@@ -2,7 +2,8 @@
 
     python tools/hot_slots.py --out hot_slots.json
 
-A hot pairing times A B B A rounds (Bench.time_pair_hot), each sample an untimed warm-up replay
+A hot pairing times A B B A rounds (Bench.time_pair_hot; B A A B in a cell's second half since
+harness.halves_first_side), each sample an untimed warm-up replay
 of its own side followed by the timed graph; the two sides have their own buffers. With
 `--sides numba` or `torch` both sides run the same kernel (a Numba config, or torch), so every
 ratio should read 1 and every slot the same; `mixed` times the Numba config (A) against torch
@@ -24,7 +25,8 @@ median over them of:
           over slot 3 (after side B's slot 2);
   B1/B2   side B's median in slot 1 (after side A) over slot 2 (after itself).
 
-and, per row, the spread of the ratio (5-95% over the pairings).
+and, per row, the spread of the ratio (5-95% over the pairings). In a B A A B half the same
+places are slots 2, 1, 3 and 0 (`halves`); the figures pool them by place.
 
     python tools/hot_slots.py --recorded results/h200/hot-6
 
@@ -33,7 +35,9 @@ working set, the median over the ok candidate cells of the candidate's slot 3 (a
 baseline) over its slot 0 (after itself, but in a half's first round, which follows the
 baseline's warm-up), the baseline's slot 1 (after the candidate) over its slot 2 (after
 itself), and the cell's ratio as each side's samples after itself alone give it (slot 0 but
-the first round's, slot 2) over the ratio recorded.
+the first round's, slot 2) over the ratio recorded; in a run whose second halves put the
+baseline first (harness.halves_first_side), those halves' samples are read by place the same
+way.
 """
 
 from __future__ import annotations
