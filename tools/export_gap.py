@@ -43,8 +43,9 @@ timer of runs before harness.halves_first_side) and in the first half only (toda
 `cause`: at 24.4 MiB, 6 pairings of the header against its twin on the first executor after
 each use a second executor's first pairing makes, one at a time: a graph launched on a second
 stream, a second Bench (timers.Bench) built, its blocking kernel held and released, its flush
-buffer written, its L2 normalizer run, its calibration, a hot pairing on it, and last a
-pairing on a second executor.
+buffer written, its L2 normalizer run, its calibration, a hot pairing on it; then a second
+executor's buffers made at the same size, its outputs poisoned, its outputs checked, a
+pairing of the Numba config against itself on it, and last a pairing on a third executor.
 
 Ratios are a pairing's side B time over side A time (the header is side A): `exp/numba` is
 the header's time over its twin's.
@@ -344,11 +345,12 @@ def cause(p: Probe) -> dict:
     from numba import cuda
     from sweeper_kernels import Variant, get_launcher
 
+    from sweeper.run.executor import GpuExecutor
     from sweeper.run.timers import Bench, Graph
 
     n = BAND_BYTES // 8
     log = []
-    pairings = _steps(p, log, 52, 6)
+    pairings = _steps(p, log, 56, 6)
     pairings("fresh process")
     s2 = cuda.stream()
     other = get_launcher(Variant.parse("fp32-v16-u1-ld.def-st.cs-b256-flat"))
@@ -379,8 +381,22 @@ def cause(p: Probe) -> dict:
         lambda st: other(x, y, n, st), lambda st: other(x, y, n, st), p.ex.stopping
     )
     pairings(f"a hot pairing on it ({len(t.a_us)} samples a side)")
+    ex2 = GpuExecutor()
+    b2 = ex2._bufs("fp32", n)
+    ex2.bench.sync()
+    pairings("a second executor's buffers made at this size")
+    ex2._poison_all(b2.outputs("A"))
+    ex2.bench.sync()
+    pairings("its outputs poisoned")
+    bad = ex2._mismatches_all(b2.outputs("A"), b2)
+    pairings(f"its outputs checked ({bad} mismatches)")
+    first = p.ex
+    p.ex = ex2
+    p.ratio(n, "numba", "numba")
+    p.ex = first
+    pairings("a pairing of the Numba config against itself on it")
     p.flip(n)
-    pairings("one pairing on a second executor")
+    pairings("one pairing on a third executor")
     return {"cause": log}
 
 
