@@ -75,12 +75,21 @@ class Probe:
         from sweeper_kernels import Variant, get_launcher
 
         from sweeper.export.verify import build_exported_launchers
-        from sweeper.run.executor import GpuExecutor
 
         self.launchers = build_exported_launchers(header)
         self.fn = self.launchers["fp32"]
-        self.ex = GpuExecutor()
+        self.ex = self.new_executor()
         self.numba = {c: get_launcher(Variant.parse(f"fp32-{c}")) for c in (CONFIG, PARITY_CONFIG)}
+
+    @staticmethod
+    def new_executor():
+        """An executor that puts the candidate first in both halves, as in the runs these
+        probes study (`sides` and `sizes` time both orders)."""
+        from sweeper.run.executor import GpuExecutor
+
+        ex = GpuExecutor()
+        ex.halves_first = ("a", "a")
+        return ex
 
     def sides(self, n: int, config: str = CONFIG):
         from sweeper.export.verify import exported_on
@@ -103,10 +112,9 @@ class Probe:
     def flip(self, n: int) -> None:
         """One pairing on a second executor, which leaves the process in the state the probes
         below found (`cause`); the first executor is kept."""
-        from sweeper.run.executor import GpuExecutor
 
         first = self.ex
-        self.ex = GpuExecutor()
+        self.ex = self.new_executor()
         self.ratio(n, "export", "numba")
         self.ex = first
 
@@ -199,9 +207,8 @@ def drift(p: Probe) -> dict:
     time.sleep(15)
     pairings("15 s idle later, same buffers", 15)
     p.ex.release("fp32", n)
-    from sweeper.run.executor import GpuExecutor
 
-    p.ex = GpuExecutor()
+    p.ex = p.new_executor()
     pairings("a second executor", 15)
     print(f"{'phase':>38} {'t s':>6} {'n':>3} {'median':>7} {'min':>6} {'max':>6}")
     for tag in dict.fromkeys(r["tag"] for r in log):
@@ -236,8 +243,6 @@ def trigger(p: Probe) -> dict:
 
     from numba import cuda
 
-    from sweeper.run.executor import GpuExecutor
-
     log = []
     pairings = _steps(p, log, 44, 10)
     pairings("fresh process")
@@ -255,10 +260,10 @@ def trigger(p: Probe) -> dict:
     stream.synchronize()
     pairings("after a new Numba kernel, loaded and launched")
     first = p.ex
-    p.ex = GpuExecutor()
+    p.ex = p.new_executor()
     p.ex = first
     pairings("after a second executor is built")
-    p.ex = GpuExecutor()
+    p.ex = p.new_executor()
     pairings("on the second executor")
     p.ex = first
     pairings("on the first again")
@@ -270,7 +275,6 @@ def sides(p: Probe) -> dict:
     the Numba config against torch: each way round, before and after a second executor, with
     side a first in both halves (the timer of the runs before harness.halves_first_side) and
     in the first half only (today's)."""
-    from sweeper.run.executor import GpuExecutor
     from sweeper.run.stats import HALVES_FIRST
 
     n = BAND_BYTES // 8
@@ -296,7 +300,7 @@ def sides(p: Probe) -> dict:
     print(f"{'executor':>26} {'firsts':>6} {'A-B':>13} {'B/A med':>7} {'min':>6} {'max':>6}")
     pairings("first, fresh process")
     first = p.ex
-    p.ex = GpuExecutor()
+    p.ex = p.new_executor()
     pairings("second")
     p.ex = first
     pairings("first again")
@@ -345,7 +349,6 @@ def cause(p: Probe) -> dict:
     from numba import cuda
     from sweeper_kernels import Variant, get_launcher
 
-    from sweeper.run.executor import GpuExecutor
     from sweeper.run.timers import Bench, Graph
 
     n = BAND_BYTES // 8
@@ -381,7 +384,7 @@ def cause(p: Probe) -> dict:
         lambda st: other(x, y, n, st), lambda st: other(x, y, n, st), p.ex.stopping
     )
     pairings(f"a hot pairing on it ({len(t.a_us)} samples a side)")
-    ex2 = GpuExecutor()
+    ex2 = p.new_executor()
     b2 = ex2._bufs("fp32", n)
     ex2.bench.sync()
     pairings("a second executor's buffers made at this size")
