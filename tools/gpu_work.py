@@ -21,7 +21,7 @@ from collections import defaultdict
 from sweeper.analyze.gpuwork import PARTS, floor, fresh_replayed, warm_up_calls
 from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.errors import SweeperError
-from sweeper.run.stats import WARM_RULE
+from sweeper.run.stats import WARM_RULE, warm_rule
 
 
 def gpu_work(
@@ -40,11 +40,10 @@ def gpu_work(
     for t in trials:
         groups[(t["dtype"], t.get("phase", "?"))].append(t)
     fresh = fresh_replayed(m)
-    warm = warm_up_calls(
-        {**m, "harness": {**m.get("harness", {}), "hot_warm_calls": WARM_RULE}}
-        if current_warm_up
-        else m
-    )
+    if current_warm_up:
+        warm = warm_rule(WARM_RULE, int(m["device"]["l2_bytes"]))
+    else:
+        warm = warm_up_calls(m)
     out = {k: floor(rows, m["stopping"], max_samples, fresh, warm) for k, rows in groups.items()}
     only_hot = list(m.get("modes", [])) == ["hot"]
     return {k: v for k, v in out.items() if v["cells"]}, m.get("timing", {}), only_hot
@@ -79,9 +78,8 @@ def table(run: str, max_samples: int | None = None, current_warm_up: bool = Fals
         lines.append(f"\nWarm-up calls counted by today's rule: {WARM_RULE}.")
     if max_samples is not None:
         lines.append(f"\nEvery cell counted at no more than {max_samples} samples per side.")
-    elif current_warm_up:
-        pass  # the run's wall time was spent with its own warm-up
-    elif timing.get("total_s") and only_hot:  # other modes share the wall time
+    # the run's wall time, beside the floor of its own cells as timed (other modes share it)
+    elif timing.get("total_s") and only_hot and not current_warm_up:
         lines.append(
             f"\nThe run took {timing['total_s']:.1f} s: the GPU work above is "
             f"{work_s / timing['total_s']:.0%} of it."

@@ -813,22 +813,18 @@ def check_resumable(manifest: dict, cfg: RunConfig, device: dict, grid: str | No
             problems.append(f"{f} {manifest.get(f)} != {want}")
     if manifest.get("pattern", "preallocated") != cfg.pattern:
         problems.append(f"pattern {manifest.get('pattern')} != {cfg.pattern}")
-    if "hot" in cfg.modes:  # a run made before the field existed warmed up with one call
-        old_w = (manifest.get("harness") or {}).get("hot_warm_calls", 1)
-        new_w = (device.get("harness") or {}).get("hot_warm_calls", 1)
-        if old_w != new_w:
+    # timer settings a resume must share; each default is what a run made before its field
+    # existed did: one warm-up call, side a first in both halves
+    timer = [("halves_first_side", ["a", "a"], "first side per half")]
+    if "hot" in cfg.modes:
+        timer.insert(0, ("hot_warm_calls", 1, "hot warm-up calls per sample"))
+    for key, default, what in timer:
+        was = (manifest.get("harness") or {}).get(key, default)
+        now = (device.get("harness") or {}).get(key, default)
+        if was != now:
             problems.append(
-                f"hot warm-up calls per sample {old_w!r} != {new_w!r}; resume it with the "
-                "version that started it"
+                f"{what} {was!r} != {now!r}; resume it with the version that started it"
             )
-    # a run made before the field existed put side a first in both halves
-    old_f = (manifest.get("harness") or {}).get("halves_first_side", ["a", "a"])
-    new_f = (device.get("harness") or {}).get("halves_first_side", ["a", "a"])
-    if old_f != new_f:
-        problems.append(
-            f"first side per half {old_f!r} != {new_f!r}; resume it with the version that "
-            "started it"
-        )
     old, new = manifest["device"], device["device"]
     for f in ("name", "l2_bytes", "sm_count"):
         if old.get(f) != new.get(f):
