@@ -440,7 +440,7 @@ def audit_cmd(
     typer.echo(f"report: {path}/REPORT.md")
 
 
-@app.command("plot", epilog="Example: sweeper plot results/h200/hot-6 --format png")
+@app.command("plot", epilog="Example: sweeper plot results/h200/hot-7 --format png")
 def plot_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -466,7 +466,7 @@ def plot_cmd(
         typer.echo(str(p))
 
 
-@app.command("report", epilog="Example: sweeper report results/h200/hot-6")
+@app.command("report", epilog="Example: sweeper report results/h200/hot-7")
 def report_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -492,7 +492,7 @@ def report_cmd(
 
     \b
     Example:
-      sweeper report results/h200/hot-6 --targets targets.json
+      sweeper report results/h200/hot-7 --targets targets.json
     """
     from sweeper import api
 
@@ -504,7 +504,7 @@ def report_cmd(
     typer.echo(str(path))
 
 
-@app.command("select", epilog="Example: sweeper select results/h200/hot-6 --tolerance 0.02")
+@app.command("select", epilog="Example: sweeper select results/h200/hot-7 --tolerance 0.02")
 def select_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -531,7 +531,7 @@ policy_app = typer.Typer(help="Build, merge and show launch policies.", no_args_
 app.add_typer(policy_app, name="policy")
 
 
-@policy_app.command("build", epilog="Example: sweeper policy build results/h200/hot-6 --modes hot")
+@policy_app.command("build", epilog="Example: sweeper policy build results/h200/hot-7 --modes hot")
 def policy_build_cmd(
     run: str = typer.Argument(
         None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
@@ -607,7 +607,7 @@ def policy_merge_cmd(
     typer.echo(str(path))
 
 
-@policy_app.command("show", epilog="Example: sweeper policy show results/h200/hot-6/policy.json")
+@policy_app.command("show", epilog="Example: sweeper policy show results/h200/hot-7/policy.json")
 def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
     """Print a policy's bands, where each came from, and (merged) disagreements."""
     from sweeper import api
@@ -620,7 +620,7 @@ def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged 
 
 @app.command(
     "export",
-    epilog="Example: sweeper export results/h200/hot-6/policy.json --format cuda -o relu_policy.cuh",
+    epilog="Example: sweeper export results/h200/hot-7/policy.json --format cuda -o relu_policy.cuh",
 )
 def export_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),
@@ -639,7 +639,7 @@ def export_cmd(
     typer.echo(str(path))
 
 
-@app.command("compare", epilog="Example: sweeper compare OLD_RUN results/h200/hot-6")
+@app.command("compare", epilog="Example: sweeper compare OLD_RUN results/h200/hot-7")
 def compare_cmd(
     run_a: str = typer.Argument(..., help="First run folder."),
     run_b: str = typer.Argument(..., help="Second run folder."),
@@ -668,7 +668,7 @@ def compare_cmd(
         typer.echo(f"  ws {row['mib']} MiB: {row['cells']} cells, {row['within']:.1%} within")
 
 
-@app.command("verify", epilog="Example: sweeper verify results/h200/hot-6/policy.json --passes 2")
+@app.command("verify", epilog="Example: sweeper verify results/h200/hot-7/policy.json --passes 2")
 def verify_cmd(
     policy: str = typer.Argument(..., help="policy.json or merged policy."),
     timing: bool = typer.Option(True, help="Also time the export over the run's sizes."),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Archive a finished run folder for shipping: its logs compressed, its manifest current.
 
-    python tools/archive_run.py results/h200/hot-6 [more run folders]
+    python tools/archive_run.py results/h200/hot-7 [more run folders]
 
 A manifest of schema version 1 holds its list of pruned configs itself (over a megabyte in a
 four-dtype run); it is written again at the current version, which keeps the list in

@@ -1,6 +1,6 @@
 """Fingerprint what sweeper computes, to show that a change of code layout changed no behaviour.
 
-    python tools/behaviour_snapshot.py OUT.json [--run results/h200/hot-6] [--grid default]
+    python tools/behaviour_snapshot.py OUT.json [--run results/h200/hot-7] [--grid default]
 
 Records, each as a sha256:
   * the plan file sweeps/h200.json, its plan hash, and the plans `sweeper plan` writes now;
@@ -98,7 +98,7 @@ def run_hashes(run: Path, work: Path) -> dict[str, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--run", default="results/h200/hot-6")
+    ap.add_argument("--run", default="results/h200/hot-7")
     ap.add_argument("--grid", default="default")
     a = ap.parse_args()
     plan = Path("sweeps/h200.json")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The highest ratio of an ok candidate's GB/s to each ceiling of the physical-limit check.
 
-    python tools/ceiling_headroom.py results/h200/hot-6 results/h200/cold-6 \\
-        --ceiling-from results/h200/hot-6
+    python tools/ceiling_headroom.py results/h200/hot-7 results/h200/cold-6 \\
+        --ceiling-from results/h200/hot-7
 
 Per run and mode, for each ceiling that `sweeper.run.ceilings` applies (the L2-resident ceiling
 at every size; the copy kernel at the same size and the DRAM peak from 2 x L2), the ok candidate

@@ -3,7 +3,10 @@
 `sweeper verify` of hot-6's policy reads the header's fp32 `launch_relu` 1.5-2.3% slower than
 the Numba kernel it dispatches to at 16-37 MiB, hot, while `tools/hot_slots.py --export` read
 them within 0.3% of each other. Both time the same pairing (GpuExecutor._pair_swapped). This
-probe times it in one process in the steps that tell the two apart:
+probe times it in one process in the steps that tell the two apart. Its configs are the ones
+hot-6's header dispatches to at the sizes it times; that header is in commit f96b83b
+(`git show f96b83b:results/h200/hot-6/relu_policy.cuh > hot6.cuh`), and every run recorded in
+results/h200/verify-gap timed it. Each subcommand takes it as `--header hot6.cuh`:
 
     python tools/export_gap.py in-process --out in_process.json
     python tools/export_gap.py drift --out drift.json
@@ -13,7 +16,7 @@ probe times it in one process in the steps that tell the two apart:
     python tools/export_gap.py sizes --out sizes.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
-config there), the header against its twin and against torch, 3 pairings per size, as
+config there, commit f96b83b), the header against its twin and against torch, 3 pairings per size, as
 hot_slots does (`tool`), with the persisting-L2 reset a cell and verify make before each
 (`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as hot_slots does
 again, and after verify's bit-exactness cases (`after_bits:`); then the same pairings at 8
@@ -63,8 +66,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-HEADER = "results/h200/hot-6/relu_policy.cuh"
-CONFIG = "v8-u4-ld.nc-st.cs-b128-flat32"  # fp32 at 15-38 MiB in hot-6's policy
+CONFIG = "v8-u4-ld.nc-st.cs-b128-flat32"  # fp32 at 15-38 MiB in hot-6's policy (commit f96b83b)
 PARITY_CONFIG = "v16-u2-ld.lu-st.cg-b128-flat"  # fp32 at 8.5-11.4 MiB
 IN_PROCESS_BYTES = (21626880, 25559040, 27525120)  # hot-6's plan sizes, working set
 PARITY_BYTES, BAND_BYTES = 11099776, 25559040
@@ -416,7 +418,11 @@ SUBCOMMANDS = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=tuple(SUBCOMMANDS))
-    ap.add_argument("--header", default=HEADER, help="an exported relu_policy.cuh")
+    ap.add_argument(
+        "--header",
+        required=True,
+        help="hot-6's relu_policy.cuh from commit f96b83b (the docstring)",
+    )
     ap.add_argument("--out", default=None, help="write every pairing to this JSON file")
     ap.add_argument("--gc-off", action="store_true", help="Python's garbage collector disabled")
     args = ap.parse_args(argv)

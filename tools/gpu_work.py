@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A lower bound on the GPU work of a hot run's candidate cells, from its recorded samples.
 
-    python tools/gpu_work.py results/h200/hot-6 [--max-samples 8] [--current-warm-up]
+    python tools/gpu_work.py results/h200/hot-7 [--max-samples 8] [--current-warm-up]
 
 Per dtype and search phase (screen, sweep, refine): the seconds of GPU time the cells' kernels
 alone must take, whatever the host does (sweeper.analyze.gpuwork: timed, warm-up and

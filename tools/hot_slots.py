@@ -28,7 +28,7 @@ median over them of:
 and, per row, the spread of the ratio (5-95% over the pairings). In a B A A B half the same
 places are slots 2, 1, 3 and 0 (`halves`); the figures pool them by place.
 
-    python tools/hot_slots.py --recorded results/h200/hot-6
+    python tools/hot_slots.py --recorded results/h200/hot-7
 
 reads a recorded hot run's samples back into their slots instead (no GPU): per range of
 working set, the median over the ok candidate cells of the candidate's slot 3 (after the
@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sweeper.units import MiB  # noqa: E402
 
-CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"  # fp32's band config in hot-6's policy
+CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"  # fp32 at 38-53 MiB in hot-7's policy (and in hot-6's, commit f96b83b)
 
 
 def halves(a_us, b_us, parts, firsts=("a", "a")):

@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--mode", default="hot")
     t = sub.add_parser("top", parents=[exhaustive, passes],
                        help="print the passes' commands for the exhaustive runs' top k")  # fmt: skip
-    t.add_argument("--policy", default="results/h200/hot-6/policy.json")
+    t.add_argument("--policy", default="results/h200/hot-7/policy.json")
     c = sub.add_parser("check", parents=[exhaustive, verdict, out],
                        help="the proof's table and verdict")  # fmt: skip
     c.add_argument(

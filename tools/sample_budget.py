@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What fewer samples per cell would do to a run's agreement with another run.
 
-    python tools/sample_budget.py results/h200/hot-6 OTHER_RUN --per-half 8,4,3
+    python tools/sample_budget.py results/h200/hot-7 OTHER_RUN --per-half 8,4,3
 
 Every ok candidate cell of RUN that OTHER_RUN measured too (same mode, dtype, size and config)
 is summarised again from only its first k sample pairs of each buffer-swapped half, as a

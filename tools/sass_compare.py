@@ -2,7 +2,7 @@
 without a GPU: Numba's as nvJitLink assembles it, the header's as nvcc builds it for
 `sweeper verify`.
 
-    python tools/sass_compare.py results/h200/hot-6/relu_policy.cuh fp32-v16-u8-ld.nc-st.cs-b128-flat
+    python tools/sass_compare.py results/h200/hot-7/relu_policy.cuh fp32-v16-u8-ld.nc-st.cs-b128-flat
 
 Needs nvcc (to build the header) and nvdisasm (`pip install nvidia-cuda-nvdisasm`,
 or SWEEPER_NVDISASM). Prints each kernel's instruction count, then a diff of the two

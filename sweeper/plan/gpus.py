@@ -115,7 +115,7 @@ RTX_BW_WP = "NVIDIA RTX Blackwell GPU Architecture whitepaper"
 CUDA_GPUS = "NVIDIA CUDA GPUs compute capability list (developer.nvidia.com/cuda-gpus)"
 H200_QUERY = (
     "device query recorded by sweeper on an NVIDIA H200 "
-    "(results/h200/hot-6/manifest.json, device block)"
+    "(results/h200/hot-7/manifest.json, device block)"
 )
 
 SPECS: tuple[GpuSpec, ...] = (

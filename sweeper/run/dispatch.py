@@ -5,7 +5,7 @@ against torch and against what sweeper would ship.
 
 A policy is a folder's `policy.json` with its `relu_policy.cuh` beside it, the header being
 that policy's export (checked as `sweeper verify` checks it). Its config name is
-`policy-<run id>` (e.g. `policy-hot-6`); it is timed in the one mode its policy was built
+`policy-<run id>` (e.g. `policy-hot-7`); it is timed in the one mode its policy was built
 for, for the dtypes it covers. `--policy auto` takes, per mode and dtype of the audit, the
 newest verified policy (a `verify.txt` beside it) that covers it, among the results root's run
 folders for the GPU.

@@ -121,8 +121,8 @@ def test_missing_dtype_is_an_error_not_a_silent_noop(tmp_path, device, monkeypat
 def test_timing_passes_repeat_every_size_at_other_addresses(tmp_path, device, monkeypatch):
     """verify --passes: each pass times every size again on fresh buffers, records where they
     landed, and the verdict pairs the passes of each size. (Other addresses are not
-    guaranteed: on the H200, 11 of hot-6's 551 sizes got pass 1's address back despite the
-    spacer (results/h200/hot-6/verify_timing.csv, x_addr), so this test does not assert they
+    guaranteed: on the H200, 8 of hot-7's 549 sizes got pass 1's address back despite the
+    spacer (results/h200/hot-7/verify_timing.csv, x_addr), so this test does not assert they
     differ.)"""
     import importlib.util
 

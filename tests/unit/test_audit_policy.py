@@ -30,29 +30,29 @@ L2 = lookup("h200").l2_bytes
 def test_auto_takes_each_modes_newest_verified_policy_per_dtype():
     got = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write", "cold"])
     # one verified policy per mode, each covering the four dtypes
-    assert [p.parent.name for p in got] == ["hot-6", "aw-4", "cold-6"]
+    assert [p.parent.name for p in got] == ["hot-7", "aw-4", "cold-6"]
     fp32 = dp.shipped_policies(SHIPPED, "h200", ["hot", "after-write"], ["fp32"])
-    assert [p.parent.name for p in fp32] == ["hot-6", "aw-4"]
+    assert [p.parent.name for p in fp32] == ["hot-7", "aw-4"]
     fp16 = dp.shipped_policies(SHIPPED, "h200", ["after-write"], ["fp16"])
     assert [p.parent.name for p in fp16] == ["aw-4"]
     d = dp.load_dispatch(got[0])
-    assert (d.config, d.mode, d.dtypes) == ("policy-hot-6", "hot", ("bf16", "fp16", "fp32", "int8"))
+    assert (d.config, d.mode, d.dtypes) == ("policy-hot-7", "hot", ("bf16", "fp16", "fp32", "int8"))
     v = d.variant("fp16")
-    assert v.mode == "hot" and v.id.startswith("fp16-policy-hot-6-") and len(v.id) == 26
+    assert v.mode == "hot" and v.id.startswith("fp16-policy-hot-7-") and len(v.id) == 26
     assert [p.parent.name for p in dp.shipped_policies(SHIPPED, "h200", ["cold"])] == ["cold-6"]
     assert dp.shipped_policies(SHIPPED, "4090", ["hot"]) == []
 
 
 @pytest.mark.parametrize("newer", ["a", "b"])
 def test_auto_takes_the_verified_policy_whose_run_finished_last(tmp_path, newer):
-    """Two verified folders with one hot policy (hot-6's): `auto` takes the one whose run
+    """Two verified folders with one hot policy (hot-7's): `auto` takes the one whose run
     finished later (the manifest's `finished`), whichever folder sorts first."""
     for name in ("a", "b"):
         folder = tmp_path / "h200" / name
         folder.mkdir(parents=True)
         for f in ("policy.json", "relu_policy.cuh", "verify.txt", "pruned.jsonl.xz"):
-            shutil.copy(SHIPPED / "h200" / "hot-6" / f, folder / f)
-        manifest = json.loads((SHIPPED / "h200" / "hot-6" / "manifest.json").read_text())
+            shutil.copy(SHIPPED / "h200" / "hot-7" / f, folder / f)
+        manifest = json.loads((SHIPPED / "h200" / "hot-7" / "manifest.json").read_text())
         manifest["finished"] = "2026-12-02T00:00:00Z" if name == newer else "2026-12-01T00:00:00Z"
         (folder / "manifest.json").write_text(json.dumps(manifest))
     got = dp.shipped_policies(tmp_path, "h200", ["hot"])

@@ -145,7 +145,7 @@ def test_gpus_table_fits_80_columns_with_empty_cells_for_unknowns():
 
 def test_gpus_sources_cites_every_value():
     text = r_text(_lines(runner.invoke(app, ["gpus", "--sources"])))
-    for want in ("75497472", "62914560", "39321600", "results/h200/hot-6/manifest.json",
+    for want in ("75497472", "62914560", "39321600", "results/h200/hot-7/manifest.json",
                  "NVIDIA Ada GPU Architecture whitepaper", "NVIDIA H100 Tensor Core GPU",
                  "l4: NVIDIA L4", "  l2_bytes: unknown (no primary source gives it)"):  # fmt: skip
         assert want in text, want

@@ -52,7 +52,7 @@ def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
     plan = load_plan(root / "sweeps" / "h200.json")
     mode, sizes = run_sizes(root / "results/h200/cold-6", ("fp32", "fp16"), {})
     assert mode == "cold" and len(sizes["fp32"]) > 20 and len(sizes["fp16"]) > 20
-    mode, sizes = run_sizes(root / "results/h200/hot-6", ("fp32", "int8"), {})
+    mode, sizes = run_sizes(root / "results/h200/hot-7", ("fp32", "int8"), {})
     assert mode == "hot"
     assert {e["n"] for e in plan.sizes("int8")} < set(sizes["int8"])
     with pytest.raises(SweeperError, match="no baseline measurement for int8"):
@@ -169,9 +169,9 @@ def test_verify_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path):
     except Exception:  # noqa: BLE001 - no GPU, the case under test
         pass
     root = Path(__file__).resolve().parents[2]
-    run = tmp_path / "results" / "h200" / "hot-6"
+    run = tmp_path / "results" / "h200" / "hot-7"
     run.mkdir(parents=True)
-    shutil.copy(root / "results/h200/hot-6/policy.json", run / "policy.json")
+    shutil.copy(root / "results/h200/hot-7/policy.json", run / "policy.json")
     res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
     assert res.exit_code != 0 and res.output.count("\n") == 1, res.output
     assert "GPU" in res.output
@@ -186,9 +186,9 @@ def test_verify_refuses_a_header_that_is_not_its_policys_export_and_writes_nothi
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    run = tmp_path / "results" / "h200" / "hot-6"
+    run = tmp_path / "results" / "h200" / "hot-7"
     run.mkdir(parents=True)
-    shutil.copy(root / "results/h200/hot-6/policy.json", run / "policy.json")
+    shutil.copy(root / "results/h200/hot-7/policy.json", run / "policy.json")
     shutil.copy(root / "results/h200/aw-4/relu_policy.cuh", run / "relu_policy.cuh")
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     res = CliRunner().invoke(app, ["verify", str(run / "policy.json")])
@@ -204,8 +204,8 @@ def test_verify_refuses_a_header_that_is_not_its_policys_export_and_writes_nothi
 def test_the_export_check_ignores_how_the_policy_path_was_spelled():
     from sweeper.export.verify import _same_export
 
-    a = "x\n// entry 0: h200 ... tolerance 0.02, file results/h200/hot-6/policy.json\ny\n"
-    b = "x\n// entry 0: h200 ... tolerance 0.02, file /abs/results/h200/hot-6/policy.json\ny\n"
+    a = "x\n// entry 0: h200 ... tolerance 0.02, file results/h200/hot-7/policy.json\ny\n"
+    b = "x\n// entry 0: h200 ... tolerance 0.02, file /abs/results/h200/hot-7/policy.json\ny\n"
     assert _same_export(a, b)
     assert not _same_export(a, b.replace("tolerance 0.02", "tolerance 0.03"))
     assert not _same_export(a, a.replace("y\n", "z\n"))

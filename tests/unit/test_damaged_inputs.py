@@ -1,4 +1,4 @@
-"""Damaged and misdirected inputs on a copy of the shipped run hot-6, cut to its fp32 cells:
+"""Damaged and misdirected inputs on a copy of the shipped run hot-7, cut to its fp32 cells:
 every command refuses in one line that names the file and the field, exits 1 and changes no
 file."""
 
@@ -24,8 +24,8 @@ from sweeper.analyze.store import (
 from sweeper.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "results" / "h200" / "hot-6"
-PLAN = REPO / "sweeps" / "h200.json"  # the plan hot-6 was measured with (its manifest's plan.path)
+SHIPPED = REPO / "results" / "h200" / "hot-7"
+PLAN = REPO / "sweeps" / "h200.json"  # the plan hot-7 was measured with (its manifest's plan.path)
 DTYPE = "fp32"
 
 
@@ -38,12 +38,12 @@ def _of_dtype(key: str) -> bool:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """hot-6 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
+    """hot-7 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
     (dtypes, pruned, climb, timing), the selection and policy that `sweeper select` and
     `sweeper policy build` make from them, and the shipped PNGs (the plot case checks that
     they are kept). The whole run has 51020 cells; its fp32 part has 15514."""
     root = tmp_path_factory.mktemp("base") / "results"
-    run = root / "h200" / "hot-6"
+    run = root / "h200" / "hot-7"
     (run / "plots").mkdir(parents=True)
     with lzma.open(SHIPPED / "trials.jsonl.xz", "rt") as src:
         lines = [line for line in src if json.loads(line)["dtype"] == DTYPE]
@@ -65,7 +65,7 @@ def base(tmp_path_factory) -> Path:
 @pytest.fixture
 def run(base, tmp_path) -> Path:
     shutil.copytree(base, tmp_path / "results")
-    return tmp_path / "results" / "h200" / "hot-6"
+    return tmp_path / "results" / "h200" / "hot-7"
 
 
 def hashes(folder: Path) -> dict[str, str]:

@@ -338,7 +338,7 @@ def test_the_shipped_h200_header_dispatches_tuned_bands_only_on_the_h200(tmp_pat
     from sweeper.export.cuda import _ident
 
     root = Path(__file__).resolve().parents[2]
-    doc = load_any(root / "results/h200/hot-6/policy.json")
+    doc = load_any(root / "results/h200/hot-7/policy.json")
     (tmp_path / "relu_policy.cuh").write_text(render(doc, "cuda"))
     devices = {  # cc major, minor, l2CacheSize, SMs
         "RTX 4090": (8, 9, 72 * MiB, 128),

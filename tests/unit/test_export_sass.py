@@ -5,7 +5,7 @@ nvJitLink, both disassembled by nvdisasm; no GPU).
 The header widens thread and block indices as Numba does (sign extension): with unsigned
 widening the 2-vector flat export measured 2-8% slower than its Numba twin on the H200 while
 the two kernels' SASS differed only in that arithmetic. These tests hold the header to the
-Numba kernels on every config of the shipped hot-6 policy:
+Numba kernels on every config of the shipped hot-7 policy:
   * flat, 1 vector per thread: the whole kernel is the same instruction stream;
   * flat, 2-4 vectors per thread: the same index maths up to the first branch, and the same
     global loads and stores in the same order (the one-block slow path may differ);
@@ -13,11 +13,11 @@ Numba kernels on every config of the shipped hot-6 policy:
     global loads and stores, the loads in the same order and the stores in the same order;
     ptxas may schedule them differently (in fp32 v16-u8-ld.nc-st.cs-b128-flat two index
     instructions, and one load and one store of the check-free path, trade places). On the H200 that export read a median 1.004-1.015x its
-    Numba kernel's time per dtype over its sizes and passes (results/h200/hot-6/verify_timing.csv,
+    Numba kernel's time per dtype over its sizes and passes (results/h200/hot-7/verify_timing.csv,
     column vs_numba);
   * tiled (onepass / strideW) and flat32: the same global loads and stores in the same order.
 The "flat32" kernels (32-bit index maths) are held to that standard on a synthetic policy
-that uses every flat32 shape (hot-6's policy may or may not use one)."""
+that uses every flat32 shape (hot-7's policy may or may not use one)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from sweeper.export.sass import (
     prologue,
 )
 
-POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-6" / "policy.json"
+POLICY = Path(__file__).resolve().parents[2] / "results" / "h200" / "hot-7" / "policy.json"
 NVCC, NVDISASM = find_tool("nvcc"), find_tool("nvdisasm")
 
 pytestmark = pytest.mark.needs_tool("nvcc", "nvdisasm")

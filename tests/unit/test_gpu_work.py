@@ -74,26 +74,28 @@ def test_the_floor_counts_only_ok_hot_candidates_and_caps_samples():
 
 
 def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
-    from sweeper.analyze.store import read_trials
+    from sweeper.analyze.store import load_manifest, read_trials
 
-    run = ROOT / "results/h200/hot-6"
+    run = ROOT / "results/h200/hot-7"
     trials, _ = read_trials(run)
     ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
+    warm = gpuwork.warm_up_calls(load_manifest(run))  # the rule the run recorded
     assert gw.main([str(run)]) == 0
     last = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| all |")][0]
     cells, *parts, total, per_cell = [float(x) for x in last.strip("|").split("|")[2:]]
     assert cells == len(ok)
     assert total == pytest.approx(sum(parts), abs=0.2)
-    assert total == pytest.approx(
-        sum(sum(gpuwork.cell_work(t, STOP).values()) for t in ok), abs=0.1
-    )
+    want = sum(sum(gpuwork.cell_work(t, STOP, warm=warm(int(t["ws_bytes"]))).values()) for t in ok)
+    assert total == pytest.approx(want, abs=0.1)
+    one_call = sum(sum(gpuwork.cell_work(t, STOP).values()) for t in ok)
+    assert total > one_call + 1  # four calls before a sample in part of the band
 
 
 def test_bad_input_gets_one_line_and_status_2(capsys):
     assert gw.main([str(ROOT / "results/h200/aw-4")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
-    assert gw.main([str(ROOT / "results/h200/hot-6"), "--max-samples", "0"]) == 2
+    assert gw.main([str(ROOT / "results/h200/hot-7"), "--max-samples", "0"]) == 2
     assert "--max-samples 0" in capsys.readouterr().err
 
 
@@ -131,13 +133,21 @@ def test_the_reports_timing_section_states_the_floor():
     assert not [x for x in timing(m) if "GPU work" in x]
 
 
-def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys):
-    """hot-6 recorded no rule (one call); --current-warm-up counts four calls per sample and
-    side from L2 / 4 to L2 of working set, and nothing else changes."""
+def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys, tmp_path):
+    """A run that recorded no rule (one call: hot-7 with its rule taken out of the manifest);
+    --current-warm-up counts four calls per sample and side from L2 / 4 to L2 of working set,
+    and nothing else changes."""
+    import json
+    import shutil
+
     from sweeper.analyze.store import load_manifest, read_trials
     from sweeper.run.stats import WARM_RULE, warm_rule
 
-    run = ROOT / "results/h200/hot-6"
+    run = tmp_path / "hot-7"
+    shutil.copytree(ROOT / "results/h200/hot-7", run)
+    raw = json.loads((run / "manifest.json").read_text())
+    del raw["harness"]["hot_warm_calls"]
+    (run / "manifest.json").write_text(json.dumps(raw))
     m = load_manifest(run)
     assert "hot_warm_calls" not in m["harness"]
     trials, _ = read_trials(run)

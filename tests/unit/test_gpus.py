@@ -79,9 +79,9 @@ def test_known_values():
     assert (h200.l2_bytes, h200.persisting_l2_max_bytes) == (62914560, 39321600)
     assert (h200.sm_count, h200.cc) == (132, (9, 0))
     assert (h200.memory_bytes, h200.dram_peak_gbps) == (141 * 10**9, 4800.0)
-    assert "results/h200/hot-6/manifest.json" in h200.sources["l2_bytes"]
+    assert "results/h200/hot-7/manifest.json" in h200.sources["l2_bytes"]
     # the cited device query holds the values
-    manifest = Path(__file__).parents[2] / "results/h200/hot-6/manifest.json"
+    manifest = Path(__file__).parents[2] / "results/h200/hot-7/manifest.json"
     device = json.loads(manifest.read_text())["device"]
     assert (device["l2_bytes"], device["persisting_l2_max_bytes"]) == (62914560, 39321600)
     assert (device["sm_count"], tuple(device["cc"])) == (132, (9, 0))

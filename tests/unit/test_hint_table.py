@@ -45,7 +45,7 @@ def test_a_new_hint_reaches_a_compiling_export(ca_hint, tmp_path):
     from sweeper.analyze.policy import load_any
     from sweeper.export import render
 
-    doc = load_any(ROOT / "results/h200/hot-6/policy.json")
+    doc = load_any(ROOT / "results/h200/hot-7/policy.json")
     name = next(iter(doc["configs"]))
     doc["configs"][name] = {**doc["configs"][name], "load_hint": "ca"}
     header = render(doc, "cuda")

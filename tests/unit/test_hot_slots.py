@@ -36,9 +36,10 @@ def test_a_half_with_side_b_first_reads_each_sides_places_from_its_slots():
 
 
 def _planted(planted_run, after_other_a=1.05, after_other_b=1.03, cells=30):
-    """hot-6's first hot candidate cells at 20-40 MiB with every sample replaced: two halves
-    of four rounds; side A's slot 3 and the first round's slot 0 (both after side B) slow by
-    after_other_a, side B's slot 1 (after side A) slow by after_other_b."""
+    """hot-7's first hot candidate cells at 20-40 MiB with every sample replaced, in a run
+    that put side A first in both halves (the manifest's `halves_first_side` set so): two
+    halves of four rounds; side A's slot 3 and the first round's slot 0 (both after side B)
+    slow by after_other_a, side B's slot 1 (after side A) slow by after_other_b."""
     half_a = [10.0 * (after_other_a if i == 0 or i % 2 else 1.0) for i in range(8)]
     half_b = [12.0 * (after_other_b if i % 2 == 0 else 1.0) for i in range(8)]
 
@@ -46,8 +47,15 @@ def _planted(planted_run, after_other_a=1.05, after_other_b=1.03, cells=30):
         return {**t, "sample_parts": [8, 8], "samples_us": half_a * 2,
                 "base_samples_us": half_b * 2}  # fmt: skip
 
+    def a_first(m):
+        return {**m, "harness": {**m["harness"], "halves_first_side": ["a", "a"]}}
+
     return planted_run(
-        "hot-6", plant, cells, pick=lambda t: 20 * 2**20 < t["ws_bytes"] <= 40 * 2**20
+        "hot-7",
+        plant,
+        cells,
+        pick=lambda t: 20 * 2**20 < t["ws_bytes"] <= 40 * 2**20,
+        manifest=a_first,
     )
 
 

@@ -47,7 +47,7 @@ _CITES_COMMIT = re.compile(r"(?:commit|git show)\s+[0-9a-f]{7}")
 
 
 def test_every_repository_path_named_in_docs_exists():
-    """Paths like `scripts/sweep.sh` or `results/h200/hot-6/REPORT.md` in the docs, code,
+    """Paths like `scripts/sweep.sh` or `results/h200/hot-7/REPORT.md` in the docs, code,
     comments and templates name files that exist (generated files of a run folder excepted)."""
     generated = re.compile(r"(\.svg|results\.csv|<|\*)")
     missing = []

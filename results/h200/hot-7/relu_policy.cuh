@@ -3,7 +3,7 @@
 //
 // Policy: working set ws = 2 * n * sizeof(T) bytes, bands in ws / l2CacheSize.
 // Entry choice per device: exact (cc major.minor, l2_bytes, sm_count) > the generic config of the first entry with the dtype (highest worst-case ratio to the baseline over its run's sizes).
-//   h200: cc 9.0, L2 62914560 bytes; runs hot-6; plan c3e620e4ee88
+//   h200: cc 9.0, L2 62914560 bytes; runs hot-7; plan c3e620e4ee88
 
 #pragma once
 #ifdef __CUDACC_RTC__
@@ -173,20 +173,6 @@ struct Ld_cg {  // load hint 'cg': ld.global.cg
     if constexpr (BITS == 8) asm volatile("ld.global.cg.b8 %0, [%1];" : "=r"(v) : "l"(a));
     else if constexpr (BITS == 16) asm volatile("ld.global.cg.b16 %0, [%1];" : "=r"(v) : "l"(a));
     else asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(v) : "l"(a));
-    return v;
-  }
-};
-struct Ld_cs {  // load hint 'cs': ld.global.cs
-  template <int NW> static __device__ __forceinline__ void vec(uint64_t a, uint32_t (&w)[NW]) {
-    if constexpr (NW == 1) asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(w[0]) : "l"(a));
-    else if constexpr (NW == 2) asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(a));
-    else asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a));
-  }
-  template <int BITS> static __device__ __forceinline__ uint32_t elem(uint64_t a) {
-    uint32_t v;
-    if constexpr (BITS == 8) asm volatile("ld.global.cs.b8 %0, [%1];" : "=r"(v) : "l"(a));
-    else if constexpr (BITS == 16) asm volatile("ld.global.cs.b16 %0, [%1];" : "=r"(v) : "l"(a));
-    else asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(v) : "l"(a));
     return v;
   }
 };
@@ -493,196 +479,186 @@ struct Variant {
 // ---- the configs the policy uses (sweeper variant fields) --------------------------
 // v16-u1-ld.L2el-st.cg-b256-flat: vec_bytes=16 unroll=1 load=L2::evict_last store=cg block=256 grid=flat
 using V_v16_u1_ld_L2el_st_cg_b256_flat = Variant<16, 1, Ld_L2__evict_last, St_cg, 256, -1>;
-// v16-u1-ld.L2el-st.cs-b256-flat32: vec_bytes=16 unroll=1 load=L2::evict_last store=cs block=256 grid=flat32
-using V_v16_u1_ld_L2el_st_cs_b256_flat32 = Variant<16, 1, Ld_L2__evict_last, St_cs, 256, -2>;
+// v16-u1-ld.L2el-st.cs-b256-flat: vec_bytes=16 unroll=1 load=L2::evict_last store=cs block=256 grid=flat
+using V_v16_u1_ld_L2el_st_cs_b256_flat = Variant<16, 1, Ld_L2__evict_last, St_cs, 256, -1>;
 // v16-u1-ld.L2el-st.def-b256-flat: vec_bytes=16 unroll=1 load=L2::evict_last store=default block=256 grid=flat
 using V_v16_u1_ld_L2el_st_def_b256_flat = Variant<16, 1, Ld_L2__evict_last, St_default, 256, -1>;
+// v16-u1-ld.L2el-st.wt-b256-flat: vec_bytes=16 unroll=1 load=L2::evict_last store=wt block=256 grid=flat
+using V_v16_u1_ld_L2el_st_wt_b256_flat = Variant<16, 1, Ld_L2__evict_last, St_wt, 256, -1>;
 // v16-u1-ld.L2el50-st.cs-b128-flat: vec_bytes=16 unroll=1 load=L2::evict_last:0.5 store=cs block=128 grid=flat
 using V_v16_u1_ld_L2el50_st_cs_b128_flat = Variant<16, 1, Ld_L2__evict_last_0_5, St_cs, 128, -1>;
+// v16-u1-ld.L2el50-st.cs-b256-flat: vec_bytes=16 unroll=1 load=L2::evict_last:0.5 store=cs block=256 grid=flat
+using V_v16_u1_ld_L2el50_st_cs_b256_flat = Variant<16, 1, Ld_L2__evict_last_0_5, St_cs, 256, -1>;
 // v16-u1-ld.cg-st.cs-b256-flat: vec_bytes=16 unroll=1 load=cg store=cs block=256 grid=flat
 using V_v16_u1_ld_cg_st_cs_b256_flat = Variant<16, 1, Ld_cg, St_cs, 256, -1>;
-// v16-u1-ld.cs-st.cs-b256-flat: vec_bytes=16 unroll=1 load=cs store=cs block=256 grid=flat
-using V_v16_u1_ld_cs_st_cs_b256_flat = Variant<16, 1, Ld_cs, St_cs, 256, -1>;
-// v16-u1-ld.lu-st.def-b256-flat: vec_bytes=16 unroll=1 load=lu store=default block=256 grid=flat
-using V_v16_u1_ld_lu_st_def_b256_flat = Variant<16, 1, Ld_lu, St_default, 256, -1>;
+// v16-u1-ld.cg-st.def-b128-flat: vec_bytes=16 unroll=1 load=cg store=default block=128 grid=flat
+using V_v16_u1_ld_cg_st_def_b128_flat = Variant<16, 1, Ld_cg, St_default, 128, -1>;
+// v16-u1-ld.def-st.cs-b256-flat: vec_bytes=16 unroll=1 load=default store=cs block=256 grid=flat
+using V_v16_u1_ld_def_st_cs_b256_flat = Variant<16, 1, Ld_default, St_cs, 256, -1>;
+// v16-u1-ld.lu-st.wt-b256-flat: vec_bytes=16 unroll=1 load=lu store=wt block=256 grid=flat
+using V_v16_u1_ld_lu_st_wt_b256_flat = Variant<16, 1, Ld_lu, St_wt, 256, -1>;
 // v16-u1-ld.nc-st.cs-b256-flat: vec_bytes=16 unroll=1 load=nc store=cs block=256 grid=flat
 using V_v16_u1_ld_nc_st_cs_b256_flat = Variant<16, 1, Ld_nc, St_cs, 256, -1>;
 // v16-u1-ld.nc-st.cs-b256-stride1: vec_bytes=16 unroll=1 load=nc store=cs block=256 grid=stride1
 using V_v16_u1_ld_nc_st_cs_b256_stride1 = Variant<16, 1, Ld_nc, St_cs, 256, 1>;
-// v16-u1-ld.nc-st.wt-b256-flat: vec_bytes=16 unroll=1 load=nc store=wt block=256 grid=flat
-using V_v16_u1_ld_nc_st_wt_b256_flat = Variant<16, 1, Ld_nc, St_wt, 256, -1>;
-// v16-u2-ld.L2el50-st.cs-b128-flat: vec_bytes=16 unroll=2 load=L2::evict_last:0.5 store=cs block=128 grid=flat
-using V_v16_u2_ld_L2el50_st_cs_b128_flat = Variant<16, 2, Ld_L2__evict_last_0_5, St_cs, 128, -1>;
+// v16-u2-ld.L2el75-st.cs-b128-stride1: vec_bytes=16 unroll=2 load=L2::evict_last:0.75 store=cs block=128 grid=stride1
+using V_v16_u2_ld_L2el75_st_cs_b128_stride1 = Variant<16, 2, Ld_L2__evict_last_0_75, St_cs, 128, 1>;
 // v16-u2-ld.L2el75-st.cs-b256-stride1: vec_bytes=16 unroll=2 load=L2::evict_last:0.75 store=cs block=256 grid=stride1
 using V_v16_u2_ld_L2el75_st_cs_b256_stride1 = Variant<16, 2, Ld_L2__evict_last_0_75, St_cs, 256, 1>;
-// v16-u2-ld.L2el75-st.cs-b512-stride1: vec_bytes=16 unroll=2 load=L2::evict_last:0.75 store=cs block=512 grid=stride1
-using V_v16_u2_ld_L2el75_st_cs_b512_stride1 = Variant<16, 2, Ld_L2__evict_last_0_75, St_cs, 512, 1>;
-// v16-u2-ld.cg-st.def-b128-flat: vec_bytes=16 unroll=2 load=cg store=default block=128 grid=flat
-using V_v16_u2_ld_cg_st_def_b128_flat = Variant<16, 2, Ld_cg, St_default, 128, -1>;
+// v16-u2-ld.cg-st.cs-b128-flat: vec_bytes=16 unroll=2 load=cg store=cs block=128 grid=flat
+using V_v16_u2_ld_cg_st_cs_b128_flat = Variant<16, 2, Ld_cg, St_cs, 128, -1>;
 // v16-u2-ld.def-st.cg-b128-flat: vec_bytes=16 unroll=2 load=default store=cg block=128 grid=flat
 using V_v16_u2_ld_def_st_cg_b128_flat = Variant<16, 2, Ld_default, St_cg, 128, -1>;
-// v16-u2-ld.lu-st.cg-b128-flat: vec_bytes=16 unroll=2 load=lu store=cg block=128 grid=flat
-using V_v16_u2_ld_lu_st_cg_b128_flat = Variant<16, 2, Ld_lu, St_cg, 128, -1>;
 // v16-u2-ld.nc-st.cs-b128-flat: vec_bytes=16 unroll=2 load=nc store=cs block=128 grid=flat
 using V_v16_u2_ld_nc_st_cs_b128_flat = Variant<16, 2, Ld_nc, St_cs, 128, -1>;
 // v16-u8-ld.nc-st.cs-b128-flat: vec_bytes=16 unroll=8 load=nc store=cs block=128 grid=flat
 using V_v16_u8_ld_nc_st_cs_b128_flat = Variant<16, 8, Ld_nc, St_cs, 128, -1>;
-// v4-u1-ld.def-st.wt-b512-flat: vec_bytes=4 unroll=1 load=default store=wt block=512 grid=flat
-using V_v4_u1_ld_def_st_wt_b512_flat = Variant<4, 1, Ld_default, St_wt, 512, -1>;
-// v8-u1-ld.cs-st.wt-b256-flat: vec_bytes=8 unroll=1 load=cs store=wt block=256 grid=flat
-using V_v8_u1_ld_cs_st_wt_b256_flat = Variant<8, 1, Ld_cs, St_wt, 256, -1>;
-// v8-u4-ld.L2el75-st.cs-b128-stride1: vec_bytes=8 unroll=4 load=L2::evict_last:0.75 store=cs block=128 grid=stride1
-using V_v8_u4_ld_L2el75_st_cs_b128_stride1 = Variant<8, 4, Ld_L2__evict_last_0_75, St_cs, 128, 1>;
-// v8-u4-ld.def-st.cs-b128-flat32: vec_bytes=8 unroll=4 load=default store=cs block=128 grid=flat32
-using V_v8_u4_ld_def_st_cs_b128_flat32 = Variant<8, 4, Ld_default, St_cs, 128, -2>;
-// v8-u4-ld.nc-st.cs-b128-flat32: vec_bytes=8 unroll=4 load=nc store=cs block=128 grid=flat32
-using V_v8_u4_ld_nc_st_cs_b128_flat32 = Variant<8, 4, Ld_nc, St_cs, 128, -2>;
+// v4-u1-ld.nc-st.cg-b512-flat: vec_bytes=4 unroll=1 load=nc store=cg block=512 grid=flat
+using V_v4_u1_ld_nc_st_cg_b512_flat = Variant<4, 1, Ld_nc, St_cg, 512, -1>;
+// v8-u1-ld.cg-st.cs-b256-flat: vec_bytes=8 unroll=1 load=cg store=cs block=256 grid=flat
+using V_v8_u1_ld_cg_st_cs_b256_flat = Variant<8, 1, Ld_cg, St_cs, 256, -1>;
+// v8-u1-ld.lu-st.cg-b256-flat: vec_bytes=8 unroll=1 load=lu store=cg block=256 grid=flat
+using V_v8_u1_ld_lu_st_cg_b256_flat = Variant<8, 1, Ld_lu, St_cg, 256, -1>;
+// v8-u1-ld.lu-st.cs-b256-flat: vec_bytes=8 unroll=1 load=lu store=cs block=256 grid=flat
+using V_v8_u1_ld_lu_st_cs_b256_flat = Variant<8, 1, Ld_lu, St_cs, 256, -1>;
 
 // ---- dispatch: one function per (entry, dtype); bands relative to l2CacheSize ------
-// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-6, plan c3e620e4ee88, mode hot, tolerance by working set: 0.0416 in (0 B, 1 MiB], 0.0207 in (1 MiB, 4 MiB], 0.0303 in (4 MiB, 16 MiB], 0.0309 in (16 MiB, 64 MiB], 0.02 in (64 MiB, 256 MiB], 0.02 in (256 MiB, inf], file results/h200/hot-6/policy.json
+// entry 0: h200 NVIDIA H200 (cc 9.0, L2 62914560 bytes) from run(s) hot-7, plan c3e620e4ee88, mode hot, tolerance by working set: 0.0335 in (0 B, 1 MiB], 0.0283 in (1 MiB, 4 MiB], 0.0231 in (4 MiB, 16 MiB], 0.0308 in (16 MiB, 64 MiB], 0.02 in (64 MiB, 256 MiB], 0.02 in (256 MiB, inf], file results/h200/hot-7/policy.json
 inline cudaError_t dispatch_e0_bf16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.111502) x L2 = [0 B, 6.69 MiB) on the source GPU: v16-u1-ld.lu-st.def-b256-flat; measured 64 KiB..6.605 MiB, worst 0.988 of the fastest
-  if (rel < 0.11150156656901042) return V_v16_u1_ld_lu_st_def_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.111502, 0.453125) x L2 = [6.69 MiB, 27.19 MiB) on the source GPU: v16-u2-ld.def-st.cg-b128-flat; measured 6.775 MiB..26.25 MiB, worst 0.973 of the fastest
-  //   lower edge: between measured 6926272 and 7103872 bytes (run hot-6)
-  if (rel < 0.453125) return V_v16_u2_ld_def_st_cg_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.453125, 0.609375) x L2 = [27.19 MiB, 36.56 MiB) on the source GPU: v8-u4-ld.nc-st.cs-b128-flat32; measured 28.12 MiB..35.62 MiB, worst 0.997 of the fastest
-  //   lower edge: between measured 27525120 and 29491200 bytes (run hot-6)
-  if (rel < 0.609375) return V_v8_u4_ld_nc_st_cs_b128_flat32::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.609375, 0.896484) x L2 = [36.56 MiB, 53.79 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 37.5 MiB..53.67 MiB, worst 0.986 of the fastest
-  //   lower edge: between measured 37355520 and 39321600 bytes (run hot-6)
+  // [0.000000, 0.035150) x L2 = [0 B, 2.109 MiB) on the source GPU: v16-u1-ld.cg-st.def-b128-flat; measured 64 KiB..1.998 MiB, worst 0.984 of the fastest
+  if (rel < 0.03514989217122396) return V_v16_u1_ld_cg_st_def_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [0.035150, 0.139377) x L2 = [2.109 MiB, 8.363 MiB) on the source GPU: v16-u1-ld.nc-st.cs-b256-flat; measured 2.22 MiB..8.257 MiB, worst 0.985 of the fastest
+  //   lower edge: between measured 2095040 and 2327840 bytes (run hot-7)
+  if (rel < 0.1393768310546875) return V_v16_u1_ld_nc_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [0.139377, 0.609375) x L2 = [8.363 MiB, 36.56 MiB) on the source GPU: v16-u2-ld.cg-st.cs-b128-flat; measured 8.468 MiB..35.62 MiB, worst 0.978 of the fastest
+  //   lower edge: between measured 8657824 and 8879840 bytes (run hot-7)
+  if (rel < 0.609375) return V_v16_u2_ld_cg_st_cs_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [0.609375, 0.896484) x L2 = [36.56 MiB, 53.79 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 37.5 MiB..53.67 MiB, worst 0.975 of the fastest
+  //   lower edge: between measured 37355520 and 39321600 bytes (run hot-7)
   if (rel < 0.896484375) return V_v16_u8_ld_nc_st_cs_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [0.896484, 1.064583) x L2 = [53.79 MiB, 63.88 MiB) on the source GPU: v8-u4-ld.L2el75-st.cs-b128-stride1; measured 53.91 MiB..63.75 MiB, worst 0.993 of the fastest
-  //   lower edge: between measured 56279040 and 56524800 bytes (run hot-6)
-  if (rel < 1.0645833333333334) return V_v8_u4_ld_L2el75_st_cs_b128_stride1::launch<Dt::BF16>(in, out, n, d, s);
-  // [1.064583, 1.453125) x L2 = [63.88 MiB, 87.19 MiB) on the source GPU: v16-u2-ld.L2el50-st.cs-b128-flat; measured 64 MiB..86.25 MiB, worst 0.985 of the fastest
-  //   lower edge: between measured 66846720 and 67108864 bytes (run hot-6)
-  if (rel < 1.453125) return V_v16_u2_ld_L2el50_st_cs_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
-  // [1.453125, inf) x L2 = [87.19 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cg-b256-flat; measured 88.12 MiB..1.875 GiB, worst 0.992 of the fastest
-  //   lower edge: between measured 90439680 and 92405760 bytes (run hot-6)
-  return V_v16_u1_ld_L2el_st_cg_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [0.896484, 1.086979) x L2 = [53.79 MiB, 65.22 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b128-stride1; measured 53.91 MiB..64.81 MiB, worst 0.995 of the fastest
+  //   lower edge: between measured 56279040 and 56524800 bytes (run hot-7)
+  if (rel < 1.0869791666666666) return V_v16_u2_ld_L2el75_st_cs_b128_stride1::launch<Dt::BF16>(in, out, n, d, s);
+  // [1.086979, 1.515625) x L2 = [65.22 MiB, 90.94 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b128-flat; measured 65.62 MiB..90 MiB, worst 0.995 of the fastest
+  //   lower edge: between measured 67960832 and 68812800 bytes (run hot-7)
+  if (rel < 1.515625) return V_v16_u1_ld_L2el50_st_cs_b128_flat::launch<Dt::BF16>(in, out, n, d, s);
+  // [1.515625, inf) x L2 = [90.94 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.wt-b256-flat; measured 91.88 MiB..1.875 GiB, worst 0.990 of the fastest
+  //   lower edge: between measured 94371840 and 96337920 bytes (run hot-7)
+  return V_v16_u1_ld_L2el_st_wt_b256_flat::launch<Dt::BF16>(in, out, n, d, s);
 }
 inline const char* choice_e0_bf16(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  if (rel < 0.11150156656901042) return "v16-u1-ld.lu-st.def-b256-flat";
-  if (rel < 0.453125) return "v16-u2-ld.def-st.cg-b128-flat";
-  if (rel < 0.609375) return "v8-u4-ld.nc-st.cs-b128-flat32";
+  if (rel < 0.03514989217122396) return "v16-u1-ld.cg-st.def-b128-flat";
+  if (rel < 0.1393768310546875) return "v16-u1-ld.nc-st.cs-b256-flat";
+  if (rel < 0.609375) return "v16-u2-ld.cg-st.cs-b128-flat";
   if (rel < 0.896484375) return "v16-u8-ld.nc-st.cs-b128-flat";
-  if (rel < 1.0645833333333334) return "v8-u4-ld.L2el75-st.cs-b128-stride1";
-  if (rel < 1.453125) return "v16-u2-ld.L2el50-st.cs-b128-flat";
-  return "v16-u1-ld.L2el-st.cg-b256-flat";
+  if (rel < 1.0869791666666666) return "v16-u2-ld.L2el75-st.cs-b128-stride1";
+  if (rel < 1.515625) return "v16-u1-ld.L2el50-st.cs-b128-flat";
+  return "v16-u1-ld.L2el-st.wt-b256-flat";
 }
 inline cudaError_t dispatch_e0_fp16(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  // [0.000000, 0.049140) x L2 = [0 B, 2.948 MiB) on the source GPU: v16-u1-ld.nc-st.wt-b256-flat; measured 64 KiB..2.775 MiB, worst 0.962 of the fastest
-  if (rel < 0.04914042154947917) return V_v16_u1_ld_nc_st_wt_b256_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.049140, 0.139377) x L2 = [2.948 MiB, 8.363 MiB) on the source GPU: v16-u1-ld.cs-st.cs-b256-flat; measured 3.122 MiB..8.257 MiB, worst 0.988 of the fastest
-  //   lower edge: between measured 2909792 and 3273504 bytes (run hot-6)
-  if (rel < 0.1393768310546875) return V_v16_u1_ld_cs_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.139377, 0.265625) x L2 = [8.363 MiB, 15.94 MiB) on the source GPU: v16-u2-ld.cg-st.def-b128-flat; measured 8.468 MiB..15 MiB, worst 0.992 of the fastest
-  //   lower edge: between measured 8657824 and 8879840 bytes (run hot-6)
-  if (rel < 0.265625) return V_v16_u2_ld_cg_st_def_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.265625, 0.578125) x L2 = [15.94 MiB, 34.69 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 16.88 MiB..33.75 MiB, worst 0.982 of the fastest
-  //   lower edge: between measured 15728640 and 17694720 bytes (run hot-6)
-  if (rel < 0.578125) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.578125, 0.882812) x L2 = [34.69 MiB, 52.97 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 35.62 MiB..52.5 MiB, worst 0.986 of the fastest
-  //   lower edge: between measured 35389440 and 37355520 bytes (run hot-6)
-  if (rel < 0.8828125) return V_v16_u8_ld_nc_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [0.882812, 1.080208) x L2 = [52.97 MiB, 64.81 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b256-stride1; measured 53.44 MiB..64 MiB, worst 0.988 of the fastest
-  //   lower edge: between measured 55050240 and 56033280 bytes (run hot-6)
+  // [0.000000, 0.050586) x L2 = [0 B, 3.035 MiB) on the source GPU: v8-u1-ld.cg-st.cs-b256-flat; measured 64 KiB..2.948 MiB, worst 0.993 of the fastest
+  if (rel < 0.05058568318684896) return V_v8_u1_ld_cg_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [0.050586, 0.137613) x L2 = [3.035 MiB, 8.257 MiB) on the source GPU: v16-u1-ld.lu-st.wt-b256-flat; measured 3.122 MiB..8.045 MiB, worst 0.981 of the fastest
+  //   lower edge: between measured 3091648 and 3273504 bytes (run hot-7)
+  if (rel < 0.13761266072591147) return V_v16_u1_ld_lu_st_wt_b256_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [0.137613, 0.242633) x L2 = [8.257 MiB, 14.56 MiB) on the source GPU: v16-u2-ld.def-st.cg-b128-flat; measured 8.468 MiB..14.12 MiB, worst 0.984 of the fastest
+  //   lower edge: between measured 8435840 and 8879840 bytes (run hot-7)
+  if (rel < 0.242633056640625) return V_v16_u2_ld_def_st_cg_b128_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [0.242633, 0.628906) x L2 = [14.56 MiB, 37.73 MiB) on the source GPU: v16-u1-ld.nc-st.cs-b256-flat; measured 15 MiB..37.5 MiB, worst 0.984 of the fastest
+  //   lower edge: between measured 14801664 and 15728640 bytes (run hot-7)
+  if (rel < 0.62890625) return V_v16_u1_ld_nc_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [0.628906, 0.859375) x L2 = [37.73 MiB, 51.56 MiB) on the source GPU: v16-u1-ld.nc-st.cs-b256-stride1; measured 37.97 MiB..50.62 MiB, worst 0.977 of the fastest
+  //   lower edge: between measured 39321600 and 39813120 bytes (run hot-7)
+  if (rel < 0.859375) return V_v16_u1_ld_nc_st_cs_b256_stride1::launch<Dt::F16>(in, out, n, d, s);
+  // [0.859375, 1.080208) x L2 = [51.56 MiB, 64.81 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b256-stride1; measured 52.5 MiB..64 MiB, worst 0.946 of the fastest
+  //   lower edge: between measured 53084160 and 55050240 bytes (run hot-7)
   if (rel < 1.0802083333333334) return V_v16_u2_ld_L2el75_st_cs_b256_stride1::launch<Dt::F16>(in, out, n, d, s);
-  // [1.080208, 1.515625) x L2 = [64.81 MiB, 90.94 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b128-flat; measured 65.62 MiB..90 MiB, worst 0.993 of the fastest
-  //   lower edge: between measured 67108864 and 68812800 bytes (run hot-6)
-  if (rel < 1.515625) return V_v16_u1_ld_L2el50_st_cs_b128_flat::launch<Dt::F16>(in, out, n, d, s);
-  // [1.515625, inf) x L2 = [90.94 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.def-b256-flat; measured 91.88 MiB..1.875 GiB, worst 0.989 of the fastest
-  //   lower edge: between measured 94371840 and 96337920 bytes (run hot-6)
+  // [1.080208, 1.515625) x L2 = [64.81 MiB, 90.94 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b256-flat; measured 65.62 MiB..90 MiB, worst 0.989 of the fastest
+  //   lower edge: between measured 67108864 and 68812800 bytes (run hot-7)
+  if (rel < 1.515625) return V_v16_u1_ld_L2el50_st_cs_b256_flat::launch<Dt::F16>(in, out, n, d, s);
+  // [1.515625, inf) x L2 = [90.94 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.def-b256-flat; measured 91.88 MiB..1.875 GiB, worst 0.990 of the fastest
+  //   lower edge: between measured 94371840 and 96337920 bytes (run hot-7)
   return V_v16_u1_ld_L2el_st_def_b256_flat::launch<Dt::F16>(in, out, n, d, s);
 }
 inline const char* choice_e0_fp16(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 2, d.l2);
-  if (rel < 0.04914042154947917) return "v16-u1-ld.nc-st.wt-b256-flat";
-  if (rel < 0.1393768310546875) return "v16-u1-ld.cs-st.cs-b256-flat";
-  if (rel < 0.265625) return "v16-u2-ld.cg-st.def-b128-flat";
-  if (rel < 0.578125) return "v16-u1-ld.cg-st.cs-b256-flat";
-  if (rel < 0.8828125) return "v16-u8-ld.nc-st.cs-b128-flat";
+  if (rel < 0.05058568318684896) return "v8-u1-ld.cg-st.cs-b256-flat";
+  if (rel < 0.13761266072591147) return "v16-u1-ld.lu-st.wt-b256-flat";
+  if (rel < 0.242633056640625) return "v16-u2-ld.def-st.cg-b128-flat";
+  if (rel < 0.62890625) return "v16-u1-ld.nc-st.cs-b256-flat";
+  if (rel < 0.859375) return "v16-u1-ld.nc-st.cs-b256-stride1";
   if (rel < 1.0802083333333334) return "v16-u2-ld.L2el75-st.cs-b256-stride1";
-  if (rel < 1.515625) return "v16-u1-ld.L2el50-st.cs-b128-flat";
+  if (rel < 1.515625) return "v16-u1-ld.L2el50-st.cs-b256-flat";
   return "v16-u1-ld.L2el-st.def-b256-flat";
 }
 inline cudaError_t dispatch_e0_fp32(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  // [0.000000, 0.035150) x L2 = [0 B, 2.109 MiB) on the source GPU: v4-u1-ld.def-st.wt-b512-flat; measured 64 KiB..1.998 MiB, worst 0.987 of the fastest
-  if (rel < 0.03514989217122396) return V_v4_u1_ld_def_st_wt_b512_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.035150, 0.139189) x L2 = [2.109 MiB, 8.351 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 2.22 MiB..8.234 MiB, worst 0.983 of the fastest
-  //   lower edge: between measured 2095040 and 2327840 bytes (run hot-6)
-  if (rel < 0.13918914794921874) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.139189, 0.191587) x L2 = [8.351 MiB, 11.5 MiB) on the source GPU: v16-u2-ld.lu-st.cg-b128-flat; measured 8.468 MiB..11.41 MiB, worst 0.984 of the fastest
-  //   lower edge: between measured 8634208 and 8879840 bytes (run hot-6)
-  if (rel < 0.19158732096354167) return V_v16_u2_ld_lu_st_cg_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.191587, 0.208127) x L2 = [11.5 MiB, 12.49 MiB) on the source GPU: v16-u2-ld.def-st.cg-b128-flat; measured 11.58 MiB..12.4 MiB, worst 0.986 of the fastest
-  //   lower edge: between measured 11966912 and 12140352 bytes (run hot-6)
-  if (rel < 0.2081273396809896) return V_v16_u2_ld_def_st_cg_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.208127, 0.217776) x L2 = [12.49 MiB, 13.07 MiB) on the source GPU: v8-u4-ld.def-st.cs-b128-flat32; measured 12.57 MiB..12.9 MiB, worst 0.992 of the fastest
-  //   lower edge: between measured 13007520 and 13180960 bytes (run hot-6)
-  if (rel < 0.2177759806315104) return V_v8_u4_ld_def_st_cs_b128_flat32::launch<Dt::F32>(in, out, n, d, s);
-  // [0.217776, 0.248158) x L2 = [13.07 MiB, 14.89 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 13.23 MiB..14.78 MiB, worst 0.984 of the fastest
-  //   lower edge: between measured 13527840 and 13874720 bytes (run hot-6)
-  if (rel < 0.24815826416015624) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.248158, 0.640625) x L2 = [14.89 MiB, 38.44 MiB) on the source GPU: v8-u4-ld.nc-st.cs-b128-flat32; measured 15 MiB..37.5 MiB, worst 0.972 of the fastest
-  //   lower edge: between measured 15496896 and 15728640 bytes (run hot-6)
-  if (rel < 0.640625) return V_v8_u4_ld_nc_st_cs_b128_flat32::launch<Dt::F32>(in, out, n, d, s);
-  // [0.640625, 0.890625) x L2 = [38.44 MiB, 53.44 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 39.38 MiB..52.5 MiB, worst 0.993 of the fastest
-  //   lower edge: between measured 39321600 and 41287680 bytes (run hot-6)
-  if (rel < 0.890625) return V_v16_u8_ld_nc_st_cs_b128_flat::launch<Dt::F32>(in, out, n, d, s);
-  // [0.890625, 1.242188) x L2 = [53.44 MiB, 74.53 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b512-stride1; measured 54.38 MiB..74.06 MiB, worst 0.981 of the fastest
-  //   lower edge: between measured 55050240 and 57016320 bytes (run hot-6)
-  if (rel < 1.2421875) return V_v16_u2_ld_L2el75_st_cs_b512_stride1::launch<Dt::F32>(in, out, n, d, s);
-  // [1.242188, inf) x L2 = [74.53 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cg-b256-flat; measured 75 MiB..1.875 GiB, worst 0.986 of the fastest
-  //   lower edge: between measured 77660160 and 78643200 bytes (run hot-6)
+  // [0.000000, 0.035150) x L2 = [0 B, 2.109 MiB) on the source GPU: v4-u1-ld.nc-st.cg-b512-flat; measured 64 KiB..1.998 MiB, worst 0.988 of the fastest
+  if (rel < 0.03514989217122396) return V_v4_u1_ld_nc_st_cg_b512_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.035150, 0.139189) x L2 = [2.109 MiB, 8.351 MiB) on the source GPU: v16-u1-ld.nc-st.cs-b256-flat; measured 2.22 MiB..8.234 MiB, worst 0.986 of the fastest
+  //   lower edge: between measured 2095040 and 2327840 bytes (run hot-7)
+  if (rel < 0.13918914794921874) return V_v16_u1_ld_nc_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.139189, 0.217776) x L2 = [8.351 MiB, 13.07 MiB) on the source GPU: v16-u2-ld.cg-st.cs-b128-flat; measured 8.468 MiB..12.9 MiB, worst 0.993 of the fastest
+  //   lower edge: between measured 8634208 and 8879840 bytes (run hot-7)
+  if (rel < 0.2177759806315104) return V_v16_u2_ld_cg_st_cs_b128_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.217776, 0.632812) x L2 = [13.07 MiB, 37.97 MiB) on the source GPU: v16-u1-ld.cg-st.cs-b256-flat; measured 13.23 MiB..37.5 MiB, worst 0.975 of the fastest
+  //   lower edge: between measured 13527840 and 13874720 bytes (run hot-7)
+  if (rel < 0.6328125) return V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.632812, 0.886719) x L2 = [37.97 MiB, 53.2 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 38.44 MiB..52.97 MiB, worst 0.988 of the fastest
+  //   lower edge: between measured 39321600 and 40304640 bytes (run hot-7)
+  if (rel < 0.88671875) return V_v16_u8_ld_nc_st_cs_b128_flat::launch<Dt::F32>(in, out, n, d, s);
+  // [0.886719, 1.242188) x L2 = [53.2 MiB, 74.53 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b128-stride1; measured 53.44 MiB..74.06 MiB, worst 0.986 of the fastest
+  //   lower edge: between measured 55541760 and 56033280 bytes (run hot-7)
+  if (rel < 1.2421875) return V_v16_u2_ld_L2el75_st_cs_b128_stride1::launch<Dt::F32>(in, out, n, d, s);
+  // [1.242188, inf) x L2 = [74.53 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.cg-b256-flat; measured 75 MiB..1.875 GiB, worst 0.987 of the fastest
+  //   lower edge: between measured 77660160 and 78643200 bytes (run hot-7)
   return V_v16_u1_ld_L2el_st_cg_b256_flat::launch<Dt::F32>(in, out, n, d, s);
 }
 inline const char* choice_e0_fp32(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 4, d.l2);
-  if (rel < 0.03514989217122396) return "v4-u1-ld.def-st.wt-b512-flat";
-  if (rel < 0.13918914794921874) return "v16-u1-ld.cg-st.cs-b256-flat";
-  if (rel < 0.19158732096354167) return "v16-u2-ld.lu-st.cg-b128-flat";
-  if (rel < 0.2081273396809896) return "v16-u2-ld.def-st.cg-b128-flat";
-  if (rel < 0.2177759806315104) return "v8-u4-ld.def-st.cs-b128-flat32";
-  if (rel < 0.24815826416015624) return "v16-u1-ld.cg-st.cs-b256-flat";
-  if (rel < 0.640625) return "v8-u4-ld.nc-st.cs-b128-flat32";
-  if (rel < 0.890625) return "v16-u8-ld.nc-st.cs-b128-flat";
-  if (rel < 1.2421875) return "v16-u2-ld.L2el75-st.cs-b512-stride1";
+  if (rel < 0.03514989217122396) return "v4-u1-ld.nc-st.cg-b512-flat";
+  if (rel < 0.13918914794921874) return "v16-u1-ld.nc-st.cs-b256-flat";
+  if (rel < 0.2177759806315104) return "v16-u2-ld.cg-st.cs-b128-flat";
+  if (rel < 0.6328125) return "v16-u1-ld.cg-st.cs-b256-flat";
+  if (rel < 0.88671875) return "v16-u8-ld.nc-st.cs-b128-flat";
+  if (rel < 1.2421875) return "v16-u2-ld.L2el75-st.cs-b128-stride1";
   return "v16-u1-ld.L2el-st.cg-b256-flat";
 }
 inline cudaError_t dispatch_e0_int8(const void* in, void* out, size_t n, const DeviceInfo& d, cudaStream_t s) {
   const double rel = ws_over_l2(n, 1, d.l2);
-  // [0.000000, 0.139377) x L2 = [0 B, 8.363 MiB) on the source GPU: v16-u1-ld.nc-st.wt-b256-flat; measured 64 KiB..8.257 MiB, worst 0.965 of the fastest
-  if (rel < 0.1393768310546875) return V_v16_u1_ld_nc_st_wt_b256_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.139377, 0.605469) x L2 = [8.363 MiB, 36.33 MiB) on the source GPU: v16-u2-ld.nc-st.cs-b128-flat; measured 8.468 MiB..36.09 MiB, worst 0.973 of the fastest
-  //   lower edge: between measured 8657824 and 8879840 bytes (run hot-6)
-  if (rel < 0.60546875) return V_v16_u2_ld_nc_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [0.605469, 0.859375) x L2 = [36.33 MiB, 51.56 MiB) on the source GPU: v16-u1-ld.nc-st.cs-b256-stride1; measured 36.56 MiB..50.62 MiB, worst 0.988 of the fastest
-  //   lower edge: between measured 37847040 and 38338560 bytes (run hot-6)
-  if (rel < 0.859375) return V_v16_u1_ld_nc_st_cs_b256_stride1::launch<Dt::I8>(in, out, n, d, s);
-  // [0.859375, 1.078125) x L2 = [51.56 MiB, 64.69 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b512-stride1; measured 52.5 MiB..63.75 MiB, worst 0.968 of the fastest
-  //   lower edge: between measured 53084160 and 55050240 bytes (run hot-6)
-  if (rel < 1.078125) return V_v16_u2_ld_L2el75_st_cs_b512_stride1::launch<Dt::I8>(in, out, n, d, s);
-  // [1.078125, 1.529297) x L2 = [64.69 MiB, 91.76 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b128-flat; measured 65.62 MiB..91.64 MiB, worst 0.994 of the fastest
-  //   lower edge: between measured 66846720 and 68812800 bytes (run hot-6)
-  if (rel < 1.529296875) return V_v16_u1_ld_L2el50_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
-  // [1.529297, inf) x L2 = [91.76 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.def-b256-flat; measured 91.88 MiB..1.875 GiB, worst 0.992 of the fastest
-  //   lower edge: between measured 96092160 and 96337920 bytes (run hot-6)
-  return V_v16_u1_ld_L2el_st_def_b256_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [0.000000, 0.059618) x L2 = [0 B, 3.577 MiB) on the source GPU: v8-u1-ld.lu-st.cg-b256-flat; measured 64 KiB..3.469 MiB, worst 0.990 of the fastest
+  if (rel < 0.059618377685546876) return V_v8_u1_ld_lu_st_cg_b256_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [0.059618, 0.139377) x L2 = [3.577 MiB, 8.363 MiB) on the source GPU: v16-u1-ld.def-st.cs-b256-flat; measured 3.685 MiB..8.257 MiB, worst 0.992 of the fastest
+  //   lower edge: between measured 3637216 and 3864512 bytes (run hot-7)
+  if (rel < 0.1393768310546875) return V_v16_u1_ld_def_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [0.139377, 0.644531) x L2 = [8.363 MiB, 38.67 MiB) on the source GPU: v16-u2-ld.nc-st.cs-b128-flat; measured 8.468 MiB..38.44 MiB, worst 0.960 of the fastest
+  //   lower edge: between measured 8657824 and 8879840 bytes (run hot-7)
+  if (rel < 0.64453125) return V_v16_u2_ld_nc_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [0.644531, 0.888672) x L2 = [38.67 MiB, 53.32 MiB) on the source GPU: v16-u8-ld.nc-st.cs-b128-flat; measured 38.91 MiB..53.2 MiB, worst 0.984 of the fastest
+  //   lower edge: between measured 40304640 and 40796160 bytes (run hot-7)
+  if (rel < 0.888671875) return V_v16_u8_ld_nc_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [0.888672, 1.078125) x L2 = [53.32 MiB, 64.69 MiB) on the source GPU: v16-u2-ld.L2el75-st.cs-b128-stride1; measured 53.44 MiB..63.75 MiB, worst 0.985 of the fastest
+  //   lower edge: between measured 55787520 and 56033280 bytes (run hot-7)
+  if (rel < 1.078125) return V_v16_u2_ld_L2el75_st_cs_b128_stride1::launch<Dt::I8>(in, out, n, d, s);
+  // [1.078125, 1.484375) x L2 = [64.69 MiB, 89.06 MiB) on the source GPU: v16-u1-ld.L2el50-st.cs-b128-flat; measured 65.62 MiB..88.12 MiB, worst 0.988 of the fastest
+  //   lower edge: between measured 66846720 and 68812800 bytes (run hot-7)
+  if (rel < 1.484375) return V_v16_u1_ld_L2el50_st_cs_b128_flat::launch<Dt::I8>(in, out, n, d, s);
+  // [1.484375, inf) x L2 = [89.06 MiB, inf) on the source GPU: v16-u1-ld.L2el-st.wt-b256-flat; measured 90 MiB..1.875 GiB, worst 0.990 of the fastest
+  //   lower edge: between measured 92405760 and 94371840 bytes (run hot-7)
+  return V_v16_u1_ld_L2el_st_wt_b256_flat::launch<Dt::I8>(in, out, n, d, s);
 }
 inline const char* choice_e0_int8(size_t n, const DeviceInfo& d) {
   const double rel = ws_over_l2(n, 1, d.l2);
-  if (rel < 0.1393768310546875) return "v16-u1-ld.nc-st.wt-b256-flat";
-  if (rel < 0.60546875) return "v16-u2-ld.nc-st.cs-b128-flat";
-  if (rel < 0.859375) return "v16-u1-ld.nc-st.cs-b256-stride1";
-  if (rel < 1.078125) return "v16-u2-ld.L2el75-st.cs-b512-stride1";
-  if (rel < 1.529296875) return "v16-u1-ld.L2el50-st.cs-b128-flat";
-  return "v16-u1-ld.L2el-st.def-b256-flat";
+  if (rel < 0.059618377685546876) return "v8-u1-ld.lu-st.cg-b256-flat";
+  if (rel < 0.1393768310546875) return "v16-u1-ld.def-st.cs-b256-flat";
+  if (rel < 0.64453125) return "v16-u2-ld.nc-st.cs-b128-flat";
+  if (rel < 0.888671875) return "v16-u8-ld.nc-st.cs-b128-flat";
+  if (rel < 1.078125) return "v16-u2-ld.L2el75-st.cs-b128-stride1";
+  if (rel < 1.484375) return "v16-u1-ld.L2el50-st.cs-b128-flat";
+  return "v16-u1-ld.L2el-st.wt-b256-flat";
 }
 inline const EntryKey* entry_keys(int* count) {
   static const EntryKey keys[] = {
@@ -700,7 +676,7 @@ inline cudaError_t launch_relu(const float* in, float* out, size_t n, cudaStream
   if (d.status != cudaSuccess) return d.status;
   switch (d.entry[0]) {
     case 0: return detail::dispatch_e0_fp32(in, out, n, d, s);
-    default: return detail::V_v16_u1_ld_nc_st_wt_b256_flat::launch<Dt::F32>(in, out, n, d, s);  // the generic config: no entry was measured on this device
+    default: return detail::V_v16_u1_ld_cg_st_cs_b256_flat::launch<Dt::F32>(in, out, n, d, s);  // the generic config: no entry was measured on this device
   }
 }
 // The config launch_relu would use for fp32 and n on the current device (for tests).
@@ -709,7 +685,7 @@ inline const char* relu_choice_fp32(size_t n) {
   if (d.status != cudaSuccess) return "";
   switch (d.entry[0]) {
     case 0: return detail::choice_e0_fp32(n, d);
-    default: return "v16-u1-ld.nc-st.wt-b256-flat";
+    default: return "v16-u1-ld.cg-st.cs-b256-flat";
   }
 }
 // The policy entry launch_relu uses for fp32 on the current device (for logs): its index in
@@ -746,7 +722,7 @@ inline cudaError_t launch_relu(const __nv_bfloat16* in, __nv_bfloat16* out, size
   if (d.status != cudaSuccess) return d.status;
   switch (d.entry[2]) {
     case 0: return detail::dispatch_e0_bf16(in, out, n, d, s);
-    default: return detail::V_v16_u1_ld_L2el_st_cs_b256_flat32::launch<Dt::BF16>(in, out, n, d, s);  // the generic config: no entry was measured on this device
+    default: return detail::V_v16_u1_ld_L2el_st_cs_b256_flat::launch<Dt::BF16>(in, out, n, d, s);  // the generic config: no entry was measured on this device
   }
 }
 // The config launch_relu would use for bf16 and n on the current device (for tests).
@@ -755,7 +731,7 @@ inline const char* relu_choice_bf16(size_t n) {
   if (d.status != cudaSuccess) return "";
   switch (d.entry[2]) {
     case 0: return detail::choice_e0_bf16(n, d);
-    default: return "v16-u1-ld.L2el-st.cs-b256-flat32";
+    default: return "v16-u1-ld.L2el-st.cs-b256-flat";
   }
 }
 // The policy entry launch_relu uses for bf16 on the current device (for logs): its index in
@@ -769,7 +745,7 @@ inline cudaError_t launch_relu(const int8_t* in, int8_t* out, size_t n, cudaStre
   if (d.status != cudaSuccess) return d.status;
   switch (d.entry[3]) {
     case 0: return detail::dispatch_e0_int8(in, out, n, d, s);
-    default: return detail::V_v8_u1_ld_cs_st_wt_b256_flat::launch<Dt::I8>(in, out, n, d, s);  // the generic config: no entry was measured on this device
+    default: return detail::V_v8_u1_ld_lu_st_cs_b256_flat::launch<Dt::I8>(in, out, n, d, s);  // the generic config: no entry was measured on this device
   }
 }
 // The config launch_relu would use for int8 and n on the current device (for tests).
@@ -778,7 +754,7 @@ inline const char* relu_choice_int8(size_t n) {
   if (d.status != cudaSuccess) return "";
   switch (d.entry[3]) {
     case 0: return detail::choice_e0_int8(n, d);
-    default: return "v8-u1-ld.cs-st.wt-b256-flat";
+    default: return "v8-u1-ld.lu-st.cs-b256-flat";
   }
 }
 // The policy entry launch_relu uses for int8 on the current device (for logs): its index in

@@ -16,9 +16,9 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.L2el-st.cs-b256-flat32": {
+  "v16-u1-ld.L2el-st.cs-b256-flat": {
    "block": 256,
-   "grid": "flat32",
+   "grid": "flat",
    "load_hint": "L2::evict_last",
    "store_hint": "cs",
    "unroll": 1,
@@ -32,8 +32,24 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
+  "v16-u1-ld.L2el-st.wt-b256-flat": {
+   "block": 256,
+   "grid": "flat",
+   "load_hint": "L2::evict_last",
+   "store_hint": "wt",
+   "unroll": 1,
+   "vec_bytes": 16
+  },
   "v16-u1-ld.L2el50-st.cs-b128-flat": {
    "block": 128,
+   "grid": "flat",
+   "load_hint": "L2::evict_last:0.5",
+   "store_hint": "cs",
+   "unroll": 1,
+   "vec_bytes": 16
+  },
+  "v16-u1-ld.L2el50-st.cs-b256-flat": {
+   "block": 256,
    "grid": "flat",
    "load_hint": "L2::evict_last:0.5",
    "store_hint": "cs",
@@ -48,19 +64,27 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.cs-st.cs-b256-flat": {
+  "v16-u1-ld.cg-st.def-b128-flat": {
+   "block": 128,
+   "grid": "flat",
+   "load_hint": "cg",
+   "store_hint": "default",
+   "unroll": 1,
+   "vec_bytes": 16
+  },
+  "v16-u1-ld.def-st.cs-b256-flat": {
    "block": 256,
    "grid": "flat",
-   "load_hint": "cs",
+   "load_hint": "default",
    "store_hint": "cs",
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.lu-st.def-b256-flat": {
+  "v16-u1-ld.lu-st.wt-b256-flat": {
    "block": 256,
    "grid": "flat",
    "load_hint": "lu",
-   "store_hint": "default",
+   "store_hint": "wt",
    "unroll": 1,
    "vec_bytes": 16
   },
@@ -80,18 +104,10 @@ POLICY = {
    "unroll": 1,
    "vec_bytes": 16
   },
-  "v16-u1-ld.nc-st.wt-b256-flat": {
-   "block": 256,
-   "grid": "flat",
-   "load_hint": "nc",
-   "store_hint": "wt",
-   "unroll": 1,
-   "vec_bytes": 16
-  },
-  "v16-u2-ld.L2el50-st.cs-b128-flat": {
+  "v16-u2-ld.L2el75-st.cs-b128-stride1": {
    "block": 128,
-   "grid": "flat",
-   "load_hint": "L2::evict_last:0.5",
+   "grid": "stride1",
+   "load_hint": "L2::evict_last:0.75",
    "store_hint": "cs",
    "unroll": 2,
    "vec_bytes": 16
@@ -104,19 +120,11 @@ POLICY = {
    "unroll": 2,
    "vec_bytes": 16
   },
-  "v16-u2-ld.L2el75-st.cs-b512-stride1": {
-   "block": 512,
-   "grid": "stride1",
-   "load_hint": "L2::evict_last:0.75",
-   "store_hint": "cs",
-   "unroll": 2,
-   "vec_bytes": 16
-  },
-  "v16-u2-ld.cg-st.def-b128-flat": {
+  "v16-u2-ld.cg-st.cs-b128-flat": {
    "block": 128,
    "grid": "flat",
    "load_hint": "cg",
-   "store_hint": "default",
+   "store_hint": "cs",
    "unroll": 2,
    "vec_bytes": 16
   },
@@ -124,14 +132,6 @@ POLICY = {
    "block": 128,
    "grid": "flat",
    "load_hint": "default",
-   "store_hint": "cg",
-   "unroll": 2,
-   "vec_bytes": 16
-  },
-  "v16-u2-ld.lu-st.cg-b128-flat": {
-   "block": 128,
-   "grid": "flat",
-   "load_hint": "lu",
    "store_hint": "cg",
    "unroll": 2,
    "vec_bytes": 16
@@ -152,44 +152,36 @@ POLICY = {
    "unroll": 8,
    "vec_bytes": 16
   },
-  "v4-u1-ld.def-st.wt-b512-flat": {
+  "v4-u1-ld.nc-st.cg-b512-flat": {
    "block": 512,
    "grid": "flat",
-   "load_hint": "default",
-   "store_hint": "wt",
+   "load_hint": "nc",
+   "store_hint": "cg",
    "unroll": 1,
    "vec_bytes": 4
   },
-  "v8-u1-ld.cs-st.wt-b256-flat": {
+  "v8-u1-ld.cg-st.cs-b256-flat": {
    "block": 256,
    "grid": "flat",
-   "load_hint": "cs",
-   "store_hint": "wt",
+   "load_hint": "cg",
+   "store_hint": "cs",
    "unroll": 1,
    "vec_bytes": 8
   },
-  "v8-u4-ld.L2el75-st.cs-b128-stride1": {
-   "block": 128,
-   "grid": "stride1",
-   "load_hint": "L2::evict_last:0.75",
-   "store_hint": "cs",
-   "unroll": 4,
+  "v8-u1-ld.lu-st.cg-b256-flat": {
+   "block": 256,
+   "grid": "flat",
+   "load_hint": "lu",
+   "store_hint": "cg",
+   "unroll": 1,
    "vec_bytes": 8
   },
-  "v8-u4-ld.def-st.cs-b128-flat32": {
-   "block": 128,
-   "grid": "flat32",
-   "load_hint": "default",
+  "v8-u1-ld.lu-st.cs-b256-flat": {
+   "block": 256,
+   "grid": "flat",
+   "load_hint": "lu",
    "store_hint": "cs",
-   "unroll": 4,
-   "vec_bytes": 8
-  },
-  "v8-u4-ld.nc-st.cs-b128-flat32": {
-   "block": 128,
-   "grid": "flat32",
-   "load_hint": "nc",
-   "store_hint": "cs",
-   "unroll": 4,
+   "unroll": 1,
    "vec_bytes": 8
   }
  },
@@ -202,54 +194,54 @@ POLICY = {
    "dtypes": {
     "bf16": [
      {
-      "below": 0.11150156656901042,
-      "config": "v16-u1-ld.lu-st.def-b256-flat"
+      "below": 0.03514989217122396,
+      "config": "v16-u1-ld.cg-st.def-b128-flat"
      },
      {
-      "below": 0.453125,
-      "config": "v16-u2-ld.def-st.cg-b128-flat"
+      "below": 0.1393768310546875,
+      "config": "v16-u1-ld.nc-st.cs-b256-flat"
      },
      {
       "below": 0.609375,
-      "config": "v8-u4-ld.nc-st.cs-b128-flat32"
+      "config": "v16-u2-ld.cg-st.cs-b128-flat"
      },
      {
       "below": 0.896484375,
       "config": "v16-u8-ld.nc-st.cs-b128-flat"
      },
      {
-      "below": 1.0645833333333334,
-      "config": "v8-u4-ld.L2el75-st.cs-b128-stride1"
+      "below": 1.0869791666666666,
+      "config": "v16-u2-ld.L2el75-st.cs-b128-stride1"
      },
      {
-      "below": 1.453125,
-      "config": "v16-u2-ld.L2el50-st.cs-b128-flat"
+      "below": 1.515625,
+      "config": "v16-u1-ld.L2el50-st.cs-b128-flat"
      },
      {
       "below": None,
-      "config": "v16-u1-ld.L2el-st.cg-b256-flat"
+      "config": "v16-u1-ld.L2el-st.wt-b256-flat"
      }
     ],
     "fp16": [
      {
-      "below": 0.04914042154947917,
-      "config": "v16-u1-ld.nc-st.wt-b256-flat"
+      "below": 0.05058568318684896,
+      "config": "v8-u1-ld.cg-st.cs-b256-flat"
      },
      {
-      "below": 0.1393768310546875,
-      "config": "v16-u1-ld.cs-st.cs-b256-flat"
+      "below": 0.13761266072591147,
+      "config": "v16-u1-ld.lu-st.wt-b256-flat"
      },
      {
-      "below": 0.265625,
-      "config": "v16-u2-ld.cg-st.def-b128-flat"
+      "below": 0.242633056640625,
+      "config": "v16-u2-ld.def-st.cg-b128-flat"
      },
      {
-      "below": 0.578125,
-      "config": "v16-u1-ld.cg-st.cs-b256-flat"
+      "below": 0.62890625,
+      "config": "v16-u1-ld.nc-st.cs-b256-flat"
      },
      {
-      "below": 0.8828125,
-      "config": "v16-u8-ld.nc-st.cs-b128-flat"
+      "below": 0.859375,
+      "config": "v16-u1-ld.nc-st.cs-b256-stride1"
      },
      {
       "below": 1.0802083333333334,
@@ -257,7 +249,7 @@ POLICY = {
      },
      {
       "below": 1.515625,
-      "config": "v16-u1-ld.L2el50-st.cs-b128-flat"
+      "config": "v16-u1-ld.L2el50-st.cs-b256-flat"
      },
      {
       "below": None,
@@ -267,39 +259,27 @@ POLICY = {
     "fp32": [
      {
       "below": 0.03514989217122396,
-      "config": "v4-u1-ld.def-st.wt-b512-flat"
+      "config": "v4-u1-ld.nc-st.cg-b512-flat"
      },
      {
       "below": 0.13918914794921874,
-      "config": "v16-u1-ld.cg-st.cs-b256-flat"
-     },
-     {
-      "below": 0.19158732096354167,
-      "config": "v16-u2-ld.lu-st.cg-b128-flat"
-     },
-     {
-      "below": 0.2081273396809896,
-      "config": "v16-u2-ld.def-st.cg-b128-flat"
+      "config": "v16-u1-ld.nc-st.cs-b256-flat"
      },
      {
       "below": 0.2177759806315104,
-      "config": "v8-u4-ld.def-st.cs-b128-flat32"
+      "config": "v16-u2-ld.cg-st.cs-b128-flat"
      },
      {
-      "below": 0.24815826416015624,
+      "below": 0.6328125,
       "config": "v16-u1-ld.cg-st.cs-b256-flat"
      },
      {
-      "below": 0.640625,
-      "config": "v8-u4-ld.nc-st.cs-b128-flat32"
-     },
-     {
-      "below": 0.890625,
+      "below": 0.88671875,
       "config": "v16-u8-ld.nc-st.cs-b128-flat"
      },
      {
       "below": 1.2421875,
-      "config": "v16-u2-ld.L2el75-st.cs-b512-stride1"
+      "config": "v16-u2-ld.L2el75-st.cs-b128-stride1"
      },
      {
       "below": None,
@@ -308,35 +288,39 @@ POLICY = {
     ],
     "int8": [
      {
-      "below": 0.1393768310546875,
-      "config": "v16-u1-ld.nc-st.wt-b256-flat"
+      "below": 0.059618377685546876,
+      "config": "v8-u1-ld.lu-st.cg-b256-flat"
      },
      {
-      "below": 0.60546875,
+      "below": 0.1393768310546875,
+      "config": "v16-u1-ld.def-st.cs-b256-flat"
+     },
+     {
+      "below": 0.64453125,
       "config": "v16-u2-ld.nc-st.cs-b128-flat"
      },
      {
-      "below": 0.859375,
-      "config": "v16-u1-ld.nc-st.cs-b256-stride1"
+      "below": 0.888671875,
+      "config": "v16-u8-ld.nc-st.cs-b128-flat"
      },
      {
       "below": 1.078125,
-      "config": "v16-u2-ld.L2el75-st.cs-b512-stride1"
+      "config": "v16-u2-ld.L2el75-st.cs-b128-stride1"
      },
      {
-      "below": 1.529296875,
+      "below": 1.484375,
       "config": "v16-u1-ld.L2el50-st.cs-b128-flat"
      },
      {
       "below": None,
-      "config": "v16-u1-ld.L2el-st.def-b256-flat"
+      "config": "v16-u1-ld.L2el-st.wt-b256-flat"
      }
     ]
    },
    "gpu": "h200",
    "l2_bytes": 62914560,
    "run_ids": [
-    "hot-6"
+    "hot-7"
    ],
    "sm_count": 132
   }
@@ -347,10 +331,10 @@ POLICY = {
  ],
  "format": "sweeper-relu-policy-runtime",
  "generic": {
-  "bf16": "v16-u1-ld.L2el-st.cs-b256-flat32",
+  "bf16": "v16-u1-ld.L2el-st.cs-b256-flat",
   "fp16": "v16-u1-ld.nc-st.cs-b256-flat",
-  "fp32": "v16-u1-ld.nc-st.wt-b256-flat",
-  "int8": "v8-u1-ld.cs-st.wt-b256-flat"
+  "fp32": "v16-u1-ld.cg-st.cs-b256-flat",
+  "int8": "v8-u1-ld.lu-st.cs-b256-flat"
  },
  "version": 2
 }
