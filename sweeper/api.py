@@ -659,7 +659,8 @@ def kernels_ptx(variant_id: str, cc: int = 90) -> str:
 def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most
-    `tolerance`, overall and per working-set decade."""
+    `tolerance`, overall and per range of working set (`by_size`: each range's cells and
+    both shares)."""
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
 
@@ -679,7 +680,6 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
             "median_dev": float(dev.median()),
             "p95_dev": float(dev.quantile(0.95)),
         }
-    rel = devs["time_us"]
     edges = [0, 1, 4, 16, 64, 256, float("inf")]
     mib = m["ws_bytes_a"] / 2**20
     for lo, hi in zip(edges, edges[1:], strict=False):
@@ -687,6 +687,6 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
         if sel.any():
             out["by_size"].append(
                 {"mib": f"({lo:g}, {hi:g}]", "cells": int(sel.sum()),
-                 "within": float((rel[sel] <= tolerance).mean())}
+                 **{col: float((dev[sel] <= tolerance).mean()) for col, dev in devs.items()}}
             )  # fmt: skip
     return out

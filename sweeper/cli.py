@@ -665,7 +665,10 @@ def compare_cmd(
                 f"{r['median_dev']:.2%}, p95 {r['p95_dev']:.2%}"
             )
     for row in rep["by_size"]:
-        typer.echo(f"  ws {row['mib']} MiB: {row['cells']} cells, {row['within']:.1%} within")
+        typer.echo(
+            f"  ws {row['mib']} MiB: {row['cells']} cells; within {tolerance:.0%}: "
+            f"time_us {row['time_us']:.1%}, ratio {row['ratio']:.1%}"
+        )
 
 
 @app.command("verify", epilog="Example: sweeper verify results/h200/hot-7/policy.json --passes 2")

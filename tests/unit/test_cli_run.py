@@ -113,6 +113,9 @@ def test_run_and_compare_print_their_summaries_as_json(recorded, tmp_path):
     # a replay answers every cell with the recorded times: all agree exactly
     assert rep["common_cells"] == len(read_trials(run_dir)[0])
     assert rep["ratio"]["within"] == 1.0 and rep["ratio"]["p95_dev"] == 0.0
+    text = CliRunner().invoke(app, ["compare", str(run_dir), str(again)]).output
+    ranges = [x for x in text.splitlines() if x.strip().startswith("ws (")]
+    assert ranges and all("within 3%: time_us 100.0%, ratio 100.0%" in x for x in ranges)
 
 
 def test_an_unknown_grid_is_one_line_and_writes_nothing(recorded, tmp_path):

@@ -124,7 +124,9 @@ def test_compare_reports_agreement_of_two_runs(tmp_path):
     assert rep["common_cells"] == same["common_cells"]
     assert 0.0 < rep["time_us"]["within"] < 1.0
     small = [r for r in rep["by_size"] if r["mib"].startswith("(0,")]
-    assert small and small[0]["within"] < 1.0
+    assert small and small[0]["time_us"] < 1.0
+    assert all(r["time_us"] == r["ratio"] == 1.0 for r in same["by_size"])
+    assert sum(r["cells"] for r in rep["by_size"]) == rep["common_cells"]
 
 
 def test_a_baseline_other_than_torch_is_named_in_selection_report_and_plots(tmp_path):
