@@ -6,19 +6,19 @@ them within 0.3% of each other. Both time the same pairing (GpuExecutor._pair_sw
 probe times it in one process in the steps that tell the two apart. Its configs are the ones
 hot-6's header dispatches to at the sizes it times; that header is in commit f96b83b
 (`git show f96b83b:results/h200/hot-6/relu_policy.cuh > hot6.cuh`), and every run recorded in
-results/h200/verify-gap timed it. Each subcommand takes it as `--header hot6.cuh`:
+results/h200/verify-gap timed it:
 
-    python tools/export_gap.py in-process --out in_process.json
-    python tools/export_gap.py drift --out drift.json
-    python tools/export_gap.py trigger --out trigger.json
-    python tools/export_gap.py sides --out sides.json
-    python tools/export_gap.py cause --out cause.json
-    python tools/export_gap.py sizes --out sizes.json
+    python tools/export_gap.py in-process --header hot6.cuh --out in_process.json
+    python tools/export_gap.py drift --header hot6.cuh --out drift.json
+    python tools/export_gap.py trigger --header hot6.cuh --out trigger.json
+    python tools/export_gap.py sides --header hot6.cuh --out sides.json
+    python tools/export_gap.py cause --header hot6.cuh --out cause.json
+    python tools/export_gap.py sizes --header hot6.cuh --out sizes.json
 
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
-config there, commit f96b83b), the header against its twin and against torch, 3 pairings per size, as
-hot_slots does (`tool`), with the persisting-L2 reset a cell and verify make before each
-(`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as hot_slots does
+config there; hot-6 is in commit f96b83b), the header against its twin and against torch, 3
+pairings per size, as hot_slots does (`tool`), with the persisting-L2 reset a cell and verify
+make before each (`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as hot_slots does
 again, and after verify's bit-exactness cases (`after_bits:`); then the same pairings at 8
 buffer placements (a spacer of k x 2 MiB + 1 byte allocated first), at 10.6 MiB (the Numba
 config and the header against torch, where hot-6 is at parity) and 24.4 MiB.
