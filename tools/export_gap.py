@@ -18,10 +18,10 @@ results/h200/verify-gap timed it:
 `in-process`: at 20.6, 24.4 and 26.3 MiB, fp32 `v8-u4-ld.nc-st.cs-b128-flat32` (hot-6's band
 config there; hot-6 is in commit f96b83b), the header against its twin and against torch, 3
 pairings per size, as hot_slots does (`tool`), with the persisting-L2 reset a cell and verify
-make before each (`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as hot_slots does
-again, and after verify's bit-exactness cases (`after_bits:`); then the same pairings at 8
-buffer placements (a spacer of k x 2 MiB + 1 byte allocated first), at 10.6 MiB (the Numba
-config and the header against torch, where hot-6 is at parity) and 24.4 MiB.
+make before each (`tool+reset`), through verify's own timing pass (`verify_pass`, twice), as
+hot_slots does again, and after verify's bit-exactness cases (`after_bits:`); then the same
+pairings at 8 buffer placements (a spacer of k x 2 MiB + 1 byte allocated first), at 10.6 MiB
+(the Numba config and the header against torch, where hot-6 is at parity) and 24.4 MiB.
 
 `drift`: at 24.4 MiB, the header against its twin, pairing after pairing: 40 on one set of
 buffers in a fresh process, 10 on new buffers, 15 after 12 untimed allocate/release cycles of

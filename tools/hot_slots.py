@@ -53,7 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sweeper.units import MiB  # noqa: E402
 
-CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"  # fp32 at 38-53 MiB in hot-7's policy (and in hot-6's, commit f96b83b)
+# fp32 at 38-53 MiB in hot-7's policy, and in hot-6's (commit f96b83b)
+CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"
 
 
 def halves(a_us, b_us, parts, firsts=("a", "a")):
