@@ -8,7 +8,8 @@ compile or launch.
 """
 
 from sweeper_kernels.build import ptx
-from sweeper_kernels.launch import LaunchShape, get_launcher, launch_shape
+from sweeper_kernels.launch import LaunchShape, launch_shape
+from sweeper_kernels.launchers import get_launcher
 from sweeper_kernels.reference import (
     itemsize,
     random_bits,

@@ -1,4 +1,4 @@
-"""`get_launcher(variant)(x, y, n, stream)`: what the runner calls, graph-capture safe.
+"""`Launcher(variant)(x, y, n, stream)`: a Numba variant's launch, graph-capture safe.
 
 After the first call a launch does only host-side integer maths and one kernel launch: no
 allocation, no memcpy, no synchronisation, no device or attribute query (the SM count and
@@ -159,25 +159,3 @@ class Launcher:
         if self._simulator:  # the simulator's kernels index arrays, not addresses
             px, py = x, y
         self._kernel[s.blocks, s.threads, stream](px, py, n, s.nvec, s.ntiles, s.shift)
-
-
-def get_launcher(variant: Variant | str, **overrides):
-    """A launcher for a Variant, a variant id, an adversarial id ("adv-<kind>-<id>") or a
-    user's kernel (sweeper_kernels.external.ExternalVariant).
-
-    Compiles (or loads from the disk cache) on its first call."""
-    from sweeper_kernels.external import ExternalLauncher, ExternalVariant
-
-    if isinstance(variant, ExternalVariant):
-        return ExternalLauncher(variant, **overrides)
-    if isinstance(variant, str):
-        if variant.startswith("adv-"):
-            from sweeper_kernels.adversarial import get_adversarial_launcher
-
-            return get_adversarial_launcher(variant, **overrides)
-        variant = Variant.from_id(variant)
-    elif not isinstance(variant, Variant):  # an AdversarialVariant
-        from sweeper_kernels.adversarial import get_adversarial_launcher
-
-        return get_adversarial_launcher(variant, **overrides)
-    return Launcher(variant, **overrides)

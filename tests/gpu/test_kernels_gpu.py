@@ -17,7 +17,7 @@ from sweeper_kernels.errors import KernelError
 
 pytestmark = pytest.mark.gpu  # skipped by conftest.py only where there is no GPU
 
-from sweeper_kernels.launch import get_launcher  # noqa: E402
+from sweeper_kernels.launchers import get_launcher  # noqa: E402
 from sweeper_kernels.reference import (  # noqa: E402
     itemsize,
     random_bits,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numba import cuda
 from sweeper_kernels.adversarial import PROBE_HEAD, WORK_EVERY, helper_functions
-from sweeper_kernels.launch import get_launcher
+from sweeper_kernels.launchers import get_launcher
 from sweeper_kernels.reference import random_bits, reference_relu
 from sweeper_kernels.variants import Variant
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numba import cuda
 from sweeper_kernels.errors import KernelError
-from sweeper_kernels.launch import get_launcher
+from sweeper_kernels.launchers import get_launcher
 from sweeper_kernels.reference import (
     itemsize,
     random_bits,
