@@ -97,7 +97,7 @@ def plot(
 def report(run: str | None = None, root: str = "results", targets: str | None = None):
     """Write <run>/REPORT.md (default run: the newest complete one under `root`), rendering
     the plots first if they are missing or were drawn from other inputs; returns its
-    Path. `targets`: a targets file checked instead of `sweeper/report/checks.py`'s
+    Path. `targets`: a targets file checked instead of `sweeper/analyze/targets.py`'s
     defaults (read and validated before anything is written)."""
     from sweeper.report.report import write_report
     from sweeper.runfolder import resolve_run
@@ -180,8 +180,8 @@ def run(
     from sweeper.plan.planfile import load_plan
     from sweeper.run.runner import RunConfig, start
     from sweeper.run.search import SearchParams, climb_trades, search_params
-    from sweeper.run.stats import Stopping
     from sweeper.runfolder import new_run_dir, newest_run
+    from sweeper.stats import Stopping
 
     if producer not in ("sm", "memcpy"):
         raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
@@ -481,8 +481,8 @@ def verify_tolerance(run_dir) -> list[tuple[int | None, float]]:
         TOLERANCE_MIN_SIZES,
         TOLERANCE_RANGES_MIB,
     )
+    from sweeper.analyze.verdict import load_verify, pass_spread, size_groups
     from sweeper.errors import SweeperError
-    from sweeper.export.verdict import load_verify, pass_spread, size_groups
     from sweeper.units import MiB
 
     vt = load_verify(run_dir)
@@ -523,13 +523,14 @@ def policy_build(
     from sweeper.analyze import policy as pol
     from sweeper.analyze.select import DEFAULT_TOLERANCE
     from sweeper.analyze.store import load_run
+    from sweeper.analyze.targets import load_targets
+    from sweeper.analyze.targets import targets as project_targets
     from sweeper.errors import SweeperError
-    from sweeper.report import checks
     from sweeper.runfolder import POLICY, resolve_run
 
     if targets is not None and not floors:
         raise SweeperError("--targets sets the floors a tie keeps; it has no use with --no-floors")
-    chosen = checks.load_targets(targets) if targets is not None else None  # before any work
+    chosen = load_targets(targets) if targets is not None else None  # before any work
     data = load_run(resolve_run(run, root))
     pol.check_complete(data.path, data.manifest)
     if tolerance == "verify":
@@ -541,7 +542,7 @@ def policy_build(
     if not floors:
         chosen = ()
     elif chosen is None:
-        chosen = checks.targets(int(data.manifest["device"]["l2_bytes"]))
+        chosen = project_targets(int(data.manifest["device"]["l2_bytes"]))
     doc = pol.build_policy(
         data.results,
         data.manifest,
@@ -604,7 +605,7 @@ def verify(
     (comma-separated) time only that slice."""
     from sweeper.dtypes import DTYPES
     from sweeper.errors import SweeperError
-    from sweeper.export.verify import verify as do_verify
+    from sweeper.run.verify import verify as do_verify
 
     ws_range = parse_ws_range(sizes) if sizes else None
     pats = [c.strip() for c in configs.split(",") if c.strip()] if configs else None

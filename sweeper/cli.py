@@ -475,7 +475,7 @@ def report_cmd(
         None,
         "--targets",
         metavar="FILE.json",
-        help="Check these targets instead of the defaults in sweeper/report/checks.py "
+        help="Check these targets instead of the defaults in sweeper/analyze/targets.py "
         "(the H200 project targets).",
     ),
 ) -> None:
@@ -552,7 +552,7 @@ def policy_build_cmd(
     floors: bool = typer.Option(
         True,
         "--floors/--no-floors",
-        help="A tie keeps the project targets' floors (sweeper/report/checks.py): where a tied "
+        help="A tie keeps the project targets' floors (sweeper/analyze/targets.py): where a tied "
         "config meets a target at a size, one that misses it does not serve that size.",
     ),
     targets: str = typer.Option(
@@ -731,7 +731,7 @@ def _echo_timing(t: dict, rep: dict) -> None:
             f"pass to pass, the ratio to the baseline moved by a median {sp['median']:.2%}, "
             f"p95 {sp['p95']:.2%}, max {sp['max']:.2%} ({sp['n']} repeats)"
         )
-    from sweeper.export.verdict import pass_values
+    from sweeper.analyze.verdict import pass_values
 
     kinds = (
         ("parity failures", "parity_failures", "PARITY", "parity"),

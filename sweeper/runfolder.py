@@ -63,6 +63,7 @@ def read_archive(path: Path) -> bytes:
 
 
 EXTERNAL_GRID = "external"  # the grid of `sweeper audit` runs: no grid configs
+POLICY_PREFIX = "policy-"  # config name of a shipped policy's dispatch in an audit: policy-<run id>
 
 
 def baseline_of(manifest) -> str:

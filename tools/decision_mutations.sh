@@ -45,11 +45,11 @@ mutate "below_baseline: < 1 -> <= 1" sweeper/analyze/select.py \
   "float(hi) < 1.0" "float(hi) <= 1.0" tests/unit/test_select.py
 mutate "brackets up to 2x the plan resolution accepted" sweeper/analyze/policy.py \
   "step = l2 / int(res)" "step = 2 * l2 / int(res)" tests/unit/test_policy.py
-mutate "the ratio bootstrap resamples the two sides independently" sweeper/run/stats.py \
+mutate "the ratio bootstrap resamples the two sides independently" sweeper/stats.py \
   "return point, _resample_medians(num, counts) / _resample_medians(den, counts)" \
   "return point, _resample_medians(num, counts) / _resample_medians(den, counts[::-1])" \
   tests/unit/test_stats.py
-mutate "CI level 95% -> 90%" sweeper/run/stats.py \
+mutate "CI level 95% -> 90%" sweeper/stats.py \
   "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95" \
   "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.90" tests/unit/test_stats.py
 mutate "a bracket exactly at the resolution refused" sweeper/analyze/bands.py \

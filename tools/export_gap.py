@@ -2,7 +2,7 @@
 
 `sweeper verify` of hot-6's policy reads the header's fp32 `launch_relu` 1.5-2.3% slower than
 the Numba kernel it dispatches to at 16-37 MiB, hot, while `tools/hot_slots.py --export` read
-them within 0.3% of each other. Both time the same pairing (GpuExecutor._pair_swapped). This
+them within 0.3% of each other. Both time the same pairing (GpuExecutor.pair_swapped). This
 probe times it in one process in the steps that tell the two apart. Its configs are the ones
 hot-6's header dispatches to at the sizes it times; that header is in commit f96b83b
 (`git show f96b83b:results/h200/hot-6/relu_policy.cuh > hot6.cuh`), and every run recorded in
@@ -76,7 +76,7 @@ class Probe:
     def __init__(self, header: str):
         from sweeper_kernels import Variant, get_launcher
 
-        from sweeper.export.verify import build_exported_launchers
+        from sweeper.export.native import build_exported_launchers
 
         self.launchers = build_exported_launchers(header)
         self.fn = self.launchers["fp32"]
@@ -94,21 +94,19 @@ class Probe:
         return ex
 
     def sides(self, n: int, config: str = CONFIG):
-        from sweeper.export.verify import exported_on
+        from sweeper.run.verify import exported_on
 
         ex, launcher = self.ex, self.numba[config]
-        b = ex._bufs("fp32", n)
+        b = ex.buffers("fp32", n)
         return b, {
             "export": exported_on(self.fn, b, n),
-            "numba": lambda side: ex._candidate_launch(launcher, b, n, side),
-            "torch": lambda side: ex._baseline_launch("fp32", b, n, side),
+            "numba": lambda side: ex.candidate_launch(launcher, b, n, side),
+            "torch": lambda side: ex.baseline_launch("fp32", b, n, side),
         }
 
     def ratio(self, n: int, a: str, bside: str, config: str = CONFIG, mode: str = "hot") -> float:
         b, s = self.sides(n, config)
-        r = self.ex._pair_swapped(
-            mode, s[a], s[bside], b, ("fp32", n), self.ex.stopping, check=True
-        )
+        r = self.ex.pair_swapped(mode, s[a], s[bside], b, ("fp32", n), self.ex.stopping, check=True)
         return float(r.timing.summary()["ratio"])
 
     def flip(self, n: int) -> None:
@@ -122,7 +120,8 @@ class Probe:
 
 
 def in_process(p: Probe) -> dict:
-    from sweeper.export.verify import _time_pass, verify_bits
+    from sweeper.export.verify import verify_bits
+    from sweeper.run.verify import time_pass
 
     ns = [w // 8 for w in IN_PROCESS_BYTES]
     out = []
@@ -139,7 +138,7 @@ def in_process(p: Probe) -> dict:
 
     def verify_pass(tag):
         rows = []
-        _time_pass(p.ex, p.launchers, lambda dt, n, cc, l2: (CONFIG, None), {"fp32": ns}, (9, 0),
+        time_pass(p.ex, p.launchers, lambda dt, n, cc, l2: (CONFIG, None), {"fp32": ns}, (9, 0),
                    p.ex.bench.l2_bytes, "hot", 1, rows, None)  # fmt: skip
         out.extend(dict(tag=tag, n=r["n"], rep=0, vs_numba=r["vs_numba"], ratio=r["ratio"])
                    for r in rows)  # fmt: skip
@@ -200,7 +199,7 @@ def drift(p: Probe) -> dict:
     p.ex.release("fp32", n)
     pairings("new buffers", 10)
     for i in range(12):  # size cycles as verify's size loop makes them, untimed
-        p.ex._bufs("fp32", (16 + i) * 2**20 // 8)
+        p.ex.buffers("fp32", (16 + i) * 2**20 // 8)
         p.ex.release("fp32", (16 + i) * 2**20 // 8)
     pairings("after 12 alloc/free cycles", 15)
     p.ex.release("fp32", n)
@@ -277,7 +276,7 @@ def sides(p: Probe) -> dict:
     the Numba config against torch: each way round, before and after a second executor, with
     side a first in both halves (the timer of the runs before harness.halves_first_side) and
     in the first half only (today's)."""
-    from sweeper.run.stats import HALVES_FIRST
+    from sweeper.stats import HALVES_FIRST
 
     n = BAND_BYTES // 8
     log = []
@@ -317,7 +316,7 @@ def sizes(p: Probe) -> dict:
     side between the halves cancels it: the Numba config against itself and against torch at
     SIZES_MIB (fp32 working sets, hot; after-write at 37.5 and 48 MiB), side a first in both
     halves and in the first only, before the flip (against itself) and after it."""
-    from sweeper.run.stats import HALVES_FIRST
+    from sweeper.stats import HALVES_FIRST
     from sweeper.units import MiB
 
     log = []
@@ -374,7 +373,7 @@ def cause(p: Probe) -> dict:
     bench.flush()
     bench.sync()
     pairings("its flush buffer written")
-    b2 = p.ex._bufs("fp32", n)
+    b2 = p.ex.buffers("fp32", n)
     norm = bench.normalizer(b2.all_arrays())
     if norm is not None:
         norm(bench.stream)
@@ -387,7 +386,7 @@ def cause(p: Probe) -> dict:
     )
     pairings(f"a hot pairing on it ({len(t.a_us)} samples a side)")
     ex2 = p.new_executor()
-    b2 = ex2._bufs("fp32", n)
+    b2 = ex2.buffers("fp32", n)
     ex2.bench.sync()
     pairings("a second executor's buffers made at this size")
     ex2._poison_all(b2.outputs("A"))

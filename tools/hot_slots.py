@@ -14,9 +14,9 @@ Numba config, each way round) tell a difference between the header's kernel and 
 from the order of the sides, and `export-torch` times it against torch as verify does;
 `--config` must then be the config the header dispatches to at those sizes (`--bytes` takes a
 plan's exact working sets, as verify times them). Per working set and number of warm-up calls
-(`--warm`; `auto` is the default rule, sweeper.run.stats.warm_calls) it makes `--reps`
+(`--warm`; `auto` is the default rule, sweeper.stats.warm_calls) it makes `--reps`
 buffer-swapped pairings of 16 samples per side (`--adaptive`: the run's stopping rule, 6-16) as
-a cell does (GpuExecutor._pair_swapped; `--check`: side A's outputs poisoned after the warm-up
+a cell does (GpuExecutor.pair_swapped; `--check`: side A's outputs poisoned after the warm-up
 and checked after each half, as a cell's candidate and verify's export are), and prints the
 median over them of:
 
@@ -169,14 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     from sweeper_kernels import Variant, get_launcher
 
     from sweeper.run.executor import GpuExecutor
-    from sweeper.run.stats import Stopping
+    from sweeper.stats import Stopping
 
     stop = Stopping() if args.adaptive else Stopping(16, 16, rel_tol=0.0, time_cap_s=30.0)
     ex = GpuExecutor(stopping=stop, baseline="torch" if "torch" in args.sides else "auto")
     launcher = get_launcher(Variant.parse(f"fp32-{args.config}"))
     export = None
     if args.export:
-        from sweeper.export.verify import build_exported_launchers, exported_on
+        from sweeper.export.native import build_exported_launchers
+        from sweeper.run.verify import exported_on
 
         export = build_exported_launchers(args.export)["fp32"]
     warms = [None if w == "auto" else int(w) for w in args.warm.split(",")]
@@ -187,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = [int(float(s) * MiB) // 8 // 64 * 64 for s in args.sizes.split(",")]
     for n in counts:
         mib = 8 * n / MiB
-        b = ex._bufs("fp32", n)
+        b = ex.buffers("fp32", n)
         key = ("fp32", n)
-        numba = lambda side, b=b, n=n: ex._candidate_launch(launcher, b, n, side)  # noqa: E731
-        torch = lambda side, b=b, n=n: ex._baseline_launch("fp32", b, n, side)  # noqa: E731
+        numba = lambda side, b=b, n=n: ex.candidate_launch(launcher, b, n, side)  # noqa: E731
+        torch = lambda side, b=b, n=n: ex.baseline_launch("fp32", b, n, side)  # noqa: E731
         pairs = {"numba": (numba, numba), "torch": (torch, torch), "mixed": (numba, torch)}
         if export is not None:
             exported = exported_on(export, b, n)
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             for w in warms:
                 ex.hot_warm_calls = w
                 for rep in range(args.reps):
-                    res = ex._pair_swapped("hot", a_on, b_on, b, key, stop, check=args.check)
+                    res = ex.pair_swapped("hot", a_on, b_on, b, key, stop, check=args.check)
                     if res.bad:
                         raise SystemExit(f"side A's output differs from the reference ({name})")
                     t = res.timing

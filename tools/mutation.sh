@@ -14,7 +14,7 @@ if [ "${1:-}" = "--quick" ]; then
   WHAT=(
     "sweeper.analyze.select.x_tied_with*" "sweeper.analyze.select.x_below_baseline*"
     "sweeper.analyze.select.x_tied_set*" "sweeper.plan.ladder.xǁBoundsǁdense*"
-    "sweeper.run.stats.x_ci_tails*"
+    "sweeper.stats.x_ci_tails*"
   )
 fi
 rm -rf mutants

@@ -77,8 +77,8 @@ def nvbench_means(launcher, sizes: list[int], bufs: dict | None = None) -> dict[
 def sweeper_means(launcher, sizes: list[int], bufs: dict | None = None) -> dict[int, dict]:
     """ws bytes -> sweeper's cold samples of the same launcher (mean and median, us), on
     `bufs` (allocated here if None)."""
-    from sweeper.run.stats import Stopping
     from sweeper.run.timers import Bench
+    from sweeper.stats import Stopping
 
     b = Bench()
     stop = Stopping(min_samples=64, max_samples=256, rel_tol=0.005, time_cap_s=4.0)

@@ -42,8 +42,8 @@ from sweeper.analyze.store import load_run
 from sweeper.api import parse_ws_range
 from sweeper.errors import SweeperError
 from sweeper.plan.planfile import load_plan
-from sweeper.run.dispatch import PREFIX
 from sweeper.run.search import BAND_FRACTIONS, SearchParams, climb_moves, one_axis, screen_sizes
+from sweeper.runfolder import POLICY_PREFIX
 from sweeper.units import MiB
 
 MARGIN = 0.02  # the issue's bound: no config more than 2% faster than the policy in both passes
@@ -130,7 +130,7 @@ def replay_climb(
     from sweeper_kernels import GRIDS, Variant
 
     df = _candidates(exhaustive)
-    df = df[~df["config"].str.startswith(PREFIX)]
+    df = df[~df["config"].str.startswith(POLICY_PREFIX)]
     out = []
     for (mode, dtype, n), g in df.groupby(["mode", "dtype", "n"], sort=True):
         ratio = dict(zip(g["config"], g["ratio"], strict=True))
@@ -178,7 +178,7 @@ def drift(reference: str, passes: list[str]) -> dict:
 
     def log_ratios(run: str) -> pd.Series:
         df = _candidates([run])
-        df = df[~df["config"].str.startswith(PREFIX)]
+        df = df[~df["config"].str.startswith(POLICY_PREFIX)]
         return np.log(df.groupby([*keys, "config"])["ratio"].mean())
 
     # one row per cell that all three measured; then per size, each run centred on its mean
@@ -264,7 +264,7 @@ def replay_markdown(tables: dict[str, pd.DataFrame], top: int = TOP) -> str:
 def top_configs(exhaustive: list[str], k: int) -> pd.DataFrame:
     """The k fastest grid configs (by ratio to the baseline) per mode, dtype and size."""
     df = _candidates(exhaustive)
-    df = df[~df["config"].str.startswith(PREFIX)]
+    df = df[~df["config"].str.startswith(POLICY_PREFIX)]
     df = df.sort_values(["mode", "dtype", "n", "ratio", "config"], ascending=[1, 1, 1, 0, 1])
     top = df.groupby(["mode", "dtype", "n"], sort=True).head(k)
     return top[["mode", "dtype", "n", "ws_bytes", "config", "ratio"]].reset_index(drop=True)
@@ -284,7 +284,7 @@ def pass_runs(exhaustive: list[str], k: int, policy: str, plan: str) -> list[dic
     return [
         {"plan_path": plan, "grid": "extended", "dtypes": sorted(set(best["dtype"])),
          "modes": list(modes), "sizes": mib_range(best["ws_bytes"].min(), best["ws_bytes"].max()),
-         "configs": [*sorted(set(best["config"])), f"{PREFIX}*"], "policy": policy,
+         "configs": [*sorted(set(best["config"])), f"{POLICY_PREFIX}*"], "policy": policy,
          "run_id": f"proof-p{i}"}
         for i in (1, 2)
     ]  # fmt: skip
@@ -311,7 +311,7 @@ def check(
                "config": b.config, "exhaustive_ratio": b.ratio}  # fmt: skip
         for i, df in enumerate(per_pass, 1):
             at = df[(df["mode"] == b.mode) & (df["dtype"] == b.dtype) & (df["n"] == b.n)]
-            pol = at[at["config"].str.startswith(PREFIX)]
+            pol = at[at["config"].str.startswith(POLICY_PREFIX)]
             if policy is not None:
                 pol = pol[pol["config"] == policy]
             cfg = at[at["config"] == b.config]

@@ -5,7 +5,7 @@
 
 Every ok candidate cell of RUN that OTHER_RUN measured too (same mode, dtype, size and config)
 is summarised again from only its first k sample pairs of each buffer-swapped half, as a
-stopping rule capped at 2k samples per side would have left it (sweeper.run.stats.PairTiming,
+stopping rule capped at 2k samples per side would have left it (sweeper.stats.PairTiming,
 the run's own summary); the table shows how often that ratio to the baseline lies within 3% of
 OTHER_RUN's, and the median and p95 of the difference, beside the share of RUN's cells that
 took more samples than that. Cells recorded without their two halves are left out.
@@ -20,7 +20,7 @@ import numpy as np
 
 from sweeper.analyze.store import read_trials
 from sweeper.errors import SweeperError
-from sweeper.run.stats import PairTiming
+from sweeper.stats import PairTiming
 
 WITHIN = 0.03
 

@@ -106,7 +106,7 @@ def build_policy(
     ceiling_gbps: float | None = None,
 ) -> dict:
     """The policy payload (not yet stamped) for one run; SweeperError on a wide bracket.
-    `floors`: targets (sweeper.report.checks.Target) whose floors a tie keeps (keep_floors);
+    `floors`: targets (sweeper.analyze.targets.Target) whose floors a tie keeps (keep_floors);
     `ceiling_gbps`: the run's L2-resident ceiling, for a floor on it."""
     device = manifest.get("device", {})
     plan = manifest.get("plan", {})

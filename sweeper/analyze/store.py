@@ -467,7 +467,7 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
     from sweeper_kernels.external import PREFIX
     from sweeper_kernels.variants import id_hash
 
-    from sweeper.run.dispatch import PREFIX as POLICY_PREFIX
+    from sweeper.runfolder import POLICY_PREFIX
 
     sources = {
         k["config"]: ("external", k.get("source_sha256", ""))

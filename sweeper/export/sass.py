@@ -70,7 +70,7 @@ def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) 
     """functions() of every kernel of an exported header, assembled as `sweeper verify` builds
     it (nvcc's own ptxas, verify's optimisation and target flags): the SASS that ships.
     nvJitLink, which assembles Numba's kernels, does not always schedule as nvcc does."""
-    from sweeper.export.verify import nvcc_flags
+    from sweeper.export.native import nvcc_flags
 
     with tempfile.TemporaryDirectory() as t:
         src = Path(t) / "h.cu"

@@ -391,7 +391,7 @@ def verify_figure(
     pass's 95% CI shaded; sizes that lose in every pass (CI wholly below 1) are marked.
     what="parity": the export's time over the Numba kernel it dispatches to, with the
     +-`parity` band verify checks."""
-    from sweeper.export.verdict import timing_verdict  # the one definition of a repeated loss
+    from sweeper.analyze.verdict import timing_verdict  # the one definition of a repeated loss
 
     info = info or RunInfo()
     dtypes = [d for d in DTYPES if d in set(vt["dtype"])]
@@ -738,8 +738,8 @@ def render_plots(
     and a file of each format asked for beside it) are left as they are and returned."""
     from sweeper.analyze.policy import load_bands
     from sweeper.analyze.store import load_run
+    from sweeper.analyze.verdict import load_verify
     from sweeper.errors import SweeperError
-    from sweeper.export.verdict import load_verify
 
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:

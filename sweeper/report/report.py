@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import MODES
+from sweeper.analyze.targets import DEFAULT_SOURCE, Target
 from sweeper.dtypes import DTYPES
-from sweeper.report.checks import DEFAULT_SOURCE, Target
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.tables import best_per_size, dtypes_in, facets
 from sweeper.run.search import climb_trades
@@ -691,8 +691,9 @@ def findings(
     chosen: Sequence[Target] | None = None,
     targets_source: str = DEFAULT_SOURCE,
 ) -> Findings:
-    from sweeper.export.verdict import timing_verdict
-    from sweeper.report.checks import scorecard, targets, verify_scorecard
+    from sweeper.analyze.targets import targets
+    from sweeper.analyze.verdict import timing_verdict
+    from sweeper.report.checks import scorecard, verify_scorecard
     from sweeper.report.pairing import evict_last_contamination
 
     modes = list(manifest.get("modes") or [manifest.get("mode") or "hot"])
@@ -843,7 +844,7 @@ def summary(
     missing: Sequence[str],
     headline: Path | None,
 ) -> list[str]:
-    from sweeper.report.checks import METRICS
+    from sweeper.analyze.targets import METRICS
     from sweeper.run.ceilings import ABOVE_CEILING
 
     word, why = verdict(manifest, f)
@@ -1052,7 +1053,7 @@ def verify_section(
             "Not verified yet: `sweeper verify <run>/policy.json` on a GPU builds the exported "
             "header, checks it bit-exact and times it here."
         ]
-    from sweeper.export.verdict import pass_values, timing_verdict
+    from sweeper.analyze.verdict import pass_values, timing_verdict
 
     rows = vt.to_dict("records")
     v = timing_verdict(rows) if v is None else v
@@ -1183,8 +1184,8 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     `targets`: a targets file (`checks.load_targets`) instead of the defaults."""
     from sweeper.analyze.policy import load_policy
     from sweeper.analyze.store import load_run, read_selection
-    from sweeper.export.verdict import load_verify
-    from sweeper.report.checks import load_targets
+    from sweeper.analyze.targets import load_targets
+    from sweeper.analyze.verdict import load_verify
     from sweeper.runfolder import POLICY
     from sweeper.schema import atomic_write_text
 

@@ -25,6 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 ABOVE_CEILING = "above-ceiling"
+# the reference set beside the copy kernel (GpuExecutor.ceiling_set builds these variants):
+# resident-band shapes of the extended grid, grid-stride over one and two waves included
+CEILING_CONFIGS = (
+    "v16-u2-ld.def-st.cs-b128-stride1",
+    "v16-u2-ld.def-st.cs-b256-stride1",
+    "v16-u2-ld.def-st.cs-b128-stride2",
+    "v16-u1-ld.def-st.cs-b256-flat",
+    "v16-u2-ld.def-st.cs-b128-flat",
+    "v16-u4-ld.L2el-st.cs-b256-stride4",
+)
 # a cell above this multiple of any ceiling is refused (docs/methodology.md, "Physical limits")
 CEILING_MARGIN = 1.2
 # the copy kernel and the DRAM peak bound cells from this many x L2 up

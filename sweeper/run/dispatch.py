@@ -1,5 +1,5 @@
 """A shipped policy's dispatch as one more candidate of an audit: the exported header's
-`launch_relu`, compiled with nvcc (sweeper.export.verify.build_exported_launchers) and timed
+`launch_relu`, compiled with nvcc (sweeper.export.native.build_exported_launchers) and timed
 with every guard beside a user's kernel, so the audit says where the user's kernel stands
 against torch and against what sweeper would ship.
 
@@ -21,8 +21,7 @@ from pathlib import Path
 from sweeper_kernels.variants import id_hash
 
 from sweeper.errors import SweeperError
-
-PREFIX = "policy-"
+from sweeper.runfolder import POLICY_PREFIX
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class PolicyDispatch:
 
     @property
     def config(self) -> str:
-        return f"{PREFIX}{self.name}"
+        return f"{POLICY_PREFIX}{self.name}"
 
     def variant(self, dtype: str) -> DispatchVariant:
         return DispatchVariant(self, dtype)
@@ -89,7 +88,7 @@ class DispatchVariant:
     def launcher(self):
         """launch(x, y, n, stream) over Numba device arrays: the header's launch_relu, which
         only enqueues work (no sync, no allocation), so hot mode captures it in a graph."""
-        from sweeper.export.verify import stream_handle
+        from sweeper.export.native import stream_handle
 
         fn = _launchers(self.dispatch.header)[self.dtype]
 
@@ -102,7 +101,7 @@ class DispatchVariant:
 
 @functools.cache
 def _launchers(header: str) -> dict:
-    from sweeper.export.verify import build_exported_launchers
+    from sweeper.export.native import build_exported_launchers
 
     return build_exported_launchers(header)
 

@@ -40,7 +40,6 @@ import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
-from sweeper.run.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_rule
 from sweeper.run.timers import (
     BLOCKED_SAMPLES_PER_HOLD,
     Bench,
@@ -51,13 +50,14 @@ from sweeper.run.timers import (
     check,
 )
 from sweeper.runfolder import EXTERNAL_GRID
+from sweeper.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_rule
 
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
 REFERENCE_CONFIG = "v16-u1-ld.def-st.def-b256-onepass"
 
 
-def _ptr(a) -> int:
+def device_pointer(a) -> int:
     return a.__cuda_array_interface__["data"][0]
 
 
@@ -217,7 +217,7 @@ class GpuExecutor:
             "max_threads_per_sm", self.cuda.get_current_device().MAX_THREADS_PER_MULTIPROCESSOR
         )
         harness = {
-            "buffer_swap": True,  # _pair_swapped: each side on both buffer sets
+            "buffer_swap": True,  # pair_swapped: each side on both buffer sets
             "l2_normalize_between_slots": bool(self.bench.can_normalize),
             "l2_normalize_error": self.bench.normalize_error,
             "soak_calls": SOAK_CALLS,
@@ -263,7 +263,7 @@ class GpuExecutor:
         included."""
         from sweeper_kernels import Variant
 
-        from sweeper.run.runner import CEILING_CONFIGS
+        from sweeper.run.ceilings import CEILING_CONFIGS
 
         return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
 
@@ -349,7 +349,7 @@ class GpuExecutor:
             for g in self._base_graphs.pop(k):
                 g.close()
 
-    def _bufs(self, dtype: str, n: int) -> _Buffers:
+    def buffers(self, dtype: str, n: int) -> _Buffers:
         key = (dtype, n)
         if key not in self._buffers:
             self._buffers.clear()
@@ -373,13 +373,13 @@ class GpuExecutor:
 
         return launch
 
-    def _candidate_launch(self, launcher, b: _Buffers, n: int, side: str = "A"):
+    def candidate_launch(self, launcher, b: _Buffers, n: int, side: str = "A"):
         """`launcher` is made once per cell, so a kernel that counts its calls (the
         adversarial ones) counts every call of the cell, on either buffer set."""
         x, y, y2 = b.side(side)
         return self._alternating(lambda y, s: launcher(x, y, n, s), y, y2)
 
-    def _baseline_launch(self, dtype: str, b: _Buffers, n: int, side: str = "B"):
+    def baseline_launch(self, dtype: str, b: _Buffers, n: int, side: str = "B"):
         x, y1, y2 = b.side(side)
         if self.torch is not None:
             torch = self.torch
@@ -407,7 +407,7 @@ class GpuExecutor:
         """The copy roofline: an SM kernel moving 16-byte vectors (a driver memcpy can run on
         the copy engines, which on the H200 measured ~2.7 TB/s at large sizes: not a ceiling)."""
         x, y, _ = b.side(side)
-        return _sm_copy(_ptr(x), _ptr(y), b.nbytes // 16)
+        return _sm_copy(device_pointer(x), device_pointer(y), b.nbytes // 16)
 
     def _producer(self, b: _Buffers, x):
         """After-write's producer, run just before each timed call: it rewrites the input from
@@ -417,7 +417,7 @@ class GpuExecutor:
         (docs/methodology.md)."""
         if self.producer == "memcpy":
             return self.bench.copy(x, b.src, b.nbytes)
-        src, dst = _ptr(b.src), _ptr(x)
+        src, dst = device_pointer(b.src), device_pointer(x)
         nvec, tail = divmod(b.nbytes, 16)
         vectors = as_graph(_sm_copy(src, dst, nvec), self.bench.stream) if nvec else None
         cu = _cu()
@@ -437,7 +437,7 @@ class GpuExecutor:
     # -- checks ---------------------------------------------------------------------------
     def _poison(self, y) -> None:
         cu = _cu()
-        check(cu.cuMemsetD32Async(_ptr(y), POISON, y.nbytes // 4, self.bench.h))
+        check(cu.cuMemsetD32Async(device_pointer(y), POISON, y.nbytes // 4, self.bench.h))
 
     def _poison_all(self, ys) -> None:
         for y in ys:
@@ -448,7 +448,7 @@ class GpuExecutor:
 
     def _mismatches(self, y, b: _Buffers) -> int:
         cu = _cu()
-        check(cu.cuMemsetD32Async(_ptr(self._count), 0, 2, self.bench.h))  # one uint64
+        check(cu.cuMemsetD32Async(device_pointer(self._count), 0, 2, self.bench.h))  # one uint64
         blocks = min(4096, (b.words + 255) // 256)
         self._mismatch[blocks, 256, self.bench.stream](
             y.view(np.uint32), b.expected.view(np.uint32), self._count
@@ -595,7 +595,7 @@ class GpuExecutor:
         dtype, n = key[:2]
         return warm_rule(self._warm_rule, self.bench.l2_bytes)(2 * n * itemsize(dtype))
 
-    def _pair_swapped(
+    def pair_swapped(
         self,
         mode: str,
         a_on,
@@ -641,15 +641,15 @@ class GpuExecutor:
     def _reference(self, mode: str, dtype: str, n: int) -> list[dict]:
         from sweeper_kernels import itemsize
 
-        b = self._bufs(dtype, n)
+        b = self.buffers(dtype, n)
         ws = 2 * n * itemsize(dtype)
         self.bench.reset_persisting()
         if self.baseline_kernel is not None and (dtype, n) not in self._ext_checked:
             self._check_baseline(dtype, b, n)
-        res = self._pair_swapped(
+        res = self.pair_swapped(
             mode,
             lambda side: self._copy_launch(b, side),
-            lambda side: self._baseline_launch(dtype, b, n, side),
+            lambda side: self.baseline_launch(dtype, b, n, side),
             b,
             (dtype, n),
             self.stopping,
@@ -692,7 +692,7 @@ class GpuExecutor:
     def _check_baseline(self, dtype: str, b: _Buffers, n: int) -> None:
         """A user's baseline kernel must compute ReLU: its output at this size is checked
         bit-exactly once before it is timed; every ratio would be meaningless otherwise."""
-        launch = self._baseline_launch(dtype, b, n, "B")
+        launch = self.baseline_launch(dtype, b, n, "B")
         self._poison(b.y_b)
         launch(self.bench.stream)
         bad = self._mismatches(b.y_b, b)
@@ -713,7 +713,7 @@ class GpuExecutor:
     def _measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
         from sweeper_kernels import itemsize
 
-        b = self._bufs(dtype, n)
+        b = self.buffers(dtype, n)
         ws = 2 * n * itemsize(dtype)
         row: dict[str, Any] = {
             "mode": mode,
@@ -740,17 +740,17 @@ class GpuExecutor:
             from sweeper_kernels import get_launcher
 
             launcher = variant.launcher() if hasattr(variant, "launcher") else get_launcher(variant)
-            cand = self._candidate_launch(launcher, b, n, "A")
+            cand = self.candidate_launch(launcher, b, n, "A")
             with self.bench.clock("checks"):
                 self._poison(b.y_a)
                 cand(self.bench.stream)
                 bad = self._mismatches(b.y_a, b)
             if bad:
                 return {**row, "status": "mismatch", "status_detail": f"pre-check: {bad} words"}
-            res = self._pair_swapped(
+            res = self.pair_swapped(
                 mode,
-                lambda side: self._candidate_launch(launcher, b, n, side),
-                lambda side: self._baseline_launch(dtype, b, n, side),
+                lambda side: self.candidate_launch(launcher, b, n, side),
+                lambda side: self.baseline_launch(dtype, b, n, side),
                 b,
                 (dtype, n),
                 self.stopping,
@@ -765,7 +765,7 @@ class GpuExecutor:
                 # Too few calls to reach an after-N-calls change (cold mode makes one call per
                 # sample): call on, untimed, then check again.
                 outputs = b.outputs("B")
-                soak = self._candidate_launch(launcher, b, n, "B")
+                soak = self.candidate_launch(launcher, b, n, "B")
                 with self.bench.clock("checks"):
                     self._poison_all(outputs)
                     for _ in range(SOAK_CALLS - res.calls):

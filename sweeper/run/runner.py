@@ -46,7 +46,6 @@ from sweeper.run.search import (
     screened_everywhere,
     survivors,
 )
-from sweeper.run.stats import Stopping
 from sweeper.runfolder import (
     CELL_PHASES,
     PRUNED,
@@ -56,6 +55,7 @@ from sweeper.runfolder import (
     log_archive,
 )
 from sweeper.slices import config_matches
+from sweeper.stats import Stopping
 from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
@@ -90,16 +90,6 @@ class Executor(Protocol):
 # per-call costs are small. The ceiling is the median over the three sizes of the best there.
 CEILING_FRACTIONS = (0.5, 0.625, 0.75)
 CEILING_DTYPE = "fp32"
-# the reference set beside the copy kernel (GpuExecutor.ceiling_set builds these variants):
-# resident-band shapes of the extended grid, grid-stride over one and two waves included
-CEILING_CONFIGS = (
-    "v16-u2-ld.def-st.cs-b128-stride1",
-    "v16-u2-ld.def-st.cs-b256-stride1",
-    "v16-u2-ld.def-st.cs-b128-stride2",
-    "v16-u1-ld.def-st.cs-b256-flat",
-    "v16-u2-ld.def-st.cs-b128-flat",
-    "v16-u4-ld.L2el-st.cs-b256-stride4",
-)
 
 
 def ceiling_sizes(l2_bytes: int, itemsize: int) -> list[int]:
@@ -546,7 +536,7 @@ class Runner:
             added += len(points)
         # Then close every gap the policy would need a boundary in (policy_sample_points),
         # with the project targets' floors kept in ties as `sweeper policy build` keeps them.
-        from sweeper.report.checks import targets
+        from sweeper.analyze.targets import targets
 
         floors = targets(plan.l2_bytes)
         ceiling = (self.manifest.get("ceiling") or {}).get("gbps")

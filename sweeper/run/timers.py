@@ -51,7 +51,7 @@ from functools import cache
 import numpy as np
 
 from sweeper.errors import NoGPUError, SweeperError
-from sweeper.run.stats import PairTiming, Stopping, calls_per_sample, rel_halfwidth
+from sweeper.stats import PairTiming, Stopping, calls_per_sample, rel_halfwidth
 
 Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
 
@@ -574,7 +574,7 @@ class Bench:
         first: str = "A",
     ) -> PairTiming:
         """Hot mode, ABBA over graph replays (BAAB with `first` "B": side b takes a round's
-        first and last slots; a cell's buffer-swapped halves take one each, _pair_swapped).
+        first and last slots; a cell's buffer-swapped halves take one each, pair_swapped).
         b_graphs lets a baseline graph be reused.
         Every sample is preceded, untimed, by a warm-up replay of `warm_calls` calls of its
         own side (b_graphs' second graph must have as many).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.run.executor import GpuExecutor
-from sweeper.run.stats import Stopping
+from sweeper.stats import Stopping
 
 N = 1 << 22  # 32 MiB working set in fp32
 MODES = ("hot", "cold", "after-write")
@@ -69,7 +69,7 @@ def test_cold_mode_catches_them_too(ex, base):
 def test_the_l2_normalizer_keeps_the_data_and_runs_between_slots(ex):
     import numpy as np
 
-    b = ex._bufs("fp32", N)
+    b = ex.buffers("fp32", N)
     # The input holds NaN payloads, so compare bits, not values (NaN != NaN).
     before = [a.copy_to_host().view(np.uint8) for a in b.all_arrays()]
     norm = ex.bench.normalizer(b.all_arrays())
@@ -162,7 +162,7 @@ def test_the_replay_leaves_the_input_as_it_found_it(ex, base, mode):
 
     ex.measure(mode, "fp32", N, base)
     ex.measure(mode, "fp32", N, one_call_in_2(base))
-    b = ex._bufs("fp32", N)
+    b = ex.buffers("fp32", N)
     src = b.src.copy_to_host().view(np.uint32)  # bits: the input holds NaN payloads
     for side in "AB":
         assert np.array_equal(b.side(side)[0].copy_to_host().view(np.uint32), src), side

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.run.stats import Stopping
 from sweeper.run.timers import Bench
+from sweeper.stats import Stopping
 
 STOP = Stopping(min_samples=8, max_samples=16, rel_tol=0.005)
 
@@ -87,11 +87,11 @@ def test_a_pair_times_the_side_it_is_given_after_the_baseline_was_cached():
 
     ex = GpuExecutor(stopping=STOP)
     n = 1 << 20
-    b = ex._bufs("fp32", n)
+    b = ex.buffers("fp32", n)
     ex.reference("hot", "fp32", n)  # caches the baseline's graphs at this size
     spin = {us: ex.bench.spin_launch(us * 1000) for us in (5, 40)}
     for us in (5, 40):
-        t = ex._pair_swapped(
+        t = ex.pair_swapped(
             "hot", lambda side: spin[5], lambda side, us=us: spin[us], b, ("fp32", n), STOP
         ).timing.summary()
         assert abs(t["base_time_us"] - us) <= 0.1 * us + 1.0, (us, t)

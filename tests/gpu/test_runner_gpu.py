@@ -12,7 +12,7 @@ from sweeper.plan.planfile import make_plan
 from sweeper.run.ceilings import CEILING_MARGIN
 from sweeper.run.executor import GpuExecutor
 from sweeper.run.runner import RunConfig, start
-from sweeper.run.stats import Stopping
+from sweeper.stats import Stopping
 
 STOP = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
 

@@ -59,7 +59,7 @@ def device():
 
 
 def test_exported_header_is_bit_exact_and_dispatches_like_python(tmp_path, device, monkeypatch):
-    from sweeper.export.verify import verify
+    from sweeper.run.verify import verify
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -76,7 +76,7 @@ def test_launchers_are_graph_capturable(tmp_path, device, monkeypatch):
 
     from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.export.verify import build_exported_launchers, stream_handle
+    from sweeper.export.native import build_exported_launchers, stream_handle
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -105,7 +105,7 @@ def test_launchers_are_graph_capturable(tmp_path, device, monkeypatch):
 def test_missing_dtype_is_an_error_not_a_silent_noop(tmp_path, device, monkeypatch):
     from sweeper.analyze.policy import load_any
     from sweeper.export import render
-    from sweeper.export.verify import build_exported_launchers
+    from sweeper.export.native import build_exported_launchers
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device
@@ -127,9 +127,10 @@ def test_timing_passes_repeat_every_size_at_other_addresses(tmp_path, device, mo
     import importlib.util
 
     from sweeper.analyze.policy import load_any
+    from sweeper.analyze.verdict import timing_verdict
     from sweeper.export import render
-    from sweeper.export.verdict import timing_verdict
-    from sweeper.export.verify import build_exported_launchers, verify_timing
+    from sweeper.export.native import build_exported_launchers
+    from sweeper.run.verify import verify_timing
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     cc, l2 = device

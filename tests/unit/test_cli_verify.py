@@ -66,7 +66,7 @@ def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):
 
 
 def test_one_pass_verdict_is_the_single_measurement():
-    from sweeper.export.verdict import timing_verdict
+    from sweeper.analyze.verdict import timing_verdict
 
     v = timing_verdict([_t("fp32", 10, 0.98, 0.99), _t("fp32", 20, 1.02, 1.03, vs_numba=1.07)])
     assert v["passes"] == 1 and v["sizes"] == 2 and not v["ok"]
@@ -77,7 +77,7 @@ def test_one_pass_verdict_is_the_single_measurement():
 
 
 def test_with_two_passes_only_a_repeated_failure_fails():
-    from sweeper.export.verdict import timing_verdict
+    from sweeper.analyze.verdict import timing_verdict
 
     rows = [
         _t("fp32", 10, 0.98, 0.99, p=1), _t("fp32", 10, 0.985, 0.995, p=2),  # loses twice
@@ -100,14 +100,14 @@ def test_with_two_passes_only_a_repeated_failure_fails():
 
 
 def test_a_wrong_output_in_any_pass_fails():
-    from sweeper.export.verdict import timing_verdict
+    from sweeper.analyze.verdict import timing_verdict
 
     v = timing_verdict([_t("int8", 10, 1.2, 1.3, p=1), _t("int8", 10, 1.2, 1.3, p=2, exact=False)])
     assert not v["ok"] and [r["pass"] for r in v["bit_failures"]] == [2]
 
 
 def test_cli_prints_every_pass_of_a_repeated_loss_and_the_pass_spread(monkeypatch):
-    from sweeper.export.verdict import timing_verdict
+    from sweeper.analyze.verdict import timing_verdict
 
     rows = [_t("fp32", 13874720, 0.983, 0.989, p=1), _t("fp32", 13874720, 0.988, 0.993, p=2),
             _t("fp32", 8879840, 1.014, 1.016, p=1), _t("fp32", 8879840, 0.982, 0.984, p=2)]  # fmt: skip

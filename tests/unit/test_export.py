@@ -319,7 +319,7 @@ def test_cli_module_runs_without_gpu():
 
 @needs_nvcc
 def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypatch):
-    from sweeper.export.verify import build_exported_launchers, build_library
+    from sweeper.export.native import build_exported_launchers, build_library
 
     monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
     header = tmp_path / "relu_policy.cuh"
@@ -393,7 +393,7 @@ def test_export_keeps_a_different_file_unless_forced_and_never_overwrites_the_po
 def test_the_exported_launch_takes_its_buffer_sets_addresses_and_the_streams_handle():
     from types import SimpleNamespace
 
-    from sweeper.export.verify import exported_on
+    from sweeper.run.verify import exported_on
 
     def arr(addr):
         return SimpleNamespace(__cuda_array_interface__={"data": (addr, False)})
@@ -407,7 +407,7 @@ def test_the_exported_launch_takes_its_buffer_sets_addresses_and_the_streams_han
 
 
 def test_the_sass_check_and_verify_build_the_header_with_the_same_flags():
-    from sweeper.export.verify import nvcc_flags
+    from sweeper.export.native import nvcc_flags
 
     assert nvcc_flags("90", "-shared", "-Xcompiler", "-fPIC") == [
         "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC",

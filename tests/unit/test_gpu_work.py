@@ -1,19 +1,15 @@
-"""The GPU-work floor of a hot run's cells (sweeper.analyze.gpuwork, tools/gpu_work.py)."""
+"""The GPU-work floor of a hot run's cells (sweeper.analyze.gpuwork)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from sweeper.analyze import gpuwork
-from sweeper.run.stats import Stopping, calls_per_sample
+from sweeper.stats import Stopping, calls_per_sample
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("gpu_work", ROOT / "tools/gpu_work.py")
-gw = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gw)
 STOP = Stopping()
 
 
@@ -39,7 +35,7 @@ def test_the_warm_up_is_the_runs_own():
     """Four warm-up calls per sample and side from L2 / 4 to L2 of working set in a run that
     records the rule, one in a run made before it; the fresh-input replay warms up the same."""
     from sweeper.errors import SweeperError
-    from sweeper.run.stats import WARM_RULE
+    from sweeper.stats import WARM_RULE
 
     l2 = 60 * 2**20
     ruled = gpuwork.warm_up_calls({"harness": {"hot_warm_calls": WARM_RULE},
@@ -80,7 +76,7 @@ def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
     trials, _ = read_trials(run)
     ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
     warm = gpuwork.warm_up_calls(load_manifest(run))  # the rule the run recorded
-    assert gw.main([str(run)]) == 0
+    assert gpuwork.main([str(run)]) == 0
     last = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| all |")][0]
     cells, *parts, total, per_cell = [float(x) for x in last.strip("|").split("|")[2:]]
     assert cells == len(ok)
@@ -92,10 +88,10 @@ def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
 
 
 def test_bad_input_gets_one_line_and_status_2(capsys):
-    assert gw.main([str(ROOT / "results/h200/aw-4")]) == 2
+    assert gpuwork.main([str(ROOT / "results/h200/aw-4")]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
-    assert gw.main([str(ROOT / "results/h200/hot-7"), "--max-samples", "0"]) == 2
+    assert gpuwork.main([str(ROOT / "results/h200/hot-7"), "--max-samples", "0"]) == 2
     assert "--max-samples 0" in capsys.readouterr().err
 
 
@@ -141,7 +137,7 @@ def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys,
     import shutil
 
     from sweeper.analyze.store import load_manifest, read_trials
-    from sweeper.run.stats import WARM_RULE, warm_rule
+    from sweeper.stats import WARM_RULE, warm_rule
 
     run = tmp_path / "hot-7"
     shutil.copytree(ROOT / "results/h200/hot-7", run)
@@ -156,7 +152,7 @@ def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys,
     want = [gpuwork.cell_work(t, STOP, warm=four(int(t["ws_bytes"]))) for t in ok]
 
     def last_row(argv):
-        assert gw.main(argv) == 0
+        assert gpuwork.main(argv) == 0
         out = capsys.readouterr().out
         row = [x for x in out.splitlines() if x.startswith("| all |")][0]
         return [float(x) for x in row.strip("|").split("|")[2:]], out

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from sweeper.run import timers as measure
-from sweeper.run.stats import Stopping
 from sweeper.run.timers import Bench
+from sweeper.stats import Stopping
 
 
 class _Log(list):
@@ -316,7 +316,7 @@ def test_cached_baseline_graphs_must_have_the_samples_warm_up_length(monkeypatch
 
 @pytest.mark.parametrize("first", ["A", "B"])
 def test_side_b_first_queues_b_a_a_b_rounds_and_books_each_sample_to_its_side(monkeypatch, first):
-    """With `first` "B" a hot round is B A A B (the second half of a cell, _pair_swapped) and
+    """With `first` "B" a hot round is B A A B (the second half of a cell, pair_swapped) and
     a blocked one B A A B B A A B; each slot's time still goes to the side that ran in it."""
     log = _Log()
     b = _fake_bench(monkeypatch, log)

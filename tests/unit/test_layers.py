@@ -96,7 +96,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.run.runner",
             "sweeper.run.search",
             "sweeper.run.timers",
-            "sweeper.run.verify_timing",
+            "sweeper.run.verify",
         ],
     ),
     (
@@ -143,9 +143,7 @@ def _target(name: str, known: dict[str, Path], packages: dict[str, str]) -> str 
     return name or None
 
 
-def imports(
-    root: Path, packages: dict[str, str] = PACKAGES
-) -> dict[str, list[tuple[str, str]]]:
+def imports(root: Path, packages: dict[str, str] = PACKAGES) -> dict[str, list[tuple[str, str]]]:
     """module -> [(imported module, "file:line")], every import statement in the file."""
     known = modules(root, packages)
     graph: dict[str, list[tuple[str, str]]] = {}
@@ -190,9 +188,7 @@ def back_edges(graph: dict, layers: list[tuple[str, list[str]]]) -> list[str]:
     for mod, edges in sorted(graph.items()):
         for target, where in edges:
             if mod in rank and target in rank and rank[target][0] > rank[mod][0]:
-                bad.append(
-                    f"{where}: {mod} ({rank[mod][1]}) imports {target} ({rank[target][1]})"
-                )
+                bad.append(f"{where}: {mod} ({rank[mod][1]}) imports {target} ({rank[target][1]})")
     return bad
 
 
@@ -286,7 +282,9 @@ def test_the_checks_see_a_lazy_back_edge_a_relative_import_and_a_cycle(tmp_path)
         ("high", ["sweeper.high", "sweeper.mid", "sweeper.top"]),
     ]
     assert unassigned(graph, layers) == ["sweeper.new: in no layer"]
-    assert unassigned(graph, [*layers, ("again", ["sweeper.new", "kernels.j", "sweeper.gone"])]) == [
+    assert unassigned(
+        graph, [*layers, ("again", ["sweeper.new", "kernels.j", "sweeper.gone"])]
+    ) == [
         "kernels.j: in more than one layer",
         "sweeper.gone: in a layer but no such module",
     ]

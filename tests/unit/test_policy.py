@@ -734,7 +734,7 @@ def _floor_results(b_late: float = 1960.0) -> pd.DataFrame:
 
 
 def _ceiling_floor():
-    from sweeper.report.checks import Target
+    from sweeper.analyze.targets import Target
 
     return Target("97% of the ceiling", ("fp32",), 32 * MiB, 48 * MiB, "pct_ceiling", 97.0)
 

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from sweeper.analyze import select
 from sweeper.analyze.store import coerce, load_run, write_run
+from sweeper.analyze.targets import load_targets
 from sweeper.cli import app
-from sweeper.report.checks import load_targets
 from sweeper.report.report import SECTIONS, build_report, timing
 from sweeper.units import MiB
 
@@ -181,7 +181,7 @@ def test_the_verdict_and_the_targets_table_of_a_known_run(known):
         "**Verdict: fail.** 2 of 19 target checks fail on the run's measurements; 4 of 15 "
         "fail on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
     ) in sec
-    assert "defaults from `sweeper/report/checks.py`" in sec
+    assert "defaults from `sweeper/analyze/targets.py`" in sec
     never = _row(sec, "never below the baseline (CI)")
     assert never.endswith("| **no**: fp32 at 10, 13 MiB | **no**: fp32 at 13 MiB |")
     assert "ratio CI upper end >= 1, every size, fp32/fp16/bf16/int8" in never

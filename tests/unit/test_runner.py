@@ -19,7 +19,7 @@ from sweeper.plan.planfile import make_plan
 from sweeper.run.replay import ModelExecutor, ReplayExecutor
 from sweeper.run.runner import RunConfig, start
 from sweeper.run.search import SearchParams
-from sweeper.run.stats import Stopping
+from sweeper.stats import Stopping
 
 L2 = lookup("h200").l2_bytes
 CROSS = 0.9 * L2  # where "keep" stops winning and "stream" starts
@@ -203,7 +203,7 @@ def test_resume_refuses_a_hot_run_warmed_up_otherwise(plan, tmp_path):
     """A hot run made with another warm-up before each sample (one call, before the field
     was recorded) is not resumed with this one: its cells and the new ones would differ by
     the order effect the warm-up removes."""
-    from sweeper.run.stats import WARM_RULE
+    from sweeper.stats import WARM_RULE
 
     class Warmed(ModelExecutor):
         def describe(self) -> dict:
@@ -226,7 +226,7 @@ def test_resume_refuses_a_hot_run_warmed_up_otherwise(plan, tmp_path):
 def test_resume_refuses_a_run_whose_halves_ordered_the_sides_otherwise(plan, tmp_path):
     """A run made with side a first in both halves (before the field was recorded) is not
     resumed by a timer that puts side b first in the second half, nor the other way round."""
-    from sweeper.run.stats import HALVES_FIRST
+    from sweeper.stats import HALVES_FIRST
 
     class Alternating(ModelExecutor):
         def describe(self) -> dict:
@@ -519,7 +519,7 @@ def test_the_brackets_closed_are_those_of_the_policy_with_the_targets_floors():
     runner samples the gaps of the floored segmentation."""
     from dataclasses import replace
 
-    from sweeper.report.checks import Target
+    from sweeper.analyze.targets import Target
     from sweeper.run.search import policy_sample_points
 
     def row(ws, config, gbps, ratio):

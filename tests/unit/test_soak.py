@@ -4,7 +4,7 @@ which decides whether the untimed soak must run to reach an after-N-calls change
 import numpy as np
 
 from sweeper.run.executor import SOAK_CALLS, timed_calls
-from sweeper.run.stats import PairTiming
+from sweeper.stats import PairTiming
 
 
 def _timing(mode: str, samples: int, calls: int) -> PairTiming:
@@ -27,7 +27,7 @@ def test_after_write_counts_like_cold():
 
 def test_each_buffer_swapped_half_takes_half_the_samples_and_time():
     from sweeper.run.executor import half_stopping
-    from sweeper.run.stats import Stopping
+    from sweeper.stats import Stopping
 
     h = half_stopping(Stopping(min_samples=6, max_samples=16, time_cap_s=2.0))
     assert (h.min_samples, h.max_samples, h.time_cap_s) == (3, 8, 1.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sweeper.run.executor import merge_timings
-from sweeper.run.stats import PairTiming, parts_median_ci, parts_ratio_ci, ratio_ci
+from sweeper.stats import PairTiming, parts_median_ci, parts_ratio_ci, ratio_ci
 
 
 def _noisy(rng, centre, k, rel=0.01):
@@ -90,7 +90,7 @@ def test_the_ci_level_is_95_percent():
 
 
 def test_median_ci_edge_cases_and_determinism():
-    from sweeper.run.stats import median_ci
+    from sweeper.stats import median_ci
 
     assert all(np.isnan(median_ci(np.array([]))))
     assert median_ci(np.array([3.5])) == (3.5, 3.5)
@@ -104,7 +104,7 @@ def test_median_ci_edge_cases_and_determinism():
 
 
 def test_rel_halfwidth_is_half_the_ci_over_the_median():
-    from sweeper.run.stats import median_ci, rel_halfwidth
+    from sweeper.stats import median_ci, rel_halfwidth
 
     x = 100.0 + np.arange(-20.0, 21.0)
     lo, hi = median_ci(x)
@@ -124,7 +124,7 @@ def test_the_bootstrap_is_seeded_deterministic_and_seed_sensitive():
 
 
 def test_the_ci_tails_split_the_level_evenly():
-    from sweeper.run.stats import ci_tails
+    from sweeper.stats import ci_tails
 
     assert ci_tails(0.95) == pytest.approx((0.025, 0.975))
     assert ci_tails(0.5) == pytest.approx((0.25, 0.75))
@@ -159,7 +159,7 @@ def test_pair_timing_summary_splits_its_parts_only_when_they_add_up():
 
 
 def test_median_ci_of_two_samples_spans_both():
-    from sweeper.run.stats import median_ci, rel_halfwidth
+    from sweeper.stats import median_ci, rel_halfwidth
 
     assert median_ci(np.array([0.0, 10.0])) == (0.0, 10.0)  # resampled medians: 0, 5, 10
     assert median_ci([1, 3]) == (1.0, 3.0)
@@ -169,7 +169,7 @@ def test_median_ci_of_two_samples_spans_both():
 def test_resampled_medians_equal_numpy_medians_of_the_drawn_values():
     """The bootstrap's medians come from draw counts over the sorted sample; they must be what
     np.median of the drawn values gives, ties and even sizes included."""
-    from sweeper.run.stats import _BOOT, _resample_counts, _resample_medians
+    from sweeper.stats import _BOOT, _resample_counts, _resample_medians
 
     rng = np.random.default_rng(3)
     for k in (2, 3, 7, 8, 16):
@@ -182,7 +182,7 @@ def test_resampled_medians_equal_numpy_medians_of_the_drawn_values():
 
 
 def test_the_two_quantiles_are_numpys_linear_ones():
-    from sweeper.run.stats import _quantiles
+    from sweeper.stats import _quantiles
 
     rng = np.random.default_rng(5)
     for size in (1, 2, 3, 10, 400):
@@ -196,7 +196,7 @@ def test_the_two_quantiles_are_numpys_linear_ones():
 @pytest.mark.parametrize("split", [(8, 8), (3, 5), (16,), (2, 2, 4), (1, 7)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_paired_summary_is_the_three_cis_it_replaces_bit_for_bit(split, seed):
-    from sweeper.run.stats import paired_summary_ci
+    from sweeper.stats import paired_summary_ci
 
     r = np.random.default_rng(seed)
     a = [r.lognormal(2.0, 0.05, k) for k in split]
@@ -212,7 +212,7 @@ def test_the_paired_summary_is_the_three_cis_it_replaces_bit_for_bit(split, seed
 
 
 def test_the_paired_summary_computes_apart_where_the_sides_parts_differ():
-    from sweeper.run.stats import paired_summary_ci
+    from sweeper.stats import paired_summary_ci
 
     r = np.random.default_rng(7)
     a, b = r.random(9) + 10, r.random(8) + 10  # one part, unequal sizes: the ratio truncates
@@ -230,7 +230,7 @@ def test_the_paired_summary_computes_apart_where_the_sides_parts_differ():
 
 
 def test_hot_warm_up_is_four_calls_from_a_quarter_of_the_l2_to_all_of_it():
-    from sweeper.run.stats import warm_calls
+    from sweeper.stats import warm_calls
 
     l2 = 60 * 2**20
     sizes = (0.5, 8, 14.9, 15, 16, 32, 56, 60, 60.1, 120, 512)
@@ -238,7 +238,7 @@ def test_hot_warm_up_is_four_calls_from_a_quarter_of_the_l2_to_all_of_it():
 
 
 def test_a_recorded_warm_up_rule_gives_calls_by_working_set():
-    from sweeper.run.stats import WARM_RULE, warm_calls, warm_rule
+    from sweeper.stats import WARM_RULE, warm_calls, warm_rule
 
     l2 = 60 * 2**20
     sizes = [int(ws * 2**20) for ws in (1, 20, 59, 200)]

@@ -7,8 +7,9 @@ import pytest
 
 from sweeper import api
 from sweeper.plan.gpus import lookup
-from sweeper.report.checks import MiB, scorecard, scorecard_markdown, verify_scorecard
+from sweeper.report.checks import scorecard, scorecard_markdown, verify_scorecard
 from sweeper.run.replay import ModelExecutor
+from sweeper.units import MiB
 
 L2 = lookup("h200").l2_bytes
 
@@ -98,8 +99,8 @@ def test_on_verify_a_floor_holds_in_every_pass_and_a_loss_counts_only_in_every_p
 def test_a_targets_file_says_how_verify_passes_count():
     import json
 
+    from sweeper.analyze.targets import load_targets
     from sweeper.errors import SchemaError
-    from sweeper.report.checks import load_targets
 
     doc = {"targets": [{"name": "a", "metric": "ratio", "floor": 1.1},
                        {"name": "b", "metric": "ratio", "floor": 0.99, "verify_passes": "any"}]}  # fmt: skip
