@@ -90,16 +90,6 @@ def test_nothing_tracked_narrates_the_development():
     assert not hits, hits
 
 
-def test_the_kernels_layer_never_imports_sweeper():
-    offenders = [
-        f"{p.name}:{i}"
-        for p in sorted((ROOT / "kernels").glob("*.py"))
-        for i, line in enumerate(p.read_text().splitlines(), 1)
-        if re.match(r"\s*(from|import)\s+sweeper(\.|\s|$)", line)
-    ]
-    assert not offenders, offenders
-
-
 @pytest.mark.parametrize(
     "pattern, home",
     [
