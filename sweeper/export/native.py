@@ -5,6 +5,7 @@
 `launch(x_ptr, y_ptr, n, stream_handle)`, that only enqueues work (no sync, no allocation),
 so it can be captured into a CUDA graph. This exercises the real `launch_relu` dispatch,
 device-property cache and alignment fallback of the header, not a re-implementation.
+numba.cuda is imported inside `device_arch` only.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class _Buffers:
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
-        self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor._bufs
+        self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor.buffers
 
     def all_arrays(self) -> list:
         """Every buffer the cell's kernels touch (what the L2 normalizer demotes)."""

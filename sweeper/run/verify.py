@@ -2,7 +2,7 @@
 bit-exact and its dispatch against the Python export (sweeper.export.verify), and time it with
 the run's harness (GpuExecutor, sweeper.run.timers) against its Numba variant and the baseline.
 
-Only this module's functions (and the modules they call) touch numba.cuda.
+numba.cuda is imported inside functions only: importing this module needs no GPU.
 """
 
 from __future__ import annotations
