@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                             "ws_mib": mib,
                             "ws_bytes": 8 * n,
                             "warm": "auto" if w is None else w,
-                            "warm_calls": ex._warm_calls(key),
+                            "warm_calls": ex.warm_calls(key),
                             "calls": t.calls,
                             "rep": rep,
                             "samples_per_side": int(t.a_us.size),

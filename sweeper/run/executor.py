@@ -502,7 +502,7 @@ class GpuExecutor:
                     fresh.load(x, y, b.src, s)
                     self._fresh_loaded = True
                 # captured first, so the warm-up calls write the first output buffers
-                warm = Graph(call, self._warm_calls(key), s, self._exec_pool, ("fresh-warm",))
+                warm = Graph(call, self.warm_calls(key), s, self._exec_pool, ("fresh-warm",))
                 graph = Graph(unit, calls, s, self._exec_pool, ("fresh",))
                 fresh.reset(s)
                 try:
@@ -548,7 +548,7 @@ class GpuExecutor:
                 calls, graphs = self._baseline_graphs(bl, key, sides[1], stop)
             return self.bench.time_pair_hot(
                 a, bl, stop, calls=calls, b_graphs=graphs, prime=prime, between=between,
-                warm_calls=self._warm_calls(key), first=first,
+                warm_calls=self.warm_calls(key), first=first,
             )  # fmt: skip
         if mode == "cold":
             return self.bench.time_pair_blocked(
@@ -576,7 +576,7 @@ class GpuExecutor:
         if key not in self._base_calls:
             self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
         calls = self._base_calls[key]
-        warm = self._warm_calls(key)
+        warm = self.warm_calls(key)
         gkey = (*key, side, warm)
         if gkey not in self._base_graphs:
             s = self.bench.stream
@@ -588,7 +588,7 @@ class GpuExecutor:
         """The hot warm-up rule in force, as the manifest records it (harness.hot_warm_calls)."""
         return WARM_RULE if self.hot_warm_calls is None else self.hot_warm_calls
 
-    def _warm_calls(self, key: tuple) -> int:
+    def warm_calls(self, key: tuple) -> int:
         """Hot mode's warm-up calls per sample at (dtype, n)."""
         from sweeper_kernels import itemsize
 
