@@ -678,6 +678,13 @@ def policy_build_cmd(
         help="Call pattern: preallocated or allocating.",
         show_default="preallocated",
     ),
+    resolution: int = typer.Option(
+        None,
+        "--resolution",
+        metavar="N",
+        help="A band boundary's bracket may be at most L2/N bytes wide.",
+        show_default="the run's plan's resolution",
+    ),
     floors: bool = typer.Option(
         True,
         "--floors/--no-floors",
@@ -712,7 +719,13 @@ def policy_build_cmd(
             fail(f"--mode {mode}: a policy is built for one mode; build one per mode")
         run = _named_run(run)
         path, doc = api.policy_build(
-            run, tolerance=tolerance, mode=mode, pattern=pattern, floors=floors, targets=targets
+            run,
+            tolerance=tolerance,
+            mode=mode,
+            pattern=pattern,
+            resolution=resolution,
+            floors=floors,
+            targets=targets,
         )
         text = api.policy_show(str(path))
     except USER_ERRORS as e:
