@@ -450,6 +450,8 @@ def audit(
     from sweeper.analyze.store import load_run
     from sweeper.runfolder import EXTERNAL_GRID
 
+    if executor is None:
+        require_cuda("sweeper audit")
     run_dir = run(
         plan_path,
         grid=EXTERNAL_GRID,
