@@ -807,7 +807,7 @@ def export_cmd(
     typer.echo(str(path))
 
 
-@app.command("compare", epilog="Example: sweeper compare results/h200/hot-6 results/h200/hot-7")
+@app.command("compare", epilog="Example: sweeper compare OLD_RUN results/h200/hot-7")
 def compare_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help="First run folder."),
     run_b: str = typer.Argument(..., metavar="RUN_B", help="Second run folder."),
