@@ -220,12 +220,12 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class _Measure:
-    """What a run measures once the plan is found and a resumed run's manifest is read."""
+    """What a run measures: the request's choices, or a resumed run's recorded ones, and the
+    plan they apply to (None until it is resolved)."""
 
-    plan_path: str
-    plan: object
+    plan_path: str | None
     grid: str
-    dtypes: tuple[str, ...]
+    dtypes: tuple[str, ...] | None
     modes: tuple[str, ...]
     allocating: bool
     full: bool
@@ -236,8 +236,9 @@ class _Measure:
     ws_range: tuple[int, int] | None
     kernels: list
     baseline_kernel: object | None
-    dispatch: object
-    resume_dir: object | None
+    dispatch: object = None
+    resume_dir: object | None = None
+    plan: object = None
 
 
 def run(
@@ -250,10 +251,12 @@ def run(
     """Measure a RunRequest on this machine's GPU (or with `executor`, e.g. a replay); returns
     the run folder. `request` may also be a plan path, with the request's fields as keywords.
 
-    Users' kernels are compiled and checked for the plan's compute capability before the GPU
-    is touched, and for the device's before anything is written. With a time limit the run
-    stops cleanly (the cell in flight finishes) and raises TimeLimitReached; its folder
-    resumes where it stopped."""
+    The steps: resolve what to measure (`_measure`: users' kernels, a resumed run's recorded
+    choices, the plan, the policies' dispatch, every refusal before anything is written), the
+    runner's configuration, the GPU executor, then the runner. Users' kernels are compiled and
+    checked for the plan's compute capability before the GPU is touched, and for the device's
+    before anything is written. With a time limit the run stops cleanly (the cell in flight
+    finishes) and raises TimeLimitReached; its folder resumes where it stopped."""
     if not isinstance(request, RunRequest):
         request = RunRequest(plan_path=request, **fields)
     elif fields:
@@ -269,97 +272,101 @@ def run(
     return start(cfg, executor, resume=m.resume_dir, progress=progress)
 
 
-def _measure(req: RunRequest, executor) -> _Measure:
-    """Resolve the users' kernels, the plan and (resuming) the run folder's recorded choices;
-    refuse a bad grid, a kernel that does not compile, a taken run id or a plan for another GPU
-    before anything is written."""
+def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measure:
+    """A new run measures what the request asks (a replay climbs as its recorded run did)."""
+    from sweeper.run.search import SearchParams, climb_trades
+    from sweeper.run.stats import Stopping
+
+    search = SearchParams()
+    replayed = getattr(executor, "manifest", {}).get("search")
+    if replayed:  # a replay climbs with the moves of the run it answers from
+        search = SearchParams(climb_trades=climb_trades(replayed))
+    quick = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
+    return _Measure(
+        plan_path=req.plan_path, grid=req.grid, dtypes=req.dtypes, modes=req.modes,
+        allocating=req.allocating, full=req.full, stopping=quick if req.quick else Stopping(),
+        search=search, producer=req.producer, configs=tuple(req.configs or ()),
+        ws_range=parse_ws_range(req.sizes) if req.sizes else None, kernels=kernels,
+        baseline_kernel=baseline_kernel,
+    )  # fmt: skip
+
+
+def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
+    """A resumed run measures what its manifest recorded: grid, dtypes, modes, pattern,
+    stopping, search, producer, slice, users' kernels and policies' dispatch."""
     from pathlib import Path
 
     from sweeper.analyze.store import load_manifest
+    from sweeper.run.dispatch import dispatch_from_manifest
+    from sweeper.run.external import kernels_from_manifest
+    from sweeper.run.search import search_params
+    from sweeper.run.stats import Stopping
+    from sweeper.runfolder import newest_run
+
+    resume_dir = (
+        Path(req.resume) if isinstance(req.resume, str) else newest_run(req.out_root, gpu_key)
+    )
+    man = load_manifest(resume_dir)
+    recorded = man.get("slice") or {}
+    kernels, baseline_kernel = kernels_from_manifest(man)
+    return _Measure(
+        plan_path=req.plan_path or man["plan"]["path"], grid=man["grid"],
+        dtypes=tuple(man["dtypes"]), modes=tuple(man["modes"]),
+        allocating=man.get("pattern") == "allocating", full=man.get("full", False),
+        stopping=Stopping(**man["stopping"]), search=search_params(man["search"]),
+        producer=man.get("harness", {}).get("after_write_producer", "memcpy"),
+        configs=tuple(recorded.get("configs") or ()),
+        ws_range=tuple(recorded["ws_range"]) if recorded.get("ws_range") else None,
+        kernels=kernels, baseline_kernel=baseline_kernel,
+        dispatch=dispatch_from_manifest(man), resume_dir=resume_dir,
+    )  # fmt: skip
+
+
+def _measure(req: RunRequest, executor) -> _Measure:
+    """Resolve the users' kernels, the choices (the request's, or a resumed run's), the plan
+    and the policies' dispatch; refuse a bad grid, a kernel that does not compile, a taken run
+    id or a plan for another GPU before anything is written."""
     from sweeper.errors import PlanMismatchError, SweeperError
     from sweeper.plan.planfile import load_plan
-    from sweeper.run.external import check_kernels, kernels_from_manifest, user_kernels
-    from sweeper.run.search import SearchParams, climb_trades, search_params
-    from sweeper.run.stats import Stopping
-    from sweeper.runfolder import new_run_dir, newest_run
+    from sweeper.run.external import check_kernels, user_kernels
+    from sweeper.runfolder import EXTERNAL_GRID, new_run_dir
 
     kernels, baseline_kernel = user_kernels(
         req.kernel, req.kernel_block, req.kernel_grid,
         req.baseline, req.baseline_block, req.baseline_grid,
     )  # fmt: skip
-    plan_path = req.plan_path
     gpu_key = None
-    if executor is None and (plan_path is None or req.resume is True):
+    if executor is None and (req.plan_path is None or req.resume is True):
         gpu_key = _gpu_key()
-    grid, dtypes, modes = req.grid, req.dtypes, req.modes
-    allocating, full, producer = req.allocating, req.full, req.producer
-    configs, dispatch = req.configs, None
-    resume_dir = None
-    if req.resume:
-        resume_dir = (
-            Path(req.resume) if isinstance(req.resume, str) else newest_run(req.out_root, gpu_key)
-        )
-        man = load_manifest(resume_dir)
-        plan_path = plan_path or man["plan"]["path"]
-        grid, dtypes, modes = man["grid"], man["dtypes"], tuple(man["modes"])
-        allocating = man.get("pattern") == "allocating"
-        full = man.get("full", False)
-        stopping = Stopping(**man["stopping"])
-        search = search_params(man["search"])
-        producer = man.get("harness", {}).get("after_write_producer", "memcpy")
-        recorded = man.get("slice") or {}
-        configs = recorded.get("configs") or None
-        ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
-        kernels, baseline_kernel = kernels_from_manifest(man)
-        from sweeper.run.dispatch import dispatch_from_manifest
-
-        dispatch = dispatch_from_manifest(man)
-    else:
-        ws_range = parse_ws_range(req.sizes) if req.sizes else None
-        stopping = (
-            Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
-            if req.quick
-            else Stopping()
-        )
-        search = SearchParams()
-        replayed = getattr(executor, "manifest", {}).get("search")
-        if replayed:  # a replay climbs with the moves of the run it answers from
-            search = SearchParams(climb_trades=climb_trades(replayed))
-    if plan_path is None:
+    m = _resumed(req, gpu_key) if req.resume else _fresh(req, executor, kernels, baseline_kernel)
+    if m.plan_path is None:
         if gpu_key is None:
             raise SweeperError("name the plan file to run (--plan FILE)")
         plan_path, plan_obj = find_plan(gpu_key)
     else:
-        plan_obj = load_plan(plan_path)
+        plan_path, plan_obj = m.plan_path, load_plan(m.plan_path)
     from sweeper_kernels import GRIDS
 
-    from sweeper.runfolder import EXTERNAL_GRID
-
-    if grid not in GRIDS and grid != EXTERNAL_GRID:  # before anything is written
-        raise SweeperError(f"--grid {grid!r}: known grids are {', '.join(GRIDS)}")
-    run_dtypes = tuple(dtypes or plan_obj.dtypes)
-    check_kernels([*kernels, *([baseline_kernel] if baseline_kernel else [])], run_dtypes,
-                  plan_obj.cc)  # fmt: skip
-    if resume_dir is None:
+    if m.grid not in GRIDS and m.grid != EXTERNAL_GRID:  # before anything is written
+        raise SweeperError(f"--grid {m.grid!r}: known grids are {', '.join(GRIDS)}")
+    run_dtypes = tuple(m.dtypes or plan_obj.dtypes)
+    check_kernels([*m.kernels, *([m.baseline_kernel] if m.baseline_kernel else [])],
+                  run_dtypes, plan_obj.cc)  # fmt: skip
+    dispatch = m.dispatch
+    if m.resume_dir is None:
         from sweeper.run.dispatch import resolve
 
-        dispatch = resolve(req.policy, req.out_root, plan_obj.gpu, list(modes), list(run_dtypes))
+        dispatch = resolve(req.policy, req.out_root, plan_obj.gpu, list(m.modes), list(run_dtypes))
     if executor is None and gpu_key is None:
         gpu_key = _gpu_key()
-    if resume_dir is None:
+    if m.resume_dir is None:
         new_run_dir(req.out_root, plan_obj.gpu, req.run_id)
     if gpu_key is not None and plan_obj.gpu != gpu_key and not req.force:
         raise PlanMismatchError(
             f"{plan_path} was planned for '{plan_obj.gpu}' but this GPU is '{gpu_key}'; "
             f"run `sweeper plan --gpu auto` (or pass --other-gpu)"
         )
-    return _Measure(
-        plan_path=str(plan_path), plan=plan_obj, grid=grid, dtypes=run_dtypes,
-        modes=tuple(modes), allocating=allocating, full=full, stopping=stopping,
-        search=search, producer=producer, configs=tuple(configs or ()), ws_range=ws_range,
-        kernels=kernels, baseline_kernel=baseline_kernel, dispatch=dispatch,
-        resume_dir=resume_dir,
-    )  # fmt: skip
+    return replace(m, plan_path=str(plan_path), plan=plan_obj, dtypes=run_dtypes, dispatch=dispatch)
 
 
 def _run_config(req: RunRequest, m: _Measure):
