@@ -258,7 +258,9 @@ def run(
     before anything is written. With a time limit the run stops cleanly (the cell in flight
     finishes) and raises TimeLimitReached; its folder resumes where it stopped."""
     if not isinstance(request, RunRequest):
-        request = RunRequest(plan_path=request, **fields)
+        if request is not None and "plan_path" in fields:
+            raise TypeError("run() got the plan twice: as `request` and as `plan_path`")
+        request = RunRequest(**{"plan_path": request, **fields})
     elif fields:
         request = replace(request, **fields)
     if executor is None:
