@@ -16,7 +16,7 @@ if [ -d "${SWEEPER_WHEELHOUSE:-.whl}" ]; then
   SW=(python3 -m sweeper)
 else
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/python -m pip install -q -e ".[torch]"
+  .venv/bin/python -m pip install -q -e ".[cuda,torch]"
   SW=(.venv/bin/python -m sweeper)
 fi
 if [ -n "${RESUME:-}" ]; then

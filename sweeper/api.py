@@ -6,6 +6,8 @@ so `import sweeper.api` stays fast and GPU-free.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 # ---- gpus / plan ---------------------------------------------------------------------------
 
 
@@ -50,7 +52,7 @@ def plan(
     """
     from pathlib import Path
 
-    from sweeper.errors import SweeperError
+    from sweeper.errors import NoGPUError, SweeperError
     from sweeper.plan import gpus as gpumod
     from sweeper.plan import planfile as planmod
 
@@ -59,7 +61,10 @@ def plan(
         raise SweeperError(
             "--save-spec needs --gpu auto: it records the attributes of the device it runs on"
         )
-    spec, notes = gpumod.resolve(gpu)
+    try:
+        spec, notes = gpumod.resolve(gpu)
+    except NoGPUError as e:
+        raise NoGPUError(f"{e}; or pass --gpu NAME (see `sweeper gpus`) instead of auto") from None
     p = planmod.make_plan(spec, dtypes=dtypes, resolution=resolution, notes=notes)
     path = Path(out) if out else Path("sweeps") / f"{spec.key}.json"
     shown = list(notes)
@@ -131,173 +136,296 @@ def find_plan(gpu_key: str, sweeps: str = "sweeps"):
     return path, p
 
 
+def require_cuda(command: str) -> None:
+    """Raise one line naming the `cuda` extra when numba / numba-cuda / the CUDA bindings are
+    not installed (the light install reads results but cannot measure or compile)."""
+    from importlib.util import find_spec
+
+    from sweeper.errors import CUDA_EXTRA, SweeperError
+
+    def missing(name: str) -> bool:
+        try:
+            return find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    gone = [n for n in ("numba", "numba.cuda", "cuda.bindings") if missing(n)]
+    if gone:
+        raise SweeperError(f"{command} needs the cuda extra: {CUDA_EXTRA} ({gone[0]} is missing)")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `sweeper run` is asked to measure, validated once when it is made.
+
+    `plan_path` None takes the newest plan in sweeps/ for this GPU. `kernel` (FILE.cu:NAME,
+    docs/external-kernels.md) adds a user's kernel as one more config, launched with
+    `kernel_block` threads and the `kernel_grid` rule, swept at every size; `baseline`
+    FILE.cu:NAME times every candidate against a user's kernel (`baseline_block`,
+    `baseline_grid`). `resume` is True (the newest run for this GPU) or a run folder; a resumed
+    run takes its grid, dtypes, modes, slice and kernels from its manifest. With
+    `time_limit_s` the run stops cleanly after that many seconds. `configs` (fnmatch patterns
+    of config names) and `sizes` ("LO:HI" MiB of working set) slice the run: every selected
+    config at every selected planned size, no screening or refinement. `policy` ("none",
+    "auto" or policy files, sweeper.run.dispatch) adds shipped policies' dispatch as one more
+    config each, timed in its policy's mode.
+    """
+
+    plan_path: str | None = None
+    grid: str = "default"
+    dtypes: tuple[str, ...] | None = None
+    modes: tuple[str, ...] = ("hot",)
+    baseline: str = "auto"
+    allocating: bool = False
+    full: bool = False
+    resume: str | bool | None = None
+    run_id: str | None = None
+    out_root: str = "results"
+    force: bool = False
+    quick: bool = False
+    workers: int | None = None
+    time_limit_s: float | None = None
+    configs: tuple[str, ...] | None = None
+    sizes: str | None = None
+    producer: str = "sm"
+    kernel: str | None = None
+    kernel_block: int = 256
+    kernel_grid: str = "stride1"
+    baseline_block: int = 256
+    baseline_grid: str = "stride1"
+    policy: str = "none"
+
+    def __post_init__(self) -> None:
+        from sweeper.analyze.columns import MODES
+        from sweeper.errors import SweeperError
+
+        for name in ("dtypes", "modes", "configs"):  # lists from callers become tuples
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, tuple):
+                object.__setattr__(self, name, tuple(v))
+        if not self.modes:
+            object.__setattr__(self, "modes", ("hot",))
+        if self.plan_path is not None:
+            object.__setattr__(self, "plan_path", str(self.plan_path))
+        if self.producer not in ("sm", "memcpy"):
+            raise SweeperError(f"--producer {self.producer!r}: use sm or memcpy")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise SweeperError(
+                f"--time-limit must be a positive number of seconds, got {self.time_limit_s}"
+            )
+        for m in self.modes:
+            if m not in MODES:
+                raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """What a run measures: the request's choices, or a resumed run's recorded ones, and the
+    plan they apply to (None until it is resolved)."""
+
+    plan_path: str | None
+    grid: str
+    dtypes: tuple[str, ...] | None
+    modes: tuple[str, ...]
+    allocating: bool
+    full: bool
+    stopping: object
+    search: object
+    producer: str
+    configs: tuple[str, ...]
+    ws_range: tuple[int, int] | None
+    kernels: list
+    baseline_kernel: object | None
+    dispatch: object = None
+    resume_dir: object | None = None
+    plan: object = None
+
+
 def run(
-    plan_path: str | None = None,
+    request: RunRequest | str | None = None,
     *,
-    grid: str = "default",
-    dtypes: list[str] | None = None,
-    modes: list[str] | None = None,
-    baseline: str = "auto",
-    allocating: bool = False,
-    full: bool = False,
-    resume: str | bool | None = None,
-    run_id: str | None = None,
-    out_root: str = "results",
-    force: bool = False,
-    quick: bool = False,
-    workers: int | None = None,
     progress=None,
     executor=None,
-    time_limit_s: float | None = None,
-    configs: list[str] | None = None,
-    sizes: str | None = None,
-    producer: str = "sm",
-    kernel: str | None = None,
-    kernel_block: int = 256,
-    kernel_grid: str = "stride1",
-    baseline_block: int = 256,
-    baseline_grid: str = "stride1",
-    policy: str = "none",
+    **fields,
 ):
-    """Measure a plan on this machine's GPU (or with `executor`, e.g. a replay); returns the
-    run folder. `kernel` (FILE.cu:NAME, docs/external-kernels.md) adds a user's kernel as
-    one more config, launched with `kernel_block` threads and the `kernel_grid` rule, swept
-    at every size; `baseline` FILE.cu:NAME times every candidate against a user's kernel
-    (`baseline_block`, `baseline_grid`). Users' kernels are compiled and checked for the
-    plan's compute capability before the GPU is touched, and for the device's before
-    anything is written. `resume` is True (newest run for this GPU) or a run folder. With
-    `time_limit_s` the run stops cleanly after that many seconds (the cell in flight
-    finishes) and raises TimeLimitReached; its folder resumes where it stopped. `configs`
-    (fnmatch patterns of config names) and `sizes` ("LO:HI" MiB of working set) slice the run:
-    every selected config at every selected planned size, no screening or refinement.
-    `policy` ("none", "auto" or policy files, sweeper.run.dispatch) adds shipped policies'
-    dispatch as one more config each, timed in its policy's mode."""
-    from pathlib import Path
+    """Measure a RunRequest on this machine's GPU (or with `executor`, e.g. a replay); returns
+    the run folder. `request` may also be a plan path, with the request's fields as keywords.
 
-    from sweeper.analyze.columns import MODES
-    from sweeper.analyze.store import load_manifest
-    from sweeper.errors import PlanMismatchError, SweeperError
-    from sweeper.plan.planfile import load_plan
-    from sweeper.run.runner import RunConfig, start
-    from sweeper.run.search import SearchParams, climb_trades, search_params
-    from sweeper.runfolder import new_run_dir, newest_run
+    The steps: resolve what to measure (`_measure`: users' kernels, a resumed run's recorded
+    choices, the plan, the policies' dispatch, every refusal before anything is written), the
+    runner's configuration, the GPU executor, then the runner. Users' kernels are compiled and
+    checked for the plan's compute capability before the GPU is touched, and for the device's
+    before anything is written. With a time limit the run stops cleanly (the cell in flight
+    finishes) and raises TimeLimitReached; its folder resumes where it stopped."""
+    if not isinstance(request, RunRequest):
+        if request is not None and "plan_path" in fields:
+            raise TypeError("run() got the plan twice: as `request` and as `plan_path`")
+        request = RunRequest(**{"plan_path": request, **fields})
+    elif fields:
+        request = replace(request, **fields)
+    if executor is None:
+        require_cuda("sweeper run")
+    from sweeper.run.runner import start
+
+    m = _measure(request, executor)
+    cfg = _run_config(request, m)
+    if executor is None:
+        executor = _gpu_executor(request, m, cfg)
+    return start(cfg, executor, resume=m.resume_dir, progress=progress)
+
+
+def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measure:
+    """A new run measures what the request asks (a replay climbs as its recorded run did)."""
+    from sweeper.run.search import SearchParams, climb_trades
     from sweeper.stats import Stopping
 
-    if producer not in ("sm", "memcpy"):
-        raise SweeperError(f"--producer {producer!r}: use sm or memcpy")
-    if time_limit_s is not None and not time_limit_s > 0:
-        raise SweeperError(f"--time-limit must be a positive number of seconds, got {time_limit_s}")
-    for m in modes or ["hot"]:
-        if m not in MODES:
-            raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
-    from sweeper.run.external import kernels_from_manifest, user_kernels
+    search = SearchParams()
+    replayed = getattr(executor, "manifest", {}).get("search")
+    if replayed:  # a replay climbs with the moves of the run it answers from
+        search = SearchParams(climb_trades=climb_trades(replayed))
+    quick = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
+    return _Measure(
+        plan_path=req.plan_path, grid=req.grid, dtypes=req.dtypes, modes=req.modes,
+        allocating=req.allocating, full=req.full, stopping=quick if req.quick else Stopping(),
+        search=search, producer=req.producer, configs=tuple(req.configs or ()),
+        ws_range=parse_ws_range(req.sizes) if req.sizes else None, kernels=kernels,
+        baseline_kernel=baseline_kernel,
+    )  # fmt: skip
+
+
+def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
+    """A resumed run measures what its manifest recorded: grid, dtypes, modes, pattern,
+    stopping, search, producer, slice, users' kernels and policies' dispatch."""
+    from pathlib import Path
+
+    from sweeper.analyze.store import load_manifest
+    from sweeper.run.dispatch import dispatch_from_manifest
+    from sweeper.run.external import kernels_from_manifest
+    from sweeper.run.search import search_params
+    from sweeper.runfolder import newest_run
+    from sweeper.stats import Stopping
+
+    resume_dir = (
+        Path(req.resume) if isinstance(req.resume, str) else newest_run(req.out_root, gpu_key)
+    )
+    man = load_manifest(resume_dir)
+    recorded = man.get("slice") or {}
+    kernels, baseline_kernel = kernels_from_manifest(man)
+    return _Measure(
+        plan_path=req.plan_path or man["plan"]["path"], grid=man["grid"],
+        dtypes=tuple(man["dtypes"]), modes=tuple(man["modes"]),
+        allocating=man.get("pattern") == "allocating", full=man.get("full", False),
+        stopping=Stopping(**man["stopping"]), search=search_params(man["search"]),
+        producer=man.get("harness", {}).get("after_write_producer", "memcpy"),
+        configs=tuple(recorded.get("configs") or ()),
+        ws_range=tuple(recorded["ws_range"]) if recorded.get("ws_range") else None,
+        kernels=kernels, baseline_kernel=baseline_kernel,
+        dispatch=dispatch_from_manifest(man), resume_dir=resume_dir,
+    )  # fmt: skip
+
+
+def _measure(req: RunRequest, executor) -> _Measure:
+    """Resolve the users' kernels, the choices (the request's, or a resumed run's), the plan
+    and the policies' dispatch; refuse a bad grid, a kernel that does not compile, a taken run
+    id or a plan for another GPU before anything is written."""
+    from sweeper.errors import PlanMismatchError, SweeperError
+    from sweeper.plan.planfile import load_plan
+    from sweeper.run.external import check_kernels, user_kernels
+    from sweeper.runfolder import EXTERNAL_GRID, new_run_dir
 
     kernels, baseline_kernel = user_kernels(
-        kernel, kernel_block, kernel_grid, baseline, baseline_block, baseline_grid
-    )
+        req.kernel, req.kernel_block, req.kernel_grid,
+        req.baseline, req.baseline_block, req.baseline_grid,
+    )  # fmt: skip
     gpu_key = None
-    if executor is None and (plan_path is None or resume is True):
+    if executor is None and (req.plan_path is None or req.resume is True):
         gpu_key = _gpu_key()
-
-    resume_dir = None
-    if resume:
-        resume_dir = Path(resume) if isinstance(resume, str) else newest_run(out_root, gpu_key)
-        m = load_manifest(resume_dir)
-        plan_path = plan_path or m["plan"]["path"]
-        grid, dtypes, modes = m["grid"], m["dtypes"], m["modes"]
-        allocating = m.get("pattern") == "allocating"
-        full = m.get("full", False)
-        stopping = Stopping(**m["stopping"])
-        search = search_params(m["search"])
-        producer = m.get("harness", {}).get("after_write_producer", "memcpy")
-        recorded = m.get("slice") or {}
-        configs = recorded.get("configs") or None
-        ws_range = tuple(recorded["ws_range"]) if recorded.get("ws_range") else None
-        kernels, baseline_kernel = kernels_from_manifest(m)
-        from sweeper.run.dispatch import dispatch_from_manifest
-
-        dispatch = dispatch_from_manifest(m)
-    else:
-        ws_range = parse_ws_range(sizes) if sizes else None
-        stopping = (
-            Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
-            if quick
-            else Stopping()
-        )
-        search = SearchParams()
-        replayed = getattr(executor, "manifest", {}).get("search")
-        if replayed:  # a replay climbs with the moves of the run it answers from
-            search = SearchParams(climb_trades=climb_trades(replayed))
-    if plan_path is None:
+    m = _resumed(req, gpu_key) if req.resume else _fresh(req, executor, kernels, baseline_kernel)
+    if m.plan_path is None:
         if gpu_key is None:
-            raise SweeperError("name the plan file to run")
+            raise SweeperError("name the plan file to run (--plan FILE)")
         plan_path, plan_obj = find_plan(gpu_key)
     else:
-        plan_obj = load_plan(plan_path)
+        plan_path, plan_obj = m.plan_path, load_plan(m.plan_path)
     from sweeper_kernels import GRIDS
 
-    from sweeper.run.external import check_kernels
-    from sweeper.runfolder import EXTERNAL_GRID
-
-    if grid not in GRIDS and grid != EXTERNAL_GRID:  # before anything is written
-        raise SweeperError(f"--grid {grid!r}: known grids are {', '.join(GRIDS)}")
-    run_dtypes = tuple(dtypes or plan_obj.dtypes)
-    check_kernels([*kernels, *([baseline_kernel] if baseline_kernel else [])], run_dtypes,
-                  plan_obj.cc)  # fmt: skip
-    if resume_dir is None:
+    if m.grid not in GRIDS and m.grid != EXTERNAL_GRID:  # before anything is written
+        raise SweeperError(f"--grid {m.grid!r}: known grids are {', '.join(GRIDS)}")
+    run_dtypes = tuple(m.dtypes or plan_obj.dtypes)
+    check_kernels([*m.kernels, *([m.baseline_kernel] if m.baseline_kernel else [])],
+                  run_dtypes, plan_obj.cc)  # fmt: skip
+    dispatch = m.dispatch
+    if m.resume_dir is None:
         from sweeper.run.dispatch import resolve
 
-        dispatch = resolve(policy, out_root, plan_obj.gpu, list(modes or ["hot"]), list(run_dtypes))
+        dispatch = resolve(req.policy, req.out_root, plan_obj.gpu, list(m.modes), list(run_dtypes))
     if executor is None and gpu_key is None:
         gpu_key = _gpu_key()
-    if resume_dir is None:
-        new_run_dir(out_root, plan_obj.gpu, run_id)
-    if gpu_key is not None and plan_obj.gpu != gpu_key and not force:
+    if m.resume_dir is None:
+        new_run_dir(req.out_root, plan_obj.gpu, req.run_id)
+    if gpu_key is not None and plan_obj.gpu != gpu_key and not req.force:
         raise PlanMismatchError(
             f"{plan_path} was planned for '{plan_obj.gpu}' but this GPU is '{gpu_key}'; "
-            f"run `sweeper plan --gpu auto` (or pass --force)"
+            f"run `sweeper plan --gpu auto` (or pass --other-gpu)"
         )
-    cfg = RunConfig(
-        time_limit_s=time_limit_s,
-        configs=tuple(configs or ()),
-        ws_range=ws_range,
-        plan=plan_obj,
-        plan_path=str(plan_path),
-        grid=grid,
-        dtypes=run_dtypes,
-        keep_configs=tuple(k.config for k in kernels),
-        modes=tuple(modes or ["hot"]),
-        pattern="allocating" if allocating else "preallocated",
-        stopping=stopping,
-        search=search,
-        full=full,
-        out_root=out_root,
-        run_id=run_id,
-    )
-    if executor is None:
-        from sweeper.run.executor import GpuExecutor
+    return replace(m, plan_path=str(plan_path), plan=plan_obj, dtypes=run_dtypes, dispatch=dispatch)
 
-        executor = GpuExecutor(
-            baseline=baseline,
-            pattern=cfg.pattern,
-            stopping=stopping,
-            dram_peak_gbps=plan_obj.dram_peak_gbps,
-            workers=workers,
-            producer=producer,
-            kernels=kernels,
-            baseline_kernel=baseline_kernel,
-            dispatch=dispatch,
-        )
-        if kernels or baseline_kernel:
-            executor.check_external(cfg.dtypes)
-    return start(cfg, executor, resume=resume_dir, progress=progress)
+
+def _run_config(req: RunRequest, m: _Measure):
+    """The runner's configuration for what `_measure` resolved."""
+    from sweeper.run.runner import RunConfig
+
+    return RunConfig(
+        time_limit_s=req.time_limit_s,
+        configs=m.configs,
+        ws_range=m.ws_range,
+        plan=m.plan,
+        plan_path=m.plan_path,
+        grid=m.grid,
+        dtypes=m.dtypes,
+        keep_configs=tuple(k.config for k in m.kernels),
+        modes=m.modes,
+        pattern="allocating" if m.allocating else "preallocated",
+        stopping=m.stopping,
+        search=m.search,
+        full=m.full,
+        out_root=req.out_root,
+        run_id=req.run_id,
+    )
+
+
+def _gpu_executor(req: RunRequest, m: _Measure, cfg):
+    """The executor that times on the GPU; users' kernels are checked on the device first."""
+    from sweeper.run.executor import GpuExecutor
+
+    executor = GpuExecutor(
+        baseline=req.baseline,
+        pattern=cfg.pattern,
+        stopping=m.stopping,
+        dram_peak_gbps=m.plan.dram_peak_gbps,
+        workers=req.workers,
+        producer=m.producer,
+        kernels=m.kernels,
+        baseline_kernel=m.baseline_kernel,
+        dispatch=m.dispatch,
+    )
+    if m.kernels or m.baseline_kernel:
+        executor.check_external(cfg.dtypes)
+    return executor
 
 
 def _gpu_key() -> str:
-    """The spec-table key of device 0 (NoGPUError without one)."""
-    from sweeper.plan.gpus import detect, spec_for_device
+    """The spec-table key of device 0 (NoGPUError without one, or with a driver older than
+    the CUDA 13 wheels need)."""
+    from sweeper.errors import NoGPUError
+    from sweeper.plan.gpus import detect, require_driver, spec_for_device
 
-    spec, _notes = spec_for_device(detect())
+    try:
+        info = detect()
+    except NoGPUError as e:
+        raise NoGPUError(f"{e}; `sweeper run` measures on this machine's GPU") from None
+    require_driver(info.driver_version)
+    spec, _notes = spec_for_device(info)
     return spec.key
 
 
@@ -331,6 +459,8 @@ def audit(
     from sweeper.analyze.store import load_run
     from sweeper.runfolder import EXTERNAL_GRID
 
+    if executor is None:
+        require_cuda("sweeper audit")
     run_dir = run(
         plan_path,
         grid=EXTERNAL_GRID,
@@ -362,6 +492,7 @@ def kernel_check(kernel: str, dtypes: list[str] | None = None, cc: int = 90,
                  block: int = 256, grid: str = "stride1") -> dict:  # fmt: skip
     """Compile and check a user's kernel (FILE.cu:NAME) for compute capability `cc` with
     NVRTC, without a GPU: {"config", "symbols", "cc"}. KernelError on the first problem."""
+    require_cuda("sweeper kernels check")
     from sweeper_kernels.dtypes import DTYPES
     from sweeper_kernels.external import check, load_kernel
 
@@ -607,6 +738,7 @@ def verify(
     from sweeper.errors import SweeperError
     from sweeper.run.verify import verify as do_verify
 
+    require_cuda("sweeper verify")
     ws_range = parse_ws_range(sizes) if sizes else None
     pats = [c.strip() for c in configs.split(",") if c.strip()] if configs else None
     dts = [d.strip() for d in dtypes.split(",") if d.strip()] if dtypes else None
@@ -647,6 +779,7 @@ def kernels_list(grid: str = "default", dtypes: str | None = None) -> dict:
 
 def kernels_ptx(variant_id: str, cc: int = 90) -> str:
     """PTX of one variant for compute capability `cc` (e.g. 90); needs no GPU."""
+    require_cuda("sweeper kernels ptx")
     from sweeper_kernels.build import ptx
     from sweeper_kernels.variants import Variant
 

@@ -14,9 +14,11 @@ from sweeper.units import fmt_bytes
 app = typer.Typer(
     name="sweeper",
     help="Byte-gap-free sweeps and launch-policy selection for memory-bound GPU kernels.",
+    epilog="Example: sweeper --device 1 run --dtypes fp32",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
@@ -41,12 +43,12 @@ def _root(
         None,
         "--device",
         min=0,
-        help="The GPU to use, by index (of CUDA_VISIBLE_DEVICES where set) [default: 0].",
+        metavar="N",
+        help="The GPU to use, by index (of CUDA_VISIBLE_DEVICES where set).",
+        show_default="0",
     ),
 ) -> None:
-    """sweeper: plan -> run -> select -> policy -> export, with plots and reports.
-
-    Example: sweeper --device 1 run --dtypes fp32"""
+    """sweeper: plan -> run -> select -> policy -> export, with plots and reports."""
     _DEBUG["on"] = debug
     if device is not None:
         from sweeper.devices import use_device
@@ -64,6 +66,9 @@ def fail(message: str) -> None:
         raise sys.exc_info()[1]
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
+
+
+_RUN_HELP = "Run folder results/<gpu>/<run-id>."
 
 
 def _named_run(run: str | None) -> str:
@@ -84,6 +89,23 @@ def _echo_json(doc: dict) -> None:
     typer.echo(json.dumps(doc, indent=1, sort_keys=True))
 
 
+# Shared wording, so an option reads the same in every command that has it.
+_DTYPES_HELP = "Comma-separated dtypes: fp32, fp16, bf16, int8."
+_MODES_HELP = "Comma-separated residency modes: hot, cold, after-write."
+_BASELINE_HELP = "torch, auto (torch if importable), a config, or a kernel FILE.cu:NAME."
+_ROOT_HELP = "Results root: the run folder is ROOT/<gpu>/<run-id>."
+_PLAN_HELP = "Plan file (from `sweeper plan`)."
+_NEWEST_PLAN = "the newest in sweeps/ for this GPU"
+_RUN_ID_HELP = "Name of the new run folder."
+_SIZES_HELP = "Only working sets in LO:HI MiB (e.g. 36:52)."
+_GRID_RULE_HELP = "grid rule: stride1, strideW, onepass[E|KB] or fixedG."
+_POLICY_HELP = (
+    "Shipped policies whose exported dispatch is timed beside the configs: auto (per mode "
+    "and dtype, the newest verified policy under ROOT/<gpu> that covers it), none, or "
+    "comma-separated policy.json files; in a slice, name them in --configs ('policy-*')."
+)
+
+
 # ---- commands are registered below, one small function each ------------------------------
 
 
@@ -97,7 +119,12 @@ def _console():
 
 @app.command("gpus", epilog="Example: sweeper gpus --sources")
 def gpus_cmd(
-    gpu: str = typer.Argument(None, help="Show one GPU: a key/alias or a spec file FILE.toml."),
+    gpu: str = typer.Argument(
+        None,
+        metavar="GPU",
+        help="Show one GPU: a key or alias, or a spec file FILE.toml.",
+        show_default="every row of the table",
+    ),
     sources: bool = typer.Option(
         False, "--sources", help="Print every value with the primary source it comes from."
     ),
@@ -177,25 +204,35 @@ def gpus_cmd(
     typer.echo("Sources of every value: sweeper gpus --sources")
 
 
-@app.command("plan", epilog="Example: sweeper plan --gpu 4090 -o sweeps/4090.json")
+@app.command("plan", epilog="Example: sweeper plan --gpu h200 -o sweeps/h200.json")
 def plan_cmd(
     gpu: str = typer.Option(
         ...,
         "--gpu",
+        metavar="GPU",
         help="GPU key or alias (see `sweeper gpus`), a spec file FILE.toml, or auto.",
     ),
     out: str = typer.Option(
-        None, "-o", "--out", help="Plan file to write [default: sweeps/<gpu>.json]"
+        None,
+        "-o",
+        "--out",
+        metavar="FILE",
+        help="Plan file to write.",
+        show_default="sweeps/<gpu>.json",
     ),
-    dtypes: str = typer.Option("fp32,fp16,bf16,int8", "--dtypes", help="Comma-separated dtypes."),
+    dtypes: str = typer.Option(
+        "fp32,fp16,bf16,int8", "--dtypes", metavar="LIST", help=_DTYPES_HELP
+    ),
     resolution: int = typer.Option(
-        32, "--resolution", help="Dense-band step is L2/resolution bytes (32..4096)."
+        32, "--resolution", metavar="N", help="Dense-band step is L2/N bytes (32..4096)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite a different existing plan."),
     save_spec: str = typer.Option(
         None,
         "--save-spec",
+        metavar="FILE.toml",
         help="With --gpu auto: also write the device's spec to FILE.toml for other machines.",
+        show_default="none",
     ),
 ) -> None:
     """Plan working-set sizes that are gap-free in bytes around the GPU's L2 boundary.
@@ -247,67 +284,141 @@ def plan_cmd(
     console.print(f"wrote {result.path}")
 
 
-@app.command(
-    "run", epilog="Example: sweeper run --dtypes fp32,fp16 --modes hot,after-write --time-limit 600"
-)
+def _list(text: str | None) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c']; None or empty -> None."""
+    items = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return items or None
+
+
+@app.command("run", epilog="Example: sweeper run --dtypes fp32,fp16 --modes hot,after-write")
 def run_cmd(
-    plan: str = typer.Argument(None, help="Plan file (default: newest in sweeps/ for this GPU)."),
-    grid: str = typer.Option("default", help="Variant grid: default or extended."),
-    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: the plan's)."),
-    modes: str = typer.Option("hot", help="Comma-separated: hot, cold, after-write."),
-    baseline: str = typer.Option(
-        "auto", help="torch, auto (torch if importable), a config, or a kernel FILE.cu:NAME."
+    plan: str = typer.Option(
+        None, "--plan", metavar="FILE", help=_PLAN_HELP, show_default=_NEWEST_PLAN
     ),
-    allocating: bool = typer.Option(False, help="Diagnostic: the doubled output footprint."),
-    full: bool = typer.Option(False, help="Every config at every size (no screening)."),
-    resume: bool = typer.Option(False, help="Continue the newest (or --run-dir) run."),
-    run_dir: str = typer.Option(None, help="The run folder to resume."),
-    run_id: str = typer.Option(None, help="Name of the new run folder."),
-    root: str = typer.Option(
-        "results", "--root", help="Results root: the run folder is ROOT/<gpu>/<run-id>."
+    plan_arg: str = typer.Argument(None, hidden=True, metavar="PLAN"),
+    grid: str = typer.Option(
+        "default", "--grid", metavar="NAME", help="Variant grid: default or extended."
     ),
-    force: bool = typer.Option(False, help="Run a plan made for another GPU."),
-    quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
+    dtypes: str = typer.Option(
+        None, "--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="the plan's"
+    ),
+    modes: str = typer.Option("hot", "--modes", metavar="LIST", help=_MODES_HELP),
+    baseline: str = typer.Option("auto", "--baseline", metavar="WHAT", help=_BASELINE_HELP),
+    allocating: bool = typer.Option(
+        False, "--allocating", help="Diagnostic: the doubled output footprint."
+    ),
+    full: bool = typer.Option(False, "--full", help="Every config at every size (no screening)."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue a stopped run: the newest for this GPU, or --run-dir."
+    ),
+    run_dir: str = typer.Option(
+        None,
+        "--run-dir",
+        metavar="RUN",
+        help="The run folder --resume continues.",
+        show_default="the newest for this GPU",
+    ),
+    run_id: str = typer.Option(
+        None, "--run-id", metavar="NAME", help=_RUN_ID_HELP, show_default="the UTC start time"
+    ),
+    root: str = typer.Option("results", "--root", metavar="DIR", help=_ROOT_HELP),
+    other_gpu: bool = typer.Option(
+        False, "--other-gpu", help="Run a plan made for another GPU than this one."
+    ),
+    force: bool = typer.Option(False, "--force", hidden=True),
+    quick: bool = typer.Option(False, "--quick", help="Fewer samples per cell (smoke runs)."),
     time_limit: float = typer.Option(
-        None, help="Stop cleanly after this many seconds; --resume continues the run."
+        None,
+        "--time-limit",
+        metavar="SECONDS",
+        help="Stop cleanly after this many seconds; --resume continues the run.",
+        show_default="no limit",
     ),
     configs: str = typer.Option(
-        None, help="Only these configs (comma-separated, wildcards: 'v16-u2-*-stride1')."
+        None,
+        "--configs",
+        metavar="PATTERNS",
+        help="Only these configs (comma-separated, wildcards: 'v16-u2-*-stride1').",
+        show_default="all",
     ),
-    sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
+    sizes: str = typer.Option(
+        None, "--sizes", metavar="LO:HI", help=_SIZES_HELP, show_default="every planned size"
+    ),
     producer: str = typer.Option(
-        "sm", help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's)."
+        "sm",
+        "--producer",
+        metavar="sm|memcpy",
+        help="Diagnostic: after-write's producer, sm (a kernel) or memcpy (the driver's).",
     ),
     kernel: str = typer.Option(
-        None, help="Also time your kernel FILE.cu:NAME (docs/external-kernels.md)."
+        None,
+        "--kernel",
+        metavar="FILE.cu:NAME",
+        help="Also time your kernel, at every size (docs/external-kernels.md).",
+        show_default="none",
     ),
-    kernel_block: int = typer.Option(256, help="--kernel's threads per block."),
+    kernel_block: int = typer.Option(
+        256, "--kernel-block", metavar="N", help="--kernel's threads per block."
+    ),
     kernel_grid: str = typer.Option(
-        "stride1", help="--kernel's grid: onepass[E|KB], strideW or fixedG."
+        "stride1", "--kernel-grid", metavar="RULE", help="--kernel's " + _GRID_RULE_HELP
     ),
-    baseline_block: int = typer.Option(256, help="A --baseline kernel's threads per block."),
-    baseline_grid: str = typer.Option("stride1", help="A --baseline kernel's grid rule."),
-    policy: str = typer.Option(
-        "none",
-        help="Also time shipped policies' dispatch: comma-separated policy.json files, auto "
-        "(as sweeper audit), or none; in a slice, name them in --configs ('policy-*').",
+    baseline_block: int = typer.Option(
+        256, "--baseline-block", metavar="N", help="A --baseline kernel's threads per block."
     ),
+    baseline_grid: str = typer.Option(
+        "stride1",
+        "--baseline-grid",
+        metavar="RULE",
+        help="A --baseline kernel's " + _GRID_RULE_HELP,
+    ),
+    policy: str = typer.Option("none", "--policy", metavar="WHICH", help=_POLICY_HELP),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
     """Time the variant grid over a plan against the baseline, with guards; resumable.
 
-    --kernel FILE.cu:NAME adds your kernel as one more config, swept at every size;
-    --baseline FILE.cu:NAME times everything against your kernel instead of torch;
-    --policy FILE.json times a shipped policy's exported dispatch beside the grid."""
+    --kernel FILE.cu:NAME adds your kernel as one more config, swept at every size.
+    --baseline FILE.cu:NAME times everything against your kernel instead of torch.
+    --policy FILE.json times a shipped policy's exported dispatch beside the grid.
+    """
     from sweeper import api
     from sweeper.run.runner import TimeLimitReached
 
+    if plan is not None and plan_arg is not None and plan != plan_arg:
+        fail(f"two plans given: --plan {plan} and {plan_arg}")
     executor = None
-    if replay:
-        from sweeper.run.replay import ReplayExecutor
+    try:
+        request = api.RunRequest(
+            plan_path=plan or plan_arg,
+            grid=grid,
+            dtypes=_list(dtypes),
+            modes=tuple(modes.split(",")),
+            baseline=baseline,
+            allocating=allocating,
+            full=full,
+            resume=(run_dir or True) if resume else None,
+            run_id=run_id,
+            out_root=root,
+            force=other_gpu or force,
+            quick=quick,
+            time_limit_s=time_limit,
+            configs=_list(configs),
+            sizes=sizes,
+            producer=producer,
+            kernel=kernel,
+            kernel_block=kernel_block,
+            kernel_grid=kernel_grid,
+            baseline_block=baseline_block,
+            baseline_grid=baseline_grid,
+            policy=policy,
+        )
+        if replay:
+            from sweeper.run.replay import ReplayExecutor
 
-        executor = ReplayExecutor(replay)
+            executor = ReplayExecutor(replay)
+    except USER_ERRORS as e:
+        fail(str(e))
     console = _console()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -325,32 +436,7 @@ def run_cmd(
             bar.update(task, description=desc, completed=done, total=total)
 
         try:
-            path = api.run(
-                plan,
-                grid=grid,
-                dtypes=dtypes.split(",") if dtypes else None,
-                modes=modes.split(","),
-                baseline=baseline,
-                allocating=allocating,
-                full=full,
-                resume=(run_dir or True) if resume else None,
-                run_id=run_id,
-                out_root=root,
-                force=force,
-                quick=quick,
-                progress=progress,
-                executor=executor,
-                time_limit_s=time_limit,
-                configs=[c.strip() for c in configs.split(",") if c.strip()] if configs else None,
-                sizes=sizes,
-                producer=producer,
-                kernel=kernel,
-                kernel_block=kernel_block,
-                kernel_grid=kernel_grid,
-                baseline_block=baseline_block,
-                baseline_grid=baseline_grid,
-                policy=policy,
-            )
+            path = api.run(request, progress=progress, executor=executor)
         except USER_ERRORS as e:
             error = str(e)
         except TimeLimitReached as stop:
@@ -384,28 +470,41 @@ def run_cmd(
     "audit", epilog="Example: sweeper audit examples/relu_v2.cu:relu_v2 --modes hot,after-write"
 )
 def audit_cmd(
-    kernel: str = typer.Argument(..., help="Your kernel: FILE.cu:NAME (docs/external-kernels.md)."),
-    plan: str = typer.Option(None, "--plan", help="Plan file (default: newest for this GPU)."),
-    kernel_block: int = typer.Option(256, help="Threads per block."),
-    kernel_grid: str = typer.Option("stride1", help="Grid rule: onepass[E|KB], strideW, fixedG."),
-    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: the plan's)."),
-    modes: str = typer.Option("hot", help="Comma-separated: hot, cold, after-write."),
-    baseline: str = typer.Option(
-        "auto", help="torch, auto (torch if importable), a config, or a kernel FILE.cu:NAME."
+    kernel: str = typer.Argument(
+        ..., metavar="FILE.cu:NAME", help="Your kernel (docs/external-kernels.md)."
     ),
-    baseline_block: int = typer.Option(256, help="A --baseline kernel's threads per block."),
-    baseline_grid: str = typer.Option("stride1", help="A --baseline kernel's grid rule."),
-    run_id: str = typer.Option(None, help="Name of the new run folder."),
-    root: str = typer.Option(
-        "results", "--root", help="Results root: the run folder is ROOT/<gpu>/<run-id>."
+    plan: str = typer.Option(
+        None, "--plan", metavar="FILE", help=_PLAN_HELP, show_default=_NEWEST_PLAN
     ),
-    quick: bool = typer.Option(False, help="Fewer samples per cell (smoke runs)."),
-    sizes: str = typer.Option(None, help="Only working sets in LO:HI MiB (e.g. 36:52)."),
-    policy: str = typer.Option(
-        "auto",
-        help="Shipped policies timed beside it: auto (per mode and dtype, the newest verified "
-        "policy under ROOT/<gpu> that covers it), none, or comma-separated policy.json files.",
+    kernel_block: int = typer.Option(
+        256, "--kernel-block", metavar="N", help="Your kernel's threads per block."
     ),
+    kernel_grid: str = typer.Option(
+        "stride1", "--kernel-grid", metavar="RULE", help="Your kernel's " + _GRID_RULE_HELP
+    ),
+    dtypes: str = typer.Option(
+        None, "--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="the plan's"
+    ),
+    modes: str = typer.Option("hot", "--modes", metavar="LIST", help=_MODES_HELP),
+    baseline: str = typer.Option("auto", "--baseline", metavar="WHAT", help=_BASELINE_HELP),
+    baseline_block: int = typer.Option(
+        256, "--baseline-block", metavar="N", help="A --baseline kernel's threads per block."
+    ),
+    baseline_grid: str = typer.Option(
+        "stride1",
+        "--baseline-grid",
+        metavar="RULE",
+        help="A --baseline kernel's " + _GRID_RULE_HELP,
+    ),
+    run_id: str = typer.Option(
+        None, "--run-id", metavar="NAME", help=_RUN_ID_HELP, show_default="the UTC start time"
+    ),
+    root: str = typer.Option("results", "--root", metavar="DIR", help=_ROOT_HELP),
+    quick: bool = typer.Option(False, "--quick", help="Fewer samples per cell (smoke runs)."),
+    sizes: str = typer.Option(
+        None, "--sizes", metavar="LO:HI", help=_SIZES_HELP, show_default="every planned size"
+    ),
+    policy: str = typer.Option("auto", "--policy", metavar="WHICH", help=_POLICY_HELP),
 ) -> None:
     """Time your kernel against the baseline at every planned size, with every guard, beside
     the shipped policy's dispatch.
@@ -413,7 +512,8 @@ def audit_cmd(
     Writes a run folder, its selection and REPORT.md, which opens with the cliff: where the
     kernel falls below the baseline and below the shipped policy, its worst ratio in
     (32 MiB, L2] and overall, and whether an edge of its launch rule lies in an unsampled gap
-    of the plan."""
+    of the plan.
+    """
     from sweeper import api
 
     try:
@@ -422,7 +522,7 @@ def audit_cmd(
             plan,
             kernel_block=kernel_block,
             kernel_grid=kernel_grid,
-            dtypes=dtypes.split(",") if dtypes else None,
+            dtypes=_list(dtypes),
             modes=modes.split(","),
             baseline=baseline,
             baseline_block=baseline_block,
@@ -443,11 +543,20 @@ def audit_cmd(
 @app.command("plot", epilog="Example: sweeper plot results/h200/hot-7 --format png")
 def plot_cmd(
     run: str = typer.Argument(
-        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+        None,
+        metavar="RUN",
+        help=_RUN_HELP,
+        show_default="the newest complete run under results/",
     ),
-    fmt: str = typer.Option("png,svg", "--format", help="Comma-separated: png, svg, pdf."),
-    top: int = typer.Option(3, "--top", help="Configs drawn besides the best-per-size curve."),
-    heatmap_top: int = typer.Option(40, "--heatmap-top", help="Config rows per heatmap."),
+    fmt: str = typer.Option(
+        "png,svg", "--format", metavar="LIST", help="Comma-separated image formats: png, svg, pdf."
+    ),
+    top: int = typer.Option(
+        3, "--top", metavar="N", help="Configs drawn besides the best-per-size curve."
+    ),
+    heatmap_top: int = typer.Option(
+        40, "--heatmap-top", metavar="N", help="Config rows per heatmap."
+    ),
     force: bool = typer.Option(
         False, "--force", help="Draw the figures even where they are current for these inputs."
     ),
@@ -466,21 +575,24 @@ def plot_cmd(
         typer.echo(str(p))
 
 
-@app.command("report", epilog="Example: sweeper report results/h200/hot-7")
+@app.command("report", epilog="Example: sweeper report results/h200/hot-7 --targets targets.json")
 def report_cmd(
     run: str = typer.Argument(
-        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+        None,
+        metavar="RUN",
+        help=_RUN_HELP,
+        show_default="the newest complete run under results/",
     ),
     targets: str = typer.Option(
         None,
         "--targets",
         metavar="FILE.json",
-        help="Check these targets instead of the defaults in sweeper/analyze/targets.py "
-        "(the H200 project targets).",
+        help="Check the targets of this file instead of sweeper/analyze/targets.py's.",
+        show_default="the project targets",
     ),
 ) -> None:
-    """Write <run>/REPORT.md: a summary first (verdict, the targets and where they fail,
-    the ratio plot, what failed), then the detail. Says which stages are not built yet.
+    """Write <run>/REPORT.md: a summary first (verdict, the targets and where they fail, the
+    ratio plot, what failed), then the detail; it says which stages are not built yet.
 
     A targets file: metric is ratio, ratio_hi (the CI's upper end), pct_ceiling
     or pct_copy; sizes in MiB, from_mib (inclusive) or above_mib (exclusive) and
@@ -489,10 +601,6 @@ def report_cmd(
     \b
     {"targets": [{"name": "1.4x in [42, 52] MiB", "metric": "ratio",
                   "floor": 1.4, "from_mib": 42, "to_mib": 52, "modes": ["hot"]}]}
-
-    \b
-    Example:
-      sweeper report results/h200/hot-7 --targets targets.json
     """
     from sweeper import api
 
@@ -507,12 +615,19 @@ def report_cmd(
 @app.command("select", epilog="Example: sweeper select results/h200/hot-7 --tolerance 0.02")
 def select_cmd(
     run: str = typer.Argument(
-        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+        None,
+        metavar="RUN",
+        help=_RUN_HELP,
+        show_default="the newest complete run under results/",
     ),
-    tolerance: float = typer.Option(0.02, "--tolerance", help="Relative GB/s tie tolerance."),
+    tolerance: float = typer.Option(
+        0.02, "--tolerance", metavar="X", help="Relative GB/s tie tolerance."
+    ),
 ) -> None:
-    """Pick the best config per mode, dtype and size (ties inside the noise go to the smaller
-    size's choice, then the simpler config); writes selection.csv and selection.md."""
+    """Pick the best config per mode, dtype and size; writes selection.csv and selection.md.
+
+    Ties inside the noise go to the smaller size's choice, then to the simpler config.
+    """
     from sweeper import api
 
     try:
@@ -527,28 +642,49 @@ def select_cmd(
         )
 
 
-policy_app = typer.Typer(help="Build, merge and show launch policies.", no_args_is_help=True)
+policy_app = typer.Typer(
+    help="Build, merge and show launch policies.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(policy_app, name="policy")
 
 
-@policy_app.command("build", epilog="Example: sweeper policy build results/h200/hot-7 --modes hot")
+@policy_app.command("build", epilog="Example: sweeper policy build results/h200/hot-7 --mode hot")
 def policy_build_cmd(
     run: str = typer.Argument(
-        None, help="Run folder results/<gpu>/<run-id> [default: the newest complete one]."
+        None,
+        metavar="RUN",
+        help=_RUN_HELP,
+        show_default="the newest complete run under results/",
     ),
     tolerance: str = typer.Option(
         "0.02",
         "--tolerance",
-        help="Relative GB/s tie tolerance, or 'verify': per range of working set, the p95 "
+        metavar="X|verify",
+        help="Relative GB/s tie tolerance, or verify: per range of working set, the p95 "
         "pass-to-pass movement of the run's verify there (at least 0.02).",
     ),
-    modes: str = typer.Option(
+    mode: str = typer.Option(
         None,
-        "--modes",
-        help="The residency mode the policy is for, one of the run's [default: after-write if "
-        "measured, what production sees; else hot].",
+        "--mode",
+        metavar="MODE",
+        help="The residency mode the policy is for, one of the run's.",
+        show_default="after-write if measured, what production sees; else hot",
     ),
-    pattern: str = typer.Option(None, "--pattern", help="Call pattern [default: preallocated]."),
+    modes: str = typer.Option(None, "--modes", hidden=True),
+    pattern: str = typer.Option(
+        None,
+        "--pattern",
+        metavar="PATTERN",
+        help="Call pattern: preallocated or allocating.",
+        show_default="preallocated",
+    ),
+    resolution: int = typer.Option(
+        None,
+        "--resolution",
+        metavar="N",
+        help="A band boundary's bracket may be at most L2/N bytes wide.",
+        show_default="the run's plan's resolution",
+    ),
     floors: bool = typer.Option(
         True,
         "--floors/--no-floors",
@@ -560,11 +696,14 @@ def policy_build_cmd(
         "--targets",
         metavar="FILE.json",
         help="The floors a tie keeps come from this targets file (as `sweeper report "
-        "--targets` reads it) instead of the project targets.",
+        "--targets` reads it).",
+        show_default="the project targets",
     ),
 ) -> None:
-    """Write <run>/policy.json: the fewest size bands per dtype, each served by one config;
-    refuses a boundary whose bracket is wider than the plan resolution."""
+    """Write <run>/policy.json: the fewest size bands per dtype, each served by one config.
+
+    A boundary whose bracket is wider than the plan resolution is refused.
+    """
     from sweeper import api
 
     try:
@@ -573,11 +712,20 @@ def policy_build_cmd(
                 tolerance = float(tolerance)
             except ValueError:
                 fail(f"--tolerance {tolerance!r}: a number (0.02) or 'verify'")
-        if modes is not None and "," in modes:
-            fail(f"--modes {modes}: a policy is built for one mode; build one per mode")
+        if mode is not None and modes is not None and mode != modes:
+            fail(f"two modes given: --mode {mode} and --modes {modes}")
+        mode = mode or modes
+        if mode is not None and "," in mode:
+            fail(f"--mode {mode}: a policy is built for one mode; build one per mode")
         run = _named_run(run)
         path, doc = api.policy_build(
-            run, tolerance=tolerance, mode=modes, pattern=pattern, floors=floors, targets=targets
+            run,
+            tolerance=tolerance,
+            mode=mode,
+            pattern=pattern,
+            resolution=resolution,
+            floors=floors,
+            targets=targets,
         )
         text = api.policy_show(str(path))
     except USER_ERRORS as e:
@@ -587,15 +735,21 @@ def policy_build_cmd(
 
 
 @policy_app.command(
-    "merge", epilog="Example: sweeper policy merge h200/policy.json 4090/policy.json -o merged.json"
+    "merge", epilog="Example: sweeper policy merge h200/policy.json l4/policy.json -o all.json"
 )
 def policy_merge_cmd(
-    policies: Annotated[list[str], typer.Argument(help="policy.json files, one per GPU.")],
-    out: str = typer.Option(..., "-o", "--out", help="Merged policy file to write."),
+    policies: Annotated[
+        list[str], typer.Argument(metavar="POLICY...", help="policy.json files, one per GPU.")
+    ],
+    out: str = typer.Option(
+        ..., "-o", "--out", metavar="FILE", help="Merged policy file to write."
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite a file with other contents."),
 ) -> None:
-    """Merge per-GPU policies into one rule keyed by (compute capability, L2 size), bands
-    relative to L2; prints where GPUs disagree."""
+    """Merge per-GPU policies into one rule keyed by (compute capability, L2 size).
+
+    Bands are relative to L2; the command prints where GPUs disagree.
+    """
     from sweeper import api
 
     try:
@@ -608,7 +762,9 @@ def policy_merge_cmd(
 
 
 @policy_app.command("show", epilog="Example: sweeper policy show results/h200/hot-7/policy.json")
-def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged policy.")) -> None:
+def policy_show_cmd(
+    path: str = typer.Argument(..., metavar="POLICY", help="policy.json or merged policy."),
+) -> None:
     """Print a policy's bands, where each came from, and (merged) disagreements."""
     from sweeper import api
 
@@ -620,16 +776,28 @@ def policy_show_cmd(path: str = typer.Argument(..., help="policy.json or merged 
 
 @app.command(
     "export",
-    epilog="Example: sweeper export results/h200/hot-7/policy.json --format cuda -o relu_policy.cuh",
+    epilog="Example: sweeper export results/h200/hot-7/policy.json -o relu_policy.cuh",
 )
 def export_cmd(
-    policy: str = typer.Argument(..., help="policy.json or merged policy."),
-    fmt: str = typer.Option("cuda", "--format", help="cuda | json | python."),
-    out: str = typer.Option(None, "-o", "--out", help="Output file [default: next to policy]."),
+    policy: str = typer.Argument(..., metavar="POLICY", help="policy.json or merged policy."),
+    fmt: str = typer.Option(
+        "cuda", "--format", metavar="FORMAT", help="cuda (a header), json or python."
+    ),
+    out: str = typer.Option(
+        None,
+        "-o",
+        "--out",
+        metavar="FILE",
+        help="File to write.",
+        show_default="relu_policy.cuh, .json or .py next to the policy",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite a file with other contents."),
 ) -> None:
-    """Render a policy for production code: a CUDA header (relu_policy.cuh), the runtime JSON,
-    or a Python module with select_config(dtype, n, cc, l2_bytes, sm_count)."""
+    """Render a policy for production code.
+
+    The formats: a CUDA header (relu_policy.cuh), the runtime JSON, or a Python module with
+    select_config(dtype, n, cc, l2_bytes, sm_count).
+    """
     from sweeper import api
 
     try:
@@ -641,14 +809,21 @@ def export_cmd(
 
 @app.command("compare", epilog="Example: sweeper compare OLD_RUN results/h200/hot-7")
 def compare_cmd(
-    run_a: str = typer.Argument(..., help="First run folder."),
-    run_b: str = typer.Argument(..., help="Second run folder."),
-    tolerance: float = typer.Option(0.03, help="Relative difference counted as agreement."),
+    run_a: str = typer.Argument(..., metavar="RUN_A", help="First run folder."),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help="Second run folder."),
+    within: float = typer.Option(
+        0.03,
+        "--within",
+        metavar="X",
+        help="Relative difference of two cells counted as agreement.",
+    ),
+    tolerance: float = typer.Option(None, "--tolerance", hidden=True),
     as_json: bool = typer.Option(False, "--json", help="Print the agreement as JSON."),
 ) -> None:
     """How well two runs agree on their common cells (run-to-run reproducibility)."""
     from sweeper import api
 
+    tolerance = within if tolerance is None else tolerance
     try:
         rep = api.compare(run_a, run_b, tolerance)
     except USER_ERRORS as e:
@@ -673,26 +848,42 @@ def compare_cmd(
 
 @app.command("verify", epilog="Example: sweeper verify results/h200/hot-7/policy.json --passes 2")
 def verify_cmd(
-    policy: str = typer.Argument(..., help="policy.json or merged policy."),
-    timing: bool = typer.Option(True, help="Also time the export over the run's sizes."),
+    policy: str = typer.Argument(..., metavar="POLICY", help="policy.json or merged policy."),
+    timing: bool = typer.Option(
+        True, "--timing/--no-timing", help="Also time the export over the run's sizes."
+    ),
     passes: int = typer.Option(
         2,
+        "--passes",
+        metavar="N",
         help="Timing passes over all sizes, each after the whole pass before, with fresh "
         "buffers; a size fails parity or loses only if it does in every pass.",
     ),
     sizes: str = typer.Option(
-        None, help="Time only working sets in LO:HI MiB (into verify_timing_slice.csv)."
+        None,
+        "--sizes",
+        metavar="LO:HI",
+        help="Time only working sets in LO:HI MiB (into verify_timing_slice.csv).",
+        show_default="every size of the run",
     ),
     configs: str = typer.Option(
         None,
+        "--configs",
+        metavar="PATTERNS",
         help="Time only sizes the policy dispatches to these configs (comma-separated, "
         "wildcards: 'v16-u2-*-stride1').",
+        show_default="all",
     ),
-    dtypes: str = typer.Option(None, help="Time only these dtypes (comma-separated)."),
+    dtypes: str = typer.Option(
+        None, "--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="the policy's"
+    ),
 ) -> None:
-    """GPU: build the exported header with nvcc and check launch_relu bit-exact on every
-    dtype (special values, tails, misaligned pointers) and its dispatch; then time it over the
-    run's sizes against the Numba variant it dispatches to and against the baseline."""
+    """GPU: check the exported header bit-exact and time it against what it replaces.
+
+    The header is built with nvcc and launch_relu is checked bit-exact on every dtype (special
+    values, tails, misaligned pointers), and its dispatch; then it is timed over the run's
+    sizes against the Numba variant it dispatches to and against the baseline.
+    """
     from sweeper import api
 
     try:
@@ -753,15 +944,20 @@ def _echo_timing(t: dict, rep: dict) -> None:
         typer.echo(f"WRONG after timing {r['dtype']} n={r['n']} (pass {r.get('pass', 1)})")
 
 
-kernels_app = typer.Typer(help="The Numba CUDA ReLU variant grid.", no_args_is_help=True)
+kernels_app = typer.Typer(
+    help="The Numba CUDA ReLU variant grid.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(kernels_app, name="kernels")
 
 
 @kernels_app.command("list", epilog="Example: sweeper kernels list --grid extended --dtypes fp32")
 def kernels_list_cmd(
-    grid: Annotated[str, typer.Option(help="default or extended.")] = "default",
+    grid: Annotated[
+        str, typer.Option("--grid", metavar="NAME", help="Variant grid: default or extended.")
+    ] = "default",
     dtypes: Annotated[
-        str | None, typer.Option(help="Only these dtypes, comma-separated (fp32,fp16,bf16,int8).")
+        str | None,
+        typer.Option("--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="all four"),
     ] = None,
 ) -> None:
     """List a grid's variant ids, with counts of variants and of distinct compiles."""
@@ -793,18 +989,32 @@ def kernels_list_cmd(
     "check", epilog="Example: sweeper kernels check examples/relu_vec.cu:relu_vec --cc 90"
 )
 def kernels_check_cmd(
-    kernel: str = typer.Argument(..., help="Your kernel: FILE.cu:NAME."),
-    dtypes: str = typer.Option(None, help="Comma-separated dtypes (default: all four)."),
-    cc: int = typer.Option(90, "--cc", help="Compute capability as two digits, e.g. 90."),
-    block: int = typer.Option(256, help="Threads per block."),
-    grid: str = typer.Option("stride1", help="Grid rule: onepass[E|KB], strideW, fixedG."),
+    kernel: str = typer.Argument(..., metavar="FILE.cu:NAME", help="Your kernel."),
+    dtypes: str = typer.Option(
+        None, "--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="all four"
+    ),
+    cc: int = typer.Option(
+        90, "--cc", metavar="NN", help="Compute capability as two digits (90 = sm_90)."
+    ),
+    kernel_block: int = typer.Option(
+        256, "--kernel-block", metavar="N", help="Your kernel's threads per block."
+    ),
+    kernel_grid: str = typer.Option(
+        "stride1", "--kernel-grid", metavar="RULE", help="Your kernel's " + _GRID_RULE_HELP
+    ),
+    block: int = typer.Option(None, "--block", hidden=True),
+    grid: str = typer.Option(None, "--grid", hidden=True),
 ) -> None:
     """Compile your kernel with NVRTC and check it against the contract; needs no GPU."""
     from sweeper import api
 
     try:
         out = api.kernel_check(
-            kernel, dtypes.split(",") if dtypes else None, cc=cc, block=block, grid=grid
+            kernel,
+            _list(dtypes),
+            cc=cc,
+            block=kernel_block if block is None else block,
+            grid=kernel_grid if grid is None else grid,
         )
     except USER_ERRORS as e:
         fail(str(e))
@@ -812,11 +1022,16 @@ def kernels_check_cmd(
 
 
 @kernels_app.command(
-    "ptx", epilog="Example: sweeper kernels ptx fp32-v16-u1-ld.def-st.cs-b256-flat-9b4d2ea0 --cc 90"
+    "ptx", epilog="Example: sweeper kernels ptx fp32-v16-u1-ld.def-st.cs-b256-flat-9b4d2ea0"
 )
 def kernels_ptx_cmd(
-    variant_id: Annotated[str, typer.Argument(help="A variant id from `sweeper kernels list`.")],
-    cc: Annotated[int, typer.Option(help="Compute capability, two digits (90 = sm_90).")] = 90,
+    variant_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A variant id from `sweeper kernels list`.")
+    ],
+    cc: Annotated[
+        int,
+        typer.Option("--cc", metavar="NN", help="Compute capability as two digits (90 = sm_90)."),
+    ] = 90,
 ) -> None:
     """Print a variant's PTX (compiled on this machine; no GPU needed)."""
     from sweeper import api

@@ -27,6 +27,10 @@ class FieldError(ValueError):
         super().__init__(message)
 
 
+# What a light install (numpy, pandas, matplotlib: reading results) adds to measure and compile.
+CUDA_EXTRA = "pip install 'relu-sweeper[cuda]'"
+
+
 class NoGPUError(SweeperError):
     """A command needs a CUDA GPU and none is usable here."""
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import __version__
-from sweeper.errors import NoGPUError, SchemaError, SweeperError
+from sweeper.errors import CUDA_EXTRA, NoGPUError, SchemaError, SweeperError
 from sweeper.units import GiB, MiB
 
 # The fields that carry a value and a citation, in display order.
@@ -391,13 +391,42 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().replace("_", " ").replace("-", " ").split())
 
 
+# Names of other vendors' accelerators: sweeper's kernels are Numba CUDA, NVIDIA only.
+_NOT_NVIDIA = re.compile(
+    r"^(amd|radeon|instinct|mi ?\d+\w*|rx ?\d+\w*|intel|arc|gaudi\d*|habana|xe|ponte vecchio|"
+    r"max \d+|pvc|apple|m\d( (pro|max|ultra))?|tpu\w*|trainium\w*|inferentia\w*)( |$)"
+)
+
+
+def _names(spec: GpuSpec) -> tuple[str, ...]:
+    return tuple(_norm(n) for n in (spec.key, spec.name, *spec.aliases))
+
+
 def lookup(name: str) -> GpuSpec:
-    """Find a row by key, alias or full name (case-insensitive; '-', '_' and ' ' equal)."""
+    """Find a row by key, alias or full name (case-insensitive; '-', '_' and ' ' equal).
+
+    A key names its row. Any other name must point at one row only: a name that is an alias
+    of one row and the start of another row's name ('h100': h100-sxm and h100-pcie) is refused
+    with the candidates, as is another vendor's GPU (sweeper supports NVIDIA GPUs only).
+    """
     want = _norm(name)
     for spec in SPECS:
-        names = (spec.key, spec.name, *spec.aliases)
-        if any(_norm(n) == want for n in names):
+        if _norm(spec.key) == want:
             return spec
+    hits = [
+        spec for spec in SPECS if any(n == want or n.startswith(want + " ") for n in _names(spec))
+    ]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise SweeperError(
+            f"GPU {name!r} is ambiguous: one of {', '.join(s.key for s in hits)} "
+            "(name one by its key)"
+        )
+    if _NOT_NVIDIA.match(want.removeprefix("amd ").removeprefix("intel ")) or _NOT_NVIDIA.match(
+        want
+    ):
+        raise SweeperError(f"GPU {name!r}: sweeper supports NVIDIA GPUs only")
     keys = ", ".join(s.key for s in SPECS)
     raise SweeperError(
         f"unknown GPU {name!r}; known: {keys} (or 'auto' to read the device, or a spec file "
@@ -448,7 +477,9 @@ def spec_from_mapping(doc: dict, path: str | os.PathLike) -> GpuSpec:
     """Validate a parsed spec file; SchemaError (one line, naming file and field) on a problem.
 
     Fields left out are None. `key` defaults to the file name, `name` to the key; a field given
-    without a `[sources]` entry is cited as the spec file itself.
+    without a `[sources]` entry is cited as the spec file itself. A `key` of the spec table
+    completes or overrides that row: the file's fields replace the row's, the row's other
+    fields (and their citations, its name and aliases) are kept.
     """
     path = Path(path)
     unknown = [k for k in doc if k not in _FILE_FIELDS]
@@ -488,6 +519,14 @@ def spec_from_mapping(doc: dict, path: str | os.PathLike) -> GpuSpec:
         if not math.isfinite(v) or v <= 0:
             raise SchemaError(path, "dram_peak_gbps", f"must be a positive number, found {v}")
         values["dram_peak_gbps"] = float(v)
+    given = dict(values)
+    row = next((r for r in SPECS if r.key == key), None)
+    if row is not None:  # a spec file for a table GPU: its fields override, the rest is kept
+        kept = [n for n in SPEC_FIELDS if n not in values and getattr(row, n) is not None]
+        values.update({n: getattr(row, n) for n in kept})
+        if "name" not in doc:
+            name = row.name
+        aliases = [*row.aliases, *(a for a in aliases if a not in row.aliases)]
     l2, persist, mem = (
         values.get(n) for n in ("l2_bytes", "persisting_l2_max_bytes", "memory_bytes")
     )
@@ -506,11 +545,14 @@ def spec_from_mapping(doc: dict, path: str | os.PathLike) -> GpuSpec:
         where = f"sources.{k}"
         if k not in SPEC_FIELDS:
             raise SchemaError(path, where, f"unknown field; known: {', '.join(SPEC_FIELDS)}")
-        if k not in values:
+        if k not in given:
             raise SchemaError(path, where, f"cites {k}, which the file does not give")
         sources[k] = _nonempty_str(path, where, v)
     for k in values:
-        sources.setdefault(k, f"spec file {path.name}")
+        if k in given:
+            sources.setdefault(k, f"spec file {path.name}")
+        else:
+            sources[k] = row.sources[k]
     return GpuSpec(
         key=key,
         name=name,
@@ -676,14 +718,30 @@ class DeviceInfo:
         return self.mem_bus_width_bits / 8 * self.mem_clock_khz * 1e3 * 2 / 1e9
 
 
+# numba-cuda[cu13] and cuda-bindings 13 are CUDA 13 builds: CUDA 13.x needs driver 580 or newer
+# (NVIDIA CUDA Compatibility guide, "Minor Version Compatibility", table 1).
+MIN_DRIVER_CUDA = 13000  # cuDriverGetVersion: 1000 * major + 10 * minor
+MIN_DRIVER_BRANCH = 580
+
+
+def require_driver(driver_version: int) -> None:
+    """Refuse, in one line, a driver older than the CUDA 13 wheels need."""
+    if driver_version < MIN_DRIVER_CUDA:
+        have = f"{driver_version // 1000}.{driver_version % 1000 // 10}"
+        raise NoGPUError(
+            f"the NVIDIA driver here supports CUDA {have}; sweeper's CUDA 13 wheels need a "
+            f"driver for CUDA 13 (R{MIN_DRIVER_BRANCH} or newer)"
+        )
+
+
 def detect(ordinal: int = 0) -> DeviceInfo:
     """Read device `ordinal` through cuda.bindings.driver; NoGPUError if there is none."""
     try:
         from cuda.bindings import driver
     except Exception as e:  # not installed, or broken install
         raise NoGPUError(
-            f"cannot import cuda.bindings ({e}); install sweeper's GPU dependencies "
-            "or pass --gpu NAME instead of auto"
+            f"cannot import cuda.bindings ({e}): reading the device needs the cuda extra: "
+            f"{CUDA_EXTRA}"
         ) from None
 
     def call(fn, *args):
@@ -691,15 +749,12 @@ def detect(ordinal: int = 0) -> DeviceInfo:
             out = fn(*args)
         except Exception as e:  # the bindings raise when libcuda cannot be loaded
             raise NoGPUError(
-                f"no usable CUDA driver here ({type(e).__name__}: {e}); run on a GPU machine "
-                "or pass --gpu NAME instead of auto"
+                f"no usable CUDA driver here ({type(e).__name__}: {e}); sweeper needs an NVIDIA "
+                f"driver for CUDA 13 (R{MIN_DRIVER_BRANCH} or newer)"
             ) from None
         err, *rest = out if isinstance(out, tuple) else (out,)
         if err != driver.CUresult.CUDA_SUCCESS:
-            raise NoGPUError(
-                f"CUDA driver call {fn.__name__} failed ({err!r}); no usable GPU here, or pass "
-                "--gpu NAME instead of auto"
-            )
+            raise NoGPUError(f"CUDA driver call {fn.__name__} failed ({err!r}); no usable GPU here")
         return rest[0] if rest else None
 
     call(driver.cuInit, 0)

@@ -93,10 +93,43 @@ def test_known_values():
 @pytest.mark.parametrize(
     "name, key",
     [("H200", "h200"), ("rtx 4090", "4090"), ("NVIDIA GeForce RTX 4090", "4090"),
-     ("A100_80GB", "a100-80gb"), ("h100", "h100-sxm"), ("H100-PCIe", "h100-pcie")],
+     ("A100_80GB", "a100-80gb"), ("h100 sxm", "h100-sxm"), ("H100-PCIe", "h100-pcie"),
+     ("a100-sxm4-40gb", "a100-40gb"), ("l4", "l4"), ("a10", "a10")],
 )  # fmt: skip
 def test_lookup(name, key):
     assert gpus.lookup(name).key == key
+
+
+@pytest.mark.parametrize(
+    "name, candidates",
+    [("h100", {"h100-sxm", "h100-pcie"}), ("A100", {"a100-40gb", "a100-80gb"}),
+     ("rtx", {"3090", "4080", "4090", "5090", "rtx6000-ada"})],
+)  # fmt: skip
+def test_an_ambiguous_name_lists_its_candidates(name, candidates):
+    with pytest.raises(SweeperError) as ei:
+        gpus.lookup(name)
+    msg = str(ei.value)
+    assert "\n" not in msg and "ambiguous" in msg
+    listed = set(msg.split("one of ", 1)[1].split(" (", 1)[0].split(", "))
+    assert listed == candidates
+
+
+@pytest.mark.parametrize(
+    "name", ["mi300", "MI250X", "AMD MI300X", "Instinct MI210", "Radeon RX 7900 XTX", "gaudi2",
+             "Intel Arc A770", "intel max 1550", "tpu v5e"],
+)  # fmt: skip
+def test_other_vendors_gpus_are_refused_as_not_nvidia(name):
+    with pytest.raises(SweeperError) as ei:
+        gpus.lookup(name)
+    assert str(ei.value) == f"GPU {name!r}: sweeper supports NVIDIA GPUs only"
+
+
+def test_every_key_alias_and_name_that_is_not_shared_finds_its_row():
+    shared = {"h100", "a100"}  # each starts another row's name too
+    for spec in gpus.SPECS:
+        for n in (spec.key, spec.name, *spec.aliases):
+            if n not in shared:
+                assert gpus.lookup(n).key == spec.key, n
 
 
 def test_unknown_lists_keys_on_one_line():
@@ -202,6 +235,45 @@ def test_every_table_row_round_trips_through_the_writer(tmp_path, key):
     assert back == spec  # every value and every citation
     for n in gpus.SPEC_FIELDS:
         assert (f"\n{n} = " in text) == (getattr(spec, n) is not None)
+
+
+def test_a_spec_file_completes_a_table_row_that_lacks_fields(tmp_path):
+    b200 = gpus.lookup("b200")
+    assert b200.missing()  # the table alone cannot plan it
+    text = (
+        'key = "b200"\nsm_count = 148\nl2_bytes = 132120576\ndram_peak_gbps = 8000\n'
+        'memory_bytes = 180000000000\n[sources]\nsm_count = "lab device query"\n'
+    )
+    spec = gpus.load_spec_file(write(tmp_path, text, "lab.toml"))
+    assert (spec.key, spec.name, spec.aliases) == ("b200", b200.name, b200.aliases)
+    assert (spec.cc, spec.dram_type) == (b200.cc, b200.dram_type)  # kept from the row
+    assert (spec.sm_count, spec.l2_bytes, spec.dram_peak_gbps) == (148, 132120576, 8000.0)
+    assert spec.sources["cc"] == b200.sources["cc"]  # the row's citation goes with its value
+    assert spec.sources["sm_count"] == "lab device query"
+    assert spec.sources["l2_bytes"] == "spec file lab.toml"
+    assert spec.missing() == [] and spec.uncited() == []
+    P.make_plan(spec)  # plannable now
+
+
+def test_a_spec_file_overrides_only_the_fields_it_gives(tmp_path):
+    h200 = gpus.lookup("h200")
+    spec = gpus.load_spec_file(write(tmp_path, 'key = "h200"\ndram_peak_gbps = 4000\n'))
+    assert spec.dram_peak_gbps == 4000.0 and spec.sources["dram_peak_gbps"] == "spec file my.toml"
+    for n in gpus.SPEC_FIELDS:
+        if n != "dram_peak_gbps":
+            assert getattr(spec, n) == getattr(h200, n), n
+            assert spec.sources[n] == h200.sources[n], n
+    # the merged values are checked together: an L2 below the row's persisting max is refused
+    with pytest.raises(SchemaError, match="persisting_l2_max_bytes"):
+        gpus.load_spec_file(write(tmp_path, 'key = "h200"\nl2_bytes = 1048576\n', "s.toml"))
+    # a citation for a field the file does not give is still refused
+    with pytest.raises(SchemaError, match="cites cc"):
+        gpus.load_spec_file(write(tmp_path, 'key = "h200"\n[sources]\ncc = "x"\n', "c.toml"))
+
+
+def test_a_spec_file_for_another_key_takes_nothing_from_the_table(tmp_path):
+    spec = gpus.load_spec_file(write(tmp_path, 'key = "h200-lab"\nl2_bytes = 4194304\n'))
+    assert (spec.key, spec.sm_count, spec.cc, spec.aliases) == ("h200-lab", None, None, ())
 
 
 def test_writer_escapes_strings_and_refuses_what_toml_cannot_hold(tmp_path):
@@ -372,8 +444,38 @@ def test_detect_reads_attributes(monkeypatch):
 
 def test_detect_without_bindings(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)
-    with pytest.raises(NoGPUError, match="--gpu NAME"):
+    with pytest.raises(
+        NoGPUError, match=r"needs the cuda extra: pip install 'relu-sweeper\[cuda\]'"
+    ):
         gpus.detect()
+
+
+def test_no_device_errors_name_what_the_command_that_prints_them_takes(monkeypatch, tmp_path):
+    from sweeper import api
+
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    with pytest.raises(NoGPUError, match="pass --gpu NAME") as ei:
+        api.plan("auto", out=str(tmp_path / "p.json"))
+    assert "\n" not in str(ei.value) and not (tmp_path / "p.json").exists()
+    with pytest.raises(NoGPUError) as ei:
+        api._gpu_key()  # what `sweeper run` asks first: run has no --gpu
+    assert "--gpu" not in str(ei.value) and "measures on this machine's GPU" in str(ei.value)
+
+
+def test_a_driver_older_than_cuda_13_is_refused_with_the_branch_needed(monkeypatch):
+    from sweeper import api
+
+    drv = fake_driver()
+    drv.cuDriverGetVersion = lambda: ("SUCCESS", 12080)
+    install(monkeypatch, drv)
+    with pytest.raises(NoGPUError) as ei:
+        api._gpu_key()
+    assert str(ei.value) == (
+        "the NVIDIA driver here supports CUDA 12.8; sweeper's CUDA 13 wheels need a driver for "
+        "CUDA 13 (R580 or newer)"
+    )
+    drv.cuDriverGetVersion = lambda: ("SUCCESS", 13000)
+    assert api._gpu_key() == "h200"
 
 
 def test_detect_driver_failure(monkeypatch):
