@@ -824,3 +824,14 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
                  **{col: float((dev[sel] <= tolerance).mean()) for col, dev in devs.items()}}
             )  # fmt: skip
     return out
+
+
+def gpu_work(run: str, max_samples: int | None = None, current_warm_up: bool = False) -> str:
+    """The GPU-work floor of a hot run's candidate cells as a markdown table (with the run's
+    wall time beside it), sweeper.analyze.gpuwork."""
+    from sweeper.analyze.gpuwork import table
+    from sweeper.errors import SweeperError
+
+    if max_samples is not None and max_samples < 1:
+        raise SweeperError(f"--max-samples {max_samples}: 1 or more")
+    return "\n".join(table(run, max_samples, current_warm_up))

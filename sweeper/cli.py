@@ -807,6 +807,36 @@ def export_cmd(
     typer.echo(str(path))
 
 
+@app.command("gpu-work", epilog="Example: sweeper gpu-work results/h200/hot-7")
+def gpu_work_cmd(
+    runs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Run folders (hot mode).")],
+    max_samples: int = typer.Option(
+        None,
+        "--max-samples",
+        metavar="K",
+        help="Count every cell at no more than K samples per side.",
+        show_default="as the run recorded",
+    ),
+    current_warm_up: bool = typer.Option(
+        False,
+        "--current-warm-up",
+        help="Count warm-up calls by today's rule, not the run's own.",
+    ),
+) -> None:
+    """A lower bound on the GPU work of a hot run's candidate cells, per dtype and phase.
+
+    The kernels alone must take this long: timed calls, warm-up calls and the fresh-input
+    replay, from the run's recorded figures. The report's Timing section prints the total.
+    """
+    from sweeper import api
+
+    try:
+        out = [f"## {run}\n\n" + api.gpu_work(run, max_samples, current_warm_up) for run in runs]
+    except USER_ERRORS as e:
+        fail(str(e))
+    typer.echo("\n\n".join(out))
+
+
 @app.command("compare", epilog="Example: sweeper compare OLD_RUN results/h200/hot-7")
 def compare_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help="First run folder."),

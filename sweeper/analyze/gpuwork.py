@@ -1,6 +1,6 @@
 """A lower bound on the GPU work of a run's hot candidate cells, from their recorded figures.
 
-    python -m sweeper.analyze.gpuwork results/h200/hot-7 [--max-samples 8] [--current-warm-up]
+    sweeper gpu-work results/h200/hot-7 [--max-samples 8] [--current-warm-up]
 
 prints it per dtype and search phase (screen, sweep, refine) as a table (`table`);
 `--max-samples K` counts every cell at no more than K samples per side: the floor of the same
@@ -24,7 +24,6 @@ loop alone can reach for its cells.
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
@@ -165,41 +164,3 @@ def table(run: str, max_samples: int | None = None, current_warm_up: bool = Fals
             f"{work_s / timing['total_s']:.0%} of it."
         )
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(
-        prog="python -m sweeper.analyze.gpuwork", description=__doc__.split("\n\n")[0]
-    )
-    ap.add_argument("runs", nargs="+", help="run folders (hot mode)")
-    ap.add_argument(
-        "--max-samples",
-        type=int,
-        default=None,
-        help="count cells at most this many samples per side",
-    )
-    ap.add_argument(
-        "--current-warm-up",
-        action="store_true",
-        help="count warm-up calls by today's rule, not the run's own (the floor of the same "
-        "cells timed now)",
-    )
-    args = ap.parse_args(argv)
-    try:
-        if args.max_samples is not None and args.max_samples < 1:
-            raise SweeperError(f"--max-samples {args.max_samples}: 1 or more")
-        out = [
-            f"## {run}\n\n" + "\n".join(table(run, args.max_samples, args.current_warm_up))
-            for run in args.runs
-        ]
-    except SweeperError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print("\n\n".join(out))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -605,7 +605,7 @@ def gpu_work_line(manifest: Mapping[str, Any], results: pd.DataFrame | None) -> 
     return [
         f"The hot cells' GPU work, at least: {_secs(total)} for {int(f['cells']):,} cells "
         f"(timed {_secs(f['timed'])}, warm-up calls {_secs(f['warm-up'])}{replay}; "
-        f"`sweeper.analyze.gpuwork`){share}."
+        f"`sweeper gpu-work`){share}."
     ]
 
 

@@ -69,15 +69,26 @@ def test_the_floor_counts_only_ok_hot_candidates_and_caps_samples():
     assert capped["fresh"] == f["fresh"]
 
 
-def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
+def gpu_work(*argv: str):
+    """`sweeper gpu-work ARGV`: its exit status, stdout and stderr."""
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+
+    res = CliRunner().invoke(app, ["gpu-work", *argv])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells():
     from sweeper.analyze.store import load_manifest, read_trials
 
     run = ROOT / "results/h200/hot-7"
     trials, _ = read_trials(run)
     ok = [t for t in trials if t["role"] == "candidate" and t["status"] == "ok"]
     warm = gpuwork.warm_up_calls(load_manifest(run))  # the rule the run recorded
-    assert gpuwork.main([str(run)]) == 0
-    last = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| all |")][0]
+    status, out, _ = gpu_work(str(run))
+    assert status == 0
+    last = [x for x in out.splitlines() if x.startswith("| all |")][0]
     cells, *parts, total, per_cell = [float(x) for x in last.strip("|").split("|")[2:]]
     assert cells == len(ok)
     assert total == pytest.approx(sum(parts), abs=0.2)
@@ -87,12 +98,11 @@ def test_the_floor_of_a_shipped_run_counts_its_ok_hot_cells(capsys):
     assert total > one_call + 1  # four calls before a sample in part of the band
 
 
-def test_bad_input_gets_one_line_and_status_2(capsys):
-    assert gpuwork.main([str(ROOT / "results/h200/aw-4")]) == 2
-    err = capsys.readouterr()
-    assert err.out == "" and err.err.count("\n") == 1 and "not a hot run" in err.err
-    assert gpuwork.main([str(ROOT / "results/h200/hot-7"), "--max-samples", "0"]) == 2
-    assert "--max-samples 0" in capsys.readouterr().err
+def test_bad_input_gets_one_line_and_status_1():
+    status, out, err = gpu_work(str(ROOT / "results/h200/aw-4"))
+    assert status == 1 and out == "" and err.count("\n") == 1 and "not a hot run" in err
+    status, _, err = gpu_work(str(ROOT / "results/h200/hot-7"), "--max-samples", "0")
+    assert status == 1 and "--max-samples 0" in err
 
 
 def test_a_run_without_the_fresh_input_replay_counts_none():
@@ -119,7 +129,7 @@ def test_the_reports_timing_section_states_the_floor():
     assert line == [
         f"The hot cells' GPU work, at least: {sum(w.values()):,.1f} s for 1 cells (timed "
         f"{w['timed']:,.1f} s, warm-up calls {w['warm-up']:,.1f} s, fresh-input replay "
-        f"{w['fresh']:,.1f} s; `sweeper.analyze.gpuwork`), {sum(w.values()):.0%} of the run's "
+        f"{w['fresh']:,.1f} s; `sweeper gpu-work`), {sum(w.values()):.0%} of the run's "
         "wall time."
     ]
     both = timing({**m, "modes": ["hot", "cold"], "harness": {}}, results)
@@ -129,7 +139,7 @@ def test_the_reports_timing_section_states_the_floor():
     assert not [x for x in timing(m) if "GPU work" in x]
 
 
-def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys, tmp_path):
+def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(tmp_path):
     """A run that recorded no rule (one call: hot-7 with its rule taken out of the manifest);
     --current-warm-up counts four calls per sample and side from L2 / 4 to L2 of working set,
     and nothing else changes."""
@@ -152,8 +162,8 @@ def test_the_current_warm_up_counts_a_one_call_run_as_todays_timer_would(capsys,
     want = [gpuwork.cell_work(t, STOP, warm=four(int(t["ws_bytes"]))) for t in ok]
 
     def last_row(argv):
-        assert gpuwork.main(argv) == 0
-        out = capsys.readouterr().out
+        status, out, _ = gpu_work(*argv)
+        assert status == 0
         row = [x for x in out.splitlines() if x.startswith("| all |")][0]
         return [float(x) for x in row.strip("|").split("|")[2:]], out
 
