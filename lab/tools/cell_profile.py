@@ -27,7 +27,8 @@ def main():
     random.Random(1).shuffle(vs)
     vs = vs[:24]
     ex.prepare(vs)
-    MiB = 2**20
+    from sweeper.units import MiB
+
     for ws in (s * MiB for s in sizes):
         n = ws // 8
         ex.reference("hot", "fp32", n)

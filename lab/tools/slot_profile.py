@@ -1,6 +1,9 @@
 """Where in a held round a recorded cold or after-write sample was taken, and what that did:
 
-    python lab/tools/slot_profile.py results/h200/cold-5 --out slot_profile.md   # commit 47e27b7
+    python lab/tools/slot_profile.py RUN [RUN...] --out slot_profile.md
+
+RUN: a run folder recorded eight samples per hold (lab/h200/slot-profile/provenance.json
+names the runs it read and where they are kept).
 
 Runs recorded before cold and after-write samples were taken one per hold (a manifest
 without `harness.blocked_samples_per_hold`) queued them eight per held round in the order
