@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeper.dtypes import DTYPES
+from sweeper.units import MiB
+
 ROOT = Path(__file__).resolve().parents[1]
-MiB = 2**20
-DTYPES = ("fp32", "fp16", "bf16", "int8")
-MODE_NAMES = {"hot": "hot", "cold": "cold", "after-write": "after-write"}
 # the headline table's ranges of working set, in MiB: (lo, hi] (the first from 0, the last
 # open-ended); 36-52 MiB is the band between the persisting-L2 maximum and just below the L2
 RANGES = ((0, 8), (8, 36), (36, 52), (52, 240), (240, None))
@@ -240,8 +240,8 @@ def run_facts(*names: str) -> list[str]:
         lose_txt = "none" if not lose else ", ".join(f"{d} {mib(w)}" for d, w in lose)
         med, p95, mx = r.pass_spread
         out += [
-            f"- [{name}]({rel}/REPORT.md), {r.mode} mode: {r.sizes} sizes, {r.cells} cells"
-            f" ({r.candidate_cells} candidate cells), {'all ok' if r.all_ok else 'not all ok'};"
+            f"- [{name}]({rel}/REPORT.md), {r.mode} mode: {r.sizes} sizes, {r.candidate_cells}"
+            f" candidate cells ({r.cells} cells in all), {'all ok' if r.all_ok else 'not all ok'};"
             f" `sweeper run` took {r.run_seconds} s. Bands per dtype: {bands}.",
             f"  Verify ({r.passes} passes, [verify.txt]({rel}/verify.txt)): {k}/{n} bit-exact,"
             f" within {pct(r.max_vs_numba)} of the Numba configs; sizes that lose: {lose_txt};"

@@ -29,7 +29,7 @@ dn = importlib.util.module_from_spec(_spec)
 sys.modules["doc_numbers"] = dn
 _spec.loader.exec_module(dn)
 
-MiB = 2**20
+from sweeper.units import MiB  # noqa: E402
 
 
 def _l2_mib() -> str:

@@ -126,7 +126,7 @@ def test_no_doc_line_cites_a_commit():
 
 def test_the_tracked_tree_stays_small():
     total = sum(p.stat().st_size for p in tracked() if p.is_file())
-    assert total <= 30 * 2**20, f"{total / 2**20:.1f} MiB tracked (at most 30 MiB)"
+    assert total <= 30 * 10**6, f"{total / 10**6:.1f} MB tracked (at most 30 MB)"
 
 
 _NARRATIVE = re.compile(
