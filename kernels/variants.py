@@ -287,12 +287,12 @@ def default_grid(dtypes=None) -> list[Variant]:
     * the L2 band's flat peak (1 key, 3 variants): 8 non-coherent (`ld.global.nc`) 16-byte
       loads per thread, streaming stores, no loop. On the H200 it is the fastest config of
       the whole extended grid at 43.1 and 50.6 MiB (fp32 and bf16;
-      results/h200/pruning-proof), 15-19% ahead of the same shape with any other load hint
+      lab/h200/pruning-proof), 15-19% ahead of the same shape with any other load hint
       and, at bf16 50.6 MiB, 24% ahead of it with 4 loads per thread, so no climb from the
       rest of the seed reaches it. Seeded, the climb replayed on the exhaustive run's ratios
       finds the exhaustive best at all eight size-dtype pairs, where it fell 0.1-1.6% short
-      at four (`python tools/pruning_proof.py replay
-      results/h200/pruning-proof/exhaustive/cells.csv.xz`);
+      at four (`python lab/tools/pruning_proof.py replay
+      lab/h200/pruning-proof/exhaustive/cells.csv.xz`);
     * the same flat form with 32-bit index maths ("flat32", 10 compiles, 30 variants): torch's
       fp32 kernel is the 2-vector, 128-thread flat layout with `int` indices; in CUDA C that
       layout with 32-bit indices tied torch at 8.47, 10.59 and 13.23 MiB (1.000, 1.025,

@@ -206,7 +206,7 @@ def warm_calls(ws_bytes: int, l2_bytes: int) -> int:
     pairing has its own buffers; in that range the other side's lines still fill part of the
     L2 when a sample begins, and one call does not clear them: on the H200 one kernel timed
     against itself read up to 1.9% slow on one side with one warm-up call and within 0.2%
-    with four (tools/hot_slots.py; docs/methodology.md, "Warm-up between sides")."""
+    with four (lab/tools/hot_slots.py; docs/methodology.md, "Warm-up between sides")."""
     return WARM_CALLS if 4 * ws_bytes >= l2_bytes and ws_bytes <= l2_bytes else 1
 
 

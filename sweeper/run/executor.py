@@ -153,11 +153,11 @@ class GpuExecutor:
         self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side, warm) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
         # hot mode's warm-up calls per sample: None follows stats.warm_calls; a number fixes
-        # it (tools/hot_slots.py compares them)
+        # it (lab/tools/hot_slots.py compares them)
         self.hot_warm_calls: int | None = None
         # the side that takes the first and last slots of each round, per buffer-swapped half
         # (a: the timed side, b: the one it is timed against); ("a", "a") reproduces the
-        # timer of runs made before harness.halves_first_side (tools/export_gap.py compares)
+        # timer of runs made before harness.halves_first_side (lab/tools/export_gap.py compares)
         self.halves_first: tuple[str, str] = HALVES_FIRST
         self.torch = None
         self.kernels = tuple(kernels)

@@ -42,7 +42,7 @@ class SearchParams:
     # the climb's moves include trades of two of vector width, unroll and block size at the
     # same bytes in flight per block (sweeper_kernels.Variant.neighbours): without them the
     # climb never reached the 8 B x 4 configs that lead fp32 and bf16 at 35.6 MiB on the H200
-    # (results/h200/pruning-proof)
+    # (lab/h200/pruning-proof)
     climb_trades: bool = True
     refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
     max_refine_rounds: int = 6

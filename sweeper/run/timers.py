@@ -57,7 +57,7 @@ Launch = Callable[[object], None]  # launch(numba_stream) enqueues one call
 
 # Cold and after-write samples queued per hold of the stream. nvbench holds the stream for one
 # sample; queued eight per hold, the first three of a hold read 2-12% above nvbench at 4-48 MiB
-# on the H200 and one per hold came within 1.2% (results/h200/cold-slots).
+# on the H200 and one per hold came within 1.2% (lab/h200/cold-slots).
 BLOCKED_SAMPLES_PER_HOLD = 1
 
 
@@ -640,7 +640,7 @@ class Bench:
         # ahead and then not needed is released and run, its samples dropped. Releasing each
         # round as soon as it was queued cut the rounds' host time from 6.3 to 5.2 ms per cell
         # but widened the spread of ratios against another run at <= 16 MiB on the H200
-        # (results/h200/cell-phases, docs/methodology.md "Where a cell's time goes").
+        # (lab/h200/cell-phases, docs/methodology.md "Where a cell's time goes").
         per_round = len(slots) // 2  # samples per side
         try:
             with self.clock("rounds"), self.cuda.defer_cleanup():

@@ -56,7 +56,7 @@ def test_verify_times_a_cold_only_run_in_cold_mode_and_a_hot_run_in_hot_mode():
     assert mode == "hot"
     assert {e["n"] for e in plan.sizes("int8")} < set(sizes["int8"])
     with pytest.raises(SweeperError, match="no baseline measurement for int8"):
-        run_sizes(root / "results/h200/baseline-v2", ("int8",), {})
+        run_sizes(root / "lab/h200/baseline-v2", ("int8",), {})
 
 
 def _t(dtype, ws, ratio, hi, vs_numba=1.0, p=1, exact=True):

@@ -537,11 +537,11 @@ def test_nvrtc_runs_in_a_child_process_and_never_loads_here(tmp_path):
 
 
 def test_a_run_against_a_users_kernel_names_it_as_the_baseline_everywhere(tmp_path):
-    """results/h200/baseline-v2: every candidate timed against examples/relu_v2.cu on the H200."""
+    """lab/h200/baseline-v2: every candidate timed against examples/relu_v2.cu on the H200."""
     import shutil
 
     run = tmp_path / "baseline-v2"
-    shutil.copytree(ROOT / "results" / "h200" / "baseline-v2", run,
+    shutil.copytree(ROOT / "lab" / "h200" / "baseline-v2", run,
                     ignore=shutil.ignore_patterns("plots", "REPORT.md"))  # fmt: skip
     assert CliRunner().invoke(app, ["report", str(run)]).exit_code == 0
     text = (run / "REPORT.md").read_text()

@@ -1,4 +1,4 @@
-"""tools/hot_slots.py --recorded: a recorded hot sample's slot in its A B B A round, read back
+"""lab/tools/hot_slots.py --recorded: a recorded hot sample's slot in its A B B A round, read back
 from the trial log; a planted order effect is found again, and what it did to the ratio."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("hot_slots", ROOT / "tools/hot_slots.py")
+_spec = importlib.util.spec_from_file_location("hot_slots", ROOT / "lab/tools/hot_slots.py")
 hs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hs)
 

@@ -1,4 +1,4 @@
-"""tools/pruning_proof.py on a model GPU: the exhaustive runs' sizes, their top configs, and the
+"""lab/tools/pruning_proof.py on a model GPU: the exhaustive runs' sizes, their top configs, and the
 verdict of the two passes against a policy's dispatch (a config beats it, or none does, or a
 pass lacks a cell)."""
 
@@ -18,7 +18,7 @@ from sweeper.run.replay import ModelExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 L2 = lookup("h200").l2_bytes
-_spec = importlib.util.spec_from_file_location("pruning_proof", ROOT / "tools/pruning_proof.py")
+_spec = importlib.util.spec_from_file_location("pruning_proof", ROOT / "lab/tools/pruning_proof.py")
 proof = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof)
 
@@ -160,11 +160,11 @@ def test_the_table_holds_every_cell_the_proof_reads(runs, tmp_path, capsys):
         proof.main(["table", *ex, "--out", str(tmp_path / "cells.csv")])
 
 
-SHIPPED = ROOT / "results/h200/pruning-proof"
+SHIPPED = ROOT / "lab/h200/pruning-proof"
 
 
 def test_the_climb_replayed_on_the_h200_cells_needs_the_trades_for_fp32_at_35_6_mib():
-    """results/h200/pruning-proof/replay.md, recomputed: with one-axis moves the climb stops
+    """lab/h200/pruning-proof/replay.md, recomputed: with one-axis moves the climb stops
     1.3% short of the exhaustive best at 35.6 MiB (fp32); the trades reach it. With the band's
     flat peak in the seed (sweeper_kernels.variants.default_grid), the climb with trades finds
     the exhaustive best at every size and dtype."""

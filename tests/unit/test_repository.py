@@ -38,12 +38,15 @@ def test_every_relative_link_in_markdown_resolves():
 
 
 _PATH = re.compile(
-    r"(?<![\w./:-])((?:sweeper|kernels|scripts|tools|tests|docs|results|sweeps|notebooks)"
+    r"(?<![\w./:-])((?:sweeper|kernels|scripts|tools|tests|docs|results|sweeps|notebooks|lab)"
     r"/[\w./-]*\w)"
 )
-# a paragraph that cites a commit ("commit 8a32559", "git show 8a32559:PATH") names paths and
-# runs of that commit's tree
-_CITES_COMMIT = re.compile(r"(?:commit|git show)\s+[0-9a-f]{7}")
+
+
+def _run_folder_file(rel: Path) -> bool:
+    """A file inside a run or study folder (results/<gpu>/<run>/..., lab/<gpu>/<study>/...):
+    the record of what that run measured, which names what it was made from."""
+    return rel.parts[0] in ("results", "lab") and len(rel.parts) > 3
 
 
 def test_every_repository_path_named_in_docs_exists():
@@ -54,19 +57,76 @@ def test_every_repository_path_named_in_docs_exists():
     docs = [
         p
         for p in text_files((".md", ".py", ".sh", ".cuh", ".tmpl"))
-        if not p.is_relative_to(ROOT / "results")
+        if not _run_folder_file(p.relative_to(ROOT))
         and not (p.is_relative_to(ROOT / "tests") and p.suffix == ".py")  # fixtures name temp paths
     ]
     for p in docs:
-        for para in re.split(r"\n\s*\n", p.read_text()):
-            if _CITES_COMMIT.search(para):
+        text = p.read_text()
+        for m in _PATH.finditer(text):
+            name = m.group(1)
+            if generated.search(text[m.start() : m.end() + 2]) or (ROOT / name).exists():
                 continue
-            for m in _PATH.finditer(para):
-                name = m.group(1)
-                if generated.search(para[m.start() : m.end() + 2]) or (ROOT / name).exists():
-                    continue
-                missing.append(f"{p.relative_to(ROOT)}: {name}")
+            missing.append(f"{p.relative_to(ROOT)}: {name}")
     assert not missing, missing
+
+
+# the product runs and the one record that results/ holds; everything else is lab/ or history
+PRODUCT_RUNS = {"hot-7", "aw-4", "cold-6"}
+RECORDS = {"gpu-suite"}
+_SCRIPT = {".py", ".sh", ".ipynb", ".cu"}
+
+
+def test_results_holds_the_product_runs_only():
+    folders = {
+        p.relative_to(ROOT / "results") for p in (ROOT / "results").glob("*/*") if p.is_dir()
+    }
+    assert folders, "no run folders under results/"
+    stray = sorted(str(f) for f in folders if f.name not in PRODUCT_RUNS | RECORDS)
+    assert not stray, f"not a product run (move it to lab/): {stray}"
+    names = {f.name for f in folders}
+    assert names >= PRODUCT_RUNS, PRODUCT_RUNS - names
+    scripts = [
+        str(p.relative_to(ROOT))
+        for p in tracked()
+        if p.is_relative_to(ROOT / "results")
+        and (p.suffix in _SCRIPT or (p.stat().st_mode & 0o111 and p.is_file()))
+        and not p.name.startswith("relu_policy.")  # the exported header and its Python twin
+    ]
+    assert not scripts, f"scripts belong in tools/ or lab/tools/: {scripts}"
+
+
+def doc_files() -> list[Path]:
+    """The documents a user reads: README, CONTRIBUTING, docs/, the results and lab indexes,
+    examples' and notebooks' notes (a run folder's own REPORT.md is a record, not a doc)."""
+    return [
+        p
+        for p in text_files((".md",))
+        if not _run_folder_file(p.relative_to(ROOT)) and p.name != "CHANGELOG.md"
+    ]
+
+
+# 7-40 hex digits with a letter and a digit: a commit, unless it is one of these
+_HEX = re.compile(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w-])")
+NOT_COMMITS = {
+    "c3e620e4ee88",  # sweeps/h200.json's plan hash (results/h200/README.md)
+}
+
+
+def test_no_doc_line_cites_a_commit():
+    """A doc speaks about the tree as it is: a fact with its number and the command that
+    measures it, never a commit that holds an earlier state (provenance.json records those)."""
+    hits = []
+    for p in doc_files():
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            for h in _HEX.findall(line):
+                if h not in NOT_COMMITS:
+                    hits.append(f"{p.relative_to(ROOT)}:{i}: {h}")
+    assert not hits, hits
+
+
+def test_the_tracked_tree_stays_small():
+    total = sum(p.stat().st_size for p in tracked() if p.is_file())
+    assert total <= 30 * 10**6, f"{total / 10**6:.1f} MB tracked (at most 30 MB)"
 
 
 _NARRATIVE = re.compile(
@@ -113,23 +173,29 @@ def test_each_fact_has_one_definition(pattern, home):
     assert where == [home], where
 
 
-def test_every_run_named_outside_history_is_a_run_folder_here():
-    """A run name (hot-N, cold-N) in docs, code or a results index names a folder under
-    results/, unless its paragraph cites the commit that holds it. A run folder's own files are
-    the record of what it measured (a policy it timed keeps its run's name, as audit-v2's
-    configs do) and are not read: its provenance.json says where that run lives."""
-    runs = {p.name for p in (ROOT / "results").glob("*/*") if p.is_dir()}
+# code a user runs or reads beside the docs; lab/tools are the probes that made the studies,
+# and their docstrings name the runs they read (as the studies' provenance.json does)
+_USER_CODE = ("tools", "scripts", "notebooks", "examples")
+_RUN_NAME = re.compile(r"\b((?:hot|cold|aw|after-write)-\d+|aw-fp32(?:-\d+)?)\b")
+
+
+def test_every_run_named_is_a_folder_here():
+    """A run name (hot-N, cold-N, aw-N) in a doc, an index or the code a user runs names a
+    folder under results/ or lab/. A run or study folder's own files are the record of what it
+    measured and read (its provenance.json says where those runs live) and are not read here."""
+    runs = {p.name for top in ("results", "lab") for p in (ROOT / top).glob("*/*") if p.is_dir()}
     stray = []
-    for p in text_files((".md", ".py", ".sh", ".cuh", ".tmpl", ".ipynb")):
+    code = [
+        p
+        for p in text_files((".py", ".sh", ".ipynb"))
+        if p.relative_to(ROOT).parts[0] in _USER_CODE
+    ]
+    for p in [*doc_files(), *code]:
         rel = p.relative_to(ROOT)
-        if rel.parts[0] == "results" and len(rel.parts) > 3:  # results/<gpu>/<run>/...
-            continue
-        for para in re.split(r"\n\s*\n", p.read_text(errors="replace")):
-            if _CITES_COMMIT.search(para):
-                continue
-            for name in re.findall(r"\b((?:hot|cold|after-write)-\d+)\b", para):
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            for name in _RUN_NAME.findall(line):
                 if name not in runs:
-                    stray.append(f"{rel}: {name}")
+                    stray.append(f"{rel}:{i}: {name}")
     assert not stray, stray
 
 

@@ -591,7 +591,7 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels(run):
 
     current_id = Variant.current_id
 
-    path = Path(__file__).parents[2] / "results/h200" / run / "trials.jsonl.xz"
+    path = Path(__file__).parents[2] / "lab/h200" / run / "trials.jsonl.xz"
     with lzma.open(path, "rt") as f:
         trials = [json.loads(line) for line in f]
     ids = {t["variant_id"] for t in trials if t.get("role") == "candidate"}
@@ -903,7 +903,7 @@ def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(t
     records every cell once and ends where a replay run in one go ends."""
     from sweeper import api
 
-    shipped = Path(__file__).parents[2] / "results/h200/aw-sm"
+    shipped = Path(__file__).parents[2] / "lab/h200/aw-sm"
     plan = str(Path(__file__).parents[2] / "sweeps/h200.json")
     m = load_manifest(shipped)
     kw = {"dtypes": ["fp32"], "modes": ["after-write"], "out_root": str(tmp_path),

@@ -1,4 +1,4 @@
-"""tools/sample_budget.py: a run's ratios from fewer samples per half, against another run."""
+"""lab/tools/sample_budget.py: a run's ratios from fewer samples per half, against another run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from sweeper.analyze.store import TrialWriter
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sample_budget", ROOT / "tools/sample_budget.py")
+_spec = importlib.util.spec_from_file_location("sample_budget", ROOT / "lab/tools/sample_budget.py")
 sb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sb)
 

@@ -1,4 +1,4 @@
-"""tools/slot_profile.py: a recorded cold or after-write sample's slot in its held round, read
+"""lab/tools/slot_profile.py: a recorded cold or after-write sample's slot in its held round, read
 back from the trial log; a profile planted in aw-4's trial records is found again."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("slot_profile", ROOT / "tools/slot_profile.py")
+_spec = importlib.util.spec_from_file_location("slot_profile", ROOT / "lab/tools/slot_profile.py")
 sp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sp)
 
