@@ -72,7 +72,12 @@ def test_report_without_selection_or_policy_says_so(run_dir):
     assert "No selection built yet" in sec["Selection"]
     assert "No policy built yet" in sec["Policy"]
     assert "Not built yet: selection" in sec["Summary"]
-    assert "**Verdict: incomplete.** No policy, so no target is checked" in sec["Summary"]
+    first = text.split("\n## ")[0]  # the first screen: above the first section
+    assert "**Verdict: incomplete.** No policy yet, so nothing to ship or grade" in first
+    assert (
+        "**Project targets: incomplete.** No policy, so no target is checked"
+        in (sec["Project targets"])
+    )
     # environment
     for needle in ("Test GPU 64MB", "575.51", "deadbeef", "numba_cuda", "abc123", "64 MiB"):
         assert needle in sec["Environment"], needle
