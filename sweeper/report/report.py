@@ -330,8 +330,8 @@ def guards(
     bad = results[results["status"] != "ok"].sort_values(["mode", "dtype", "ws_bytes", "config"])
     logged = manifest.get("guards") or []
     out = [
-        f"{len(bad)} of {len(results)} measured cells are not ok (left out of every table "
-        f"and plot above); {len(logged)} finding(s) in the run's guard log.",
+        f"{len(bad)} of {len(results)} cells (rows of the trial log) are not ok (left out of "
+        f"every table and plot above); {len(logged)} finding(s) in the run's guard log.",
         "",
     ]
     if len(bad):

@@ -155,7 +155,8 @@ def ship(
     text = (
         f"**What to ship.** {text}: bands of working set (2 x n x the item size) of one config "
         f"each, {_counted(bands)} ([Policy](#policy)). The bands serve the device they were "
-        f"measured on, {_device(doc, manifest)}; any other device gets one generic config per dtype."
+        f"measured on, {_device(doc, manifest)}; any other device gets one generic config per "
+        "dtype."
     )
     if missing:
         text += " To export: " + "; ".join(missing) + "."
@@ -339,7 +340,7 @@ def verdict_lines(
     again = f"`sweeper verify {(run_dir / POLICY).as_posix()}` on a GPU"
     if stale:
         missing.append(
-            f"verify_timing.csv is of another policy ({stale} size-passes timed another config): "
+            f"`verify_timing.csv` is of another policy ({stale} size-passes timed another config): "
             f"{again} times this one"
         )
     elif vt is None:

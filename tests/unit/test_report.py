@@ -116,7 +116,7 @@ def test_report_guards_pruned_timing(run_dir):
     guard_rows = [ln for ln in sec["Guards"].splitlines() if "mismatch" in ln]
     assert any(f"`{config}`" in ln and "| 40 |" in ln and mode in ln for ln in guard_rows)
     assert "max abs err 3.0 at index 17" in sec["Guards"]
-    assert sec["Guards"].strip().startswith("1 of 552 measured cells are not ok")
+    assert sec["Guards"].strip().startswith("1 of 552 cells (rows of the trial log) are not ok")
     pruned = sec["Pruned"]
     assert "| hot | fp16 | 57 | 1 | 0 | 3 | yes |" in pruned  # screened, out, failed, climb
     assert f"| `{PRUNED['config']}` | hot | fp16 | 40 | 3.12% |" in pruned  # where, how much

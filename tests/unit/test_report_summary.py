@@ -277,7 +277,9 @@ def test_every_number_of_the_detail_sections_of_a_known_run(known):
     assert "The first 10 of 31; every one: verify_timing.csv." in v
     # guards: the non-ok cells, cut at 10 rows
     g = sec["Guards"]
-    assert g.strip().startswith(f"{BAD} of {4 * len(SIZES) * 4} measured cells are not ok")
+    assert g.strip().startswith(
+        f"{BAD} of {4 * len(SIZES) * 4} cells (rows of the trial log) are not ok"
+    )
     assert len([ln for ln in g.splitlines() if "| mismatch |" in ln]) == 10
     assert f"The first 10 of {BAD}; every one: the trial log" in g
     # pruned: counts per dtype, the 10 closest misses, the full list in the manifest
