@@ -39,8 +39,8 @@ def default_targets() -> list[Target]:
 
 
 # The ranges of working set the speedup is stated over, as fractions of the run's L2: on the
-# H200's 60 MiB they are the README's 8, 36, 52 and 240 MiB (4 x L2, where every dtype's
-# working set is DRAM-resident); on another GPU they scale with its L2.
+# H200's 60 MiB L2 the edges are the README's 8, 36, 52 and 240 MiB (4 x L2, the DRAM-bound
+# sizes); on another GPU they scale with its L2.
 RANGE_EDGES = (Fraction(2, 15), Fraction(3, 5), Fraction(13, 15), Fraction(4))
 
 
@@ -113,7 +113,9 @@ def _link(name: str) -> str:
 def _counted(counts: Mapping[str, int]) -> str:
     """ "7 for fp32, 8 for fp16 and 7 for int8"."""
     parts = [f"{n} for {d}" for d, n in counts.items()]
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    if len(parts) < 2:
+        return parts[0] if parts else "none"
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def ship(
@@ -142,7 +144,7 @@ def ship(
         try:  # the file as `sweeper export` would write it now, its path comment aside
             check_export(path, render(merge_docs([dict(doc)], [policy_path]), fmt), "", fmt)
         except (SweeperError, KeyError, TypeError, ValueError, OSError):
-            other.append(f"`{path.name}`")
+            other.append((path.name, f"`sweeper export {policy_path} --format {fmt} --force`"))
     prov = doc.get("provenance") or {}
     policy = f"{_link(POLICY)} ({prov.get('mode', '-')} mode)"
     if len(have) > 1:
@@ -162,9 +164,12 @@ def ship(
         text += " To export: " + "; ".join(missing) + "."
     if other:
         one = len(other) == 1
+        names = " and ".join(f"`{name}`" for name, _ in other)
         text += (
-            f" **{' and '.join(other)} {'is' if one else 'are'} not this policy's export** "
-            f"(edited, or of another policy): `sweeper export {policy_path} --force` rewrites "
+            f" **{names} {'is' if one else 'are'} not this policy's export** (edited, or of "
+            "another policy): "
+            + "; ".join(cmd for _, cmd in other)
+            + " rewrites "
             + ("it." if one else "them.")
         )
     return [text, ""]
