@@ -587,12 +587,14 @@ def report_cmd(
         None,
         "--targets",
         metavar="FILE.json",
-        help="Check the targets of this file instead of sweeper/analyze/targets.py's.",
-        show_default="the project targets",
+        help="Grade the run on these targets instead of the default (never slower than "
+        "the baseline beyond noise); the project's H200 targets keep their own section.",
+        show_default="never slower than the baseline",
     ),
 ) -> None:
-    """Write <run>/REPORT.md: a summary first (verdict, the targets and where they fail, the
-    ratio plot, what failed), then the detail; it says which stages are not built yet.
+    """Write <run>/REPORT.md: first what to ship, how much faster than the baseline it is
+    per range of working set and the verdict on your targets, then the summary and the
+    detail. Says which stages are not built yet.
 
     A targets file: metric is ratio, ratio_hi (the CI's upper end), pct_ceiling
     or pct_copy; sizes in MiB, from_mib (inclusive) or above_mib (exclusive) and

@@ -18,7 +18,8 @@ from sweeper.analyze.columns import MODES
 from sweeper.analyze.targets import DEFAULT_SOURCE, Target
 from sweeper.dtypes import DTYPES
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
-from sweeper.report.tables import best_per_size, dtypes_in, facets
+from sweeper.report.summary import SHOWN, first_screen, target_result
+from sweeper.report.tables import best_per_size, dtypes_in, facets, md_cell, md_table
 from sweeper.run.search import climb_trades
 from sweeper.runfolder import CELL_PHASES, PLOTS, REPLAY_GRAPHS, REPORT, baseline_of, is_audit
 from sweeper.units import fmt_bytes, fmt_mib
@@ -32,6 +33,7 @@ SECTIONS = (
     "Plan coverage",
     "Selection",
     "Policy",
+    "Project targets",
     "Targets",
     "Verify",
     "Plots",
@@ -39,20 +41,6 @@ SECTIONS = (
     "Pruned",
     "Timing",
 )
-
-
-def _cell(v: Any) -> str:
-    """Text for a table cell: no pipes or newlines that would break the table."""
-    text = "" if v is None else str(v)
-    return text.replace("|", "\\|").replace("\n", " ").strip()
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
-    align = align or "-" * len(header)
-    marks = {"-": "---", "r": "---:", "c": ":---:"}
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
-    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-    return out
 
 
 def _num(v: Any, fmt: str = ".0f") -> str:
@@ -79,7 +67,7 @@ def _duration(s: Any) -> str:
     try:
         s = float(s)
     except (TypeError, ValueError):
-        return _cell(s)
+        return md_cell(s)
     h, rem = divmod(int(round(s)), 3600)
     m, sec = divmod(rem, 60)
     return f"{s:,.1f} s ({h}:{m:02d}:{sec:02d})"
@@ -114,7 +102,7 @@ def environment(manifest: Mapping[str, Any]) -> list[str]:
             str(r.get("at", "-")) for r in resumed)))  # fmt: skip
     versions = manifest.get("versions") or {}
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "-"))
-    return _table(("", "value"), rows)
+    return md_table(("", "value"), rows)
 
 
 def largest_gaps(sizes: Sequence[int], k: int = 3) -> list[tuple[int, int]]:
@@ -172,7 +160,9 @@ def coverage(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
                 )
             )
     header = ("dtype", "mode", "sizes", "range (MiB)", "in dense band", "widest dense step")
-    return out + _table((*header, "L2 bracket (MiB)", "largest gaps (by ratio)"), rows, "--rrrrr-")
+    return out + md_table(
+        (*header, "L2 bracket (MiB)", "largest gaps (by ratio)"), rows, "--rrrrr-"
+    )
 
 
 def selection(
@@ -246,7 +236,7 @@ def selection_summary(table: pd.DataFrame, l2_bytes: int | None) -> list[str]:
     names = [name for _, _, name in ranges] or ["every size"]
     header = ("mode", "dtype", "sizes", "configs", "changes", *names)
     align = "--rrr" + "r" * len(names) + "rr"
-    return _table((*header, "lowest ratio @ MiB", "sizes below 1"), rows, align)
+    return md_table((*header, "lowest ratio @ MiB", "sizes below 1"), rows, align)
 
 
 def _rank(value: str, order: Sequence[str]) -> int:
@@ -299,7 +289,7 @@ def policy(doc: Mapping[str, Any] | None) -> list[str]:
                 )
             )
     header = ("dtype", "band (MiB)", "config", "measured (MiB)", "sizes", "bracket (MiB)")
-    return out + _table((*header, "worst % of best"), rows, "--r-rrr")
+    return out + md_table((*header, "worst % of best"), rows, "--r-rrr")
 
 
 def headline_plot(plot_files: Sequence[Path], mode: str | None) -> Path | None:
@@ -340,8 +330,8 @@ def guards(
     bad = results[results["status"] != "ok"].sort_values(["mode", "dtype", "ws_bytes", "config"])
     logged = manifest.get("guards") or []
     out = [
-        f"{len(bad)} of {len(results)} measured cells are not ok (left out of every table "
-        f"and plot above); {len(logged)} finding(s) in the run's guard log.",
+        f"{len(bad)} of {len(results)} cells (rows of the trial log) are not ok (left out of "
+        f"every table and plot above); {len(logged)} finding(s) in the run's guard log.",
         "",
     ]
     if len(bad):
@@ -358,7 +348,7 @@ def guards(
             for _, r in bad.head(LONGEST).iterrows()
         ]
         header = ("mode", "dtype", "size (MiB)", "role", "config", "status", "detail")
-        out += _table(header, rows, "--r----") + [""]
+        out += md_table(header, rows, "--r----") + [""]
         out += _more(len(bad), "the trial log (`status`, `status_detail`)")
     if logged:
         out += ["Guard log (manifest):", ""]
@@ -366,7 +356,7 @@ def guards(
             (g.get("cell", "-"), g.get("status", "-"), g.get("detail", ""))
             for g in logged[:LONGEST]
         ]
-        out += _table(("cell", "status", "detail"), rows)
+        out += md_table(("cell", "status", "detail"), rows)
         out += [""] + _more(len(logged), "the manifest's `guards`")
     return out + physical_limits(results, manifest) + pairing_check(results, manifest, chk)
 
@@ -449,7 +439,7 @@ def pairing_check(
         header = (
             "mode", "dtype", "size (MiB)", "baseline slowdown", "cells el", "cells other", "p",
         )  # fmt: skip
-        out += [""] + _table(header, rows, "--rrrrr")
+        out += [""] + md_table(header, rows, "--rrrrr")
     return out
 
 
@@ -483,7 +473,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
         "came closest to the best and why it was left out: `pruned` in "
         f"[manifest.json](manifest.json).{moves}",
         "",
-        *_table(
+        *md_table(
             (
                 "mode",
                 "dtype",
@@ -501,7 +491,7 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
         (p for p in items if p.get("shortfall") is not None), key=lambda p: p["shortfall"]
     )[:closest]
     if near:
-        out += ["", f"The {len(near)} closest misses:", ""] + _table(
+        out += ["", f"The {len(near)} closest misses:", ""] + md_table(
             ("config", "mode", "dtype", "closest at (MiB)", "behind the best there"),
             [
                 (
@@ -603,7 +593,8 @@ def gpu_work_line(manifest: Mapping[str, Any], results: pd.DataFrame | None) -> 
     share = f", {total / wall:.0%} of the run's wall time" if wall and only_hot else ""
     replay = f", fresh-input replay {_secs(f['fresh'])}" if fresh else ""
     return [
-        f"The hot cells' GPU work, at least: {_secs(total)} for {int(f['cells']):,} cells "
+        f"The hot cells' GPU work, at least: {_secs(total)} for {int(f['cells']):,} candidate "
+        "cells "
         f"(timed {_secs(f['timed'])}, warm-up calls {_secs(f['warm-up'])}{replay}; "
         f"`sweeper gpu-work`){share}."
     ]
@@ -626,13 +617,13 @@ def timing(manifest: Mapping[str, Any], results: pd.DataFrame | None = None) -> 
     out = []
     if top:
         out += ["Before the sweeps: " + ", ".join(
-            f"{name} {_secs(v)}" if isinstance(v, int | float) else f"{name} {_cell(v)}"
+            f"{name} {_secs(v)}" if isinstance(v, int | float) else f"{name} {md_cell(v)}"
             for name, v in top) + "."]  # fmt: skip
     if groups:
         seen = {p for g in groups.values() for p in g}
         cols = [p for p in PHASES if p in seen] + sorted(seen - set(PHASES))
         rows = [(group, *(_phase(g.get(p), p) for p in cols)) for group, g in groups.items()]
-        out += ["", *_table(("mode/dtype", *(PHASES.get(p, p) for p in cols)), rows,
+        out += ["", *md_table(("mode/dtype", *(PHASES.get(p, p) for p in cols)), rows,
                             "-" + "r" * len(cols))]  # fmt: skip
     out += cell_phases(t.get(CELL_PHASES))
     g = t.get(REPLAY_GRAPHS)
@@ -661,8 +652,8 @@ def _phase(v: Any, phase: str) -> str:
     if v is None:
         return "-"
     if not phase.endswith("_s"):
-        return _cell(v)
-    return _secs(v) if isinstance(v, int | float) else _cell(v)
+        return md_cell(v)
+    return _secs(v) if isinstance(v, int | float) else md_cell(v)
 
 
 # ---- the document -------------------------------------------------------------------------
@@ -786,28 +777,6 @@ def _audit_verdict(manifest: Mapping[str, Any], f: Findings) -> tuple[str, str]:
     return f"never below {base}", f"at every size measured{tail}."
 
 
-SHOWN = 6  # failing sizes named per dtype in the summary; the Targets section lists more
-
-
-def _target_result(entries: list[dict]) -> str:
-    """One cell of the summary's target table: met, n/a, or the failing dtypes and sizes."""
-    if not entries:
-        return "-"
-    if all(c["ok"] is None for c in entries):
-        return "n/a"
-    failing = [c for c in entries if c["ok"] is False]
-    na = [c["dtype"] for c in entries if c["ok"] is None]
-    if not failing:
-        return "met" + (f" ({', '.join(na)} n/a)" if na else "")
-    parts = []
-    for c in failing:
-        sizes = ", ".join(f"{x:g}" for x in c["failing_mib"][:SHOWN])
-        more = len(c["failing_mib"]) - SHOWN
-        parts.append(f"{c['dtype']} at {sizes}" + (f", ... ({len(c['failing_mib'])} sizes)"
-                                                  if more > 0 else ""))  # fmt: skip
-    return "**no**: " + "; ".join(parts) + " MiB"
-
-
 def _out_of_reach_lines(results: pd.DataFrame, f: Findings) -> list[str]:
     """The summary's line for failing sizes that no measured config meets: there the target is
     beyond what the run found, not a choice of the policy."""
@@ -836,6 +805,16 @@ def _out_of_reach_lines(results: pd.DataFrame, f: Findings) -> list[str]:
     ]
 
 
+def cells_text(results: pd.DataFrame) -> str:
+    """ "45581 cells (44483 candidate, 549 baseline, 549 copy kernel)": rows of the trial log,
+    by role."""
+    names = {"candidate": "candidate", "baseline": "baseline", "copy": "copy kernel"}
+    counts = results["role"].value_counts()
+    order = [r for r in names if r in counts] + sorted(r for r in counts.index if r not in names)
+    parts = ", ".join(f"{int(counts[r])} {names.get(r, r)}" for r in order)
+    return f"{len(results)} cells ({parts})" if len(order) > 1 else f"{len(results)} {parts} cells"
+
+
 def summary(
     run_dir: Path,
     manifest: Mapping[str, Any],
@@ -844,10 +823,10 @@ def summary(
     missing: Sequence[str],
     headline: Path | None,
 ) -> list[str]:
-    from sweeper.analyze.targets import METRICS
+    """The run in one line, what it measured against, what failed and where, the headline
+    figure and the way to every section."""
     from sweeper.run.ceilings import ABOVE_CEILING
 
-    word, why = verdict(manifest, f)
     cand = results[results["role"] == "candidate"]
     per = cand.groupby(["mode", "dtype"])["ws_bytes"].nunique() if len(cand) else None
     sizes = "no" if per is None else (
@@ -858,11 +837,9 @@ def summary(
     if audit:  # an audit builds no policy: nothing after the run is missing
         missing = [m for m in missing if not m.startswith(("policy", "verify"))]
     out = [
-        f"**Verdict: {word}.** {why[0].upper()}{why[1:]}",
-        "",
         f"`{run_dir.as_posix()}`: {modes} mode; {', '.join(dtypes_in(results))}; "
-        f"{sizes} sizes per dtype; {len(results)} measured cells against "
-        f"{baseline_of(manifest)}"
+        f"{sizes} sizes per dtype; {cells_text(results)}, a cell being one row of the trial "
+        f"log, timed against {baseline_of(manifest)}"
         + (f"; wall time {_duration(total)}" if total is not None and recorded else "")
         + ". "
         + ("Not built yet: " + "; ".join(missing) + "." if missing else "Every stage built.")
@@ -893,41 +870,6 @@ def summary(
             "refuses it; `sweeper run --resume --run-dir RUN` samples that stretch.",
             "",
         ]
-    if audit:
-        pass
-    elif f.card is None:
-        out += [f"Targets: {f.targets_source}; none checked without a policy.", ""]
-    else:
-        out += [
-            f"Targets: {f.targets_source}; checked on the policy's config at every measured "
-            f"size ({f.mode} mode)"
-            + (
-                ' and on verify\'s timing of the exported header (an "at least" target must '
-                "hold in every pass; a loss counts only where every pass loses)"
-                if f.vcard is not None
-                else ""
-            )
-            + ". Detail: [Targets](#targets).",
-            "",
-        ]
-    if f.card is not None:
-        specs: dict[str, Any] = {}
-        for c in [*f.card, *(f.vcard or [])]:
-            specs.setdefault(c["target"], c["spec"])
-        rows = []
-        for name, t in specs.items():
-            run = [c for c in f.card if c["target"] == name]
-            ver = [c for c in f.vcard or [] if c["target"] == name]
-            rule = (
-                f"{METRICS.get(t.metric, t.metric)} >= {t.floor:g}, {t.sizes_text()}, "
-                + "/".join(c["dtype"] for c in run or ver)
-            )
-            rows.append((name, rule, _target_result(run),
-                         "not verified" if f.vcard is None else _target_result(ver)))  # fmt: skip
-        out += _table(("target", "rule", "run", "verify"), rows) + [""]
-        idle = [t.name for t in f.targets if t.name not in specs]
-        if idle:
-            out += ["Not applicable to this run's mode and dtypes: " + "; ".join(idle) + ".", ""]
     out += ["What failed, and where:", ""]
     v = f.verify
     if v is not None:
@@ -952,7 +894,6 @@ def summary(
             out.append(
                 "- Verify: bit-exact; no size loses or is off its Numba kernel in every pass."
             )
-    out += _out_of_reach_lines(results, f)
     bad = results[results["status"] != "ok"]
     statuses = ", ".join(f"{n} {s}" for s, n in bad["status"].value_counts().sort_index().items())
     chk = f.pairing
@@ -976,6 +917,50 @@ def summary(
         out += [f"![{headline.stem}]({_rel(headline, run_dir)})", ""]
     out.append(" · ".join(f"[{s}](#{s.lower().replace(' ', '-')})" for s in SECTIONS[1:]))
     return out
+
+
+def project_targets(manifest: Mapping[str, Any], results: pd.DataFrame, f: Findings) -> list[str]:
+    """The project's H200 targets (checks.targets) on the run's measurements and on verify's
+    timing: the verdict on them, one line per target, and the failing sizes no measured
+    config could have met. They grade the project, not a user's run: the report's first
+    screen grades the user's targets."""
+    from sweeper.analyze.targets import METRICS
+
+    if is_audit(manifest):
+        return ["An audit builds no policy: no project target applies."]
+    word, why = verdict(manifest, f)
+    out = [f"**Project targets: {word}.** {why[0].upper()}{why[1:]}", ""]
+    if f.card is None:
+        return out + [f"Targets: {f.targets_source}; none checked without a policy."]
+    out += [
+        f"Targets: {f.targets_source}; checked on the policy's config at every measured "
+        f"size ({f.mode} mode)"
+        + (
+            ' and on verify\'s timing of the exported header (an "at least" target must '
+            "hold in every pass; a loss counts only where every pass loses)"
+            if f.vcard is not None
+            else ""
+        )
+        + ". Detail: [Targets](#targets).",
+        "",
+    ]
+    specs: dict[str, Any] = {}
+    for c in [*f.card, *(f.vcard or [])]:
+        specs.setdefault(c["target"], c["spec"])
+    rows = []
+    for name, t in specs.items():
+        run = [c for c in f.card if c["target"] == name]
+        ver = [c for c in f.vcard or [] if c["target"] == name]
+        rule = f"{METRICS.get(t.metric, t.metric)} >= {t.floor:g}, {t.sizes_text()}, " + "/".join(
+            c["dtype"] for c in run or ver
+        )
+        rows.append((name, rule, target_result(run),
+                     "not verified" if f.vcard is None else target_result(ver)))  # fmt: skip
+    out += md_table(("target", "rule", "run", "verify"), rows) + [""]
+    idle = [t.name for t in f.targets if t.name not in specs]
+    if idle:
+        out += ["Not applicable to this run's mode and dtypes: " + "; ".join(idle) + ".", ""]
+    return out + _out_of_reach_lines(results, f)
 
 
 def _pass_ratios(r: Mapping[str, Any], what: str) -> str:
@@ -1076,7 +1061,7 @@ def verify_section(
         if vr
         else "-"
     )
-    out += _table(
+    out += md_table(
         ["check", "result"],
         [
             [
@@ -1112,7 +1097,7 @@ def verify_section(
             for r in v[key][:LONGEST]
         ]
         out += ["", f"**{title}**", ""]
-        out += _table(["dtype", "size", "config", "each pass", "in the run"], body, "----r")
+        out += md_table(["dtype", "size", "config", "each pass", "in the run"], body, "----r")
         out += [""] + _more(len(v[key]), "verify_timing.csv") if len(v[key]) > LONGEST else []
     return out
 
@@ -1137,10 +1122,11 @@ def build_report(
     policy_doc: Mapping[str, Any] | None = None,
     verify_table: pd.DataFrame | None = None,
     targets: Sequence[Target] | None = None,
-    targets_source: str = DEFAULT_SOURCE,
+    targets_source: str | None = None,
 ) -> str:
-    """The REPORT.md text. Links are relative to run_dir. `targets`: the targets to check
-    (default: `checks.targets`), `targets_source` where they came from."""
+    """The REPORT.md text. Links are relative to run_dir. `targets`: the user's targets the
+    first screen grades (default: summary.default_targets), `targets_source` where they came
+    from; the Project targets and Targets sections check checks.targets whatever they are."""
     run_dir = Path(run_dir)
     missing = []
     if selection_table is None:
@@ -1149,14 +1135,17 @@ def build_report(
         missing.append("policy (run `sweeper policy`)")
     if not any(p.suffix == ".png" for p in plot_files):
         missing.append("plots (run `sweeper plot`)")
-    f = findings(results, manifest, policy_doc, verify_table, targets, targets_source)
+    f = findings(results, manifest, policy_doc, verify_table)
     headline = headline_plot(plot_files, f.mode)
+    top = first_screen(
+        run_dir, manifest, results, policy_doc, verify_table, f.verify, targets, targets_source
+    )
+    if is_audit(manifest):  # an audit's first screen: the cliff of the user's kernel, its verdict
+        word, why = verdict(manifest, f)
+        top = [*audit_section(results, manifest), f"**Verdict: {word}.** {why[0].upper()}{why[1:]}"]
+    cliff = [] if is_audit(manifest) else audit_section(results, manifest)  # users' kernels
     bodies = {
-        # an audit of a user's kernel opens with its cliff (empty for other runs)
-        "Summary": [
-            *audit_section(results, manifest),
-            *summary(run_dir, manifest, results, f, missing, headline),
-        ],
+        "Summary": [*cliff, *summary(run_dir, manifest, results, f, missing, headline)],
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
         "Selection": selection(
@@ -1166,6 +1155,7 @@ def build_report(
             baseline_of(manifest),
         ),
         "Policy": policy(policy_doc),
+        "Project targets": project_targets(manifest, results, f),
         "Targets": targets_section(f),
         "Verify": verify_section(run_dir, verify_table, f.verify, results),
         "Plots": plots_section(run_dir, plot_files, headline),
@@ -1174,6 +1164,9 @@ def build_report(
         "Timing": timing(manifest, results),
     }
     lines = [f"# Run report: {manifest.get('gpu', '?')} · {manifest.get('run_id', '?')}"]
+    while top and top[-1] == "":
+        top = top[:-1]
+    lines += ["", *top] if top else []
     for name in SECTIONS:
         lines += ["", f"## {name}", "", *bodies[name]]
     return "\n".join(lines).rstrip() + "\n"
@@ -1181,7 +1174,8 @@ def build_report(
 
 def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None = None) -> Path:
     """Write <run>/REPORT.md, rendering the plots first if they are missing or stale.
-    `targets`: a targets file (`checks.load_targets`) instead of the defaults."""
+    `targets`: a targets file (`sweeper.analyze.targets.load_targets`) the first screen grades instead of the
+    default targets."""
     from sweeper.analyze.policy import load_policy
     from sweeper.analyze.store import load_run, read_selection
     from sweeper.analyze.targets import load_targets
@@ -1191,10 +1185,12 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
 
     run_dir = Path(run_dir)
     # every input is read and checked before anything is written
-    chosen, source = None, DEFAULT_SOURCE
+    chosen, source = None, None
     if targets is not None:
         chosen = load_targets(targets)
-        source = f"from `{Path(targets).as_posix()}` ({len(chosen)} targets)"
+        source = f"from `{Path(targets).as_posix()}`, {len(chosen)} target" + (
+            "s" if len(chosen) != 1 else ""
+        )
     run = load_run(run_dir)
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None

@@ -1,4 +1,5 @@
-"""Tables drawn from a results frame, shared by plots and report: best per size, rankings, facets."""
+"""Tables drawn from a results frame, shared by plots and report: best per size, rankings,
+facets; and the Markdown table the report writes them as."""
 
 from __future__ import annotations
 
@@ -84,6 +85,25 @@ def facets(results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def dtypes_in(results: pd.DataFrame) -> list[str]:
     present = list(results["dtype"].unique())
     return sorted(present, key=lambda d: (DTYPES.index(d) if d in DTYPES else 99, d))
+
+
+# ---- Markdown -----------------------------------------------------------------------------
+
+
+def md_cell(v: object) -> str:
+    """Text for a table cell: no pipes or newlines that would break the table."""
+    text = "" if v is None else str(v)
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> list[str]:
+    """A Markdown table's lines; `align` one letter per column: "-" left, "r" right, "c"
+    centred."""
+    align = align or "-" * len(header)
+    marks = {"-": "---", "r": "---:", "c": ":---:"}
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    out += ["| " + " | ".join(md_cell(v) for v in row) + " |" for row in rows]
+    return out
 
 
 # ---- axis helpers -------------------------------------------------------------------------

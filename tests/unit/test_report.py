@@ -72,7 +72,12 @@ def test_report_without_selection_or_policy_says_so(run_dir):
     assert "No selection built yet" in sec["Selection"]
     assert "No policy built yet" in sec["Policy"]
     assert "Not built yet: selection" in sec["Summary"]
-    assert "**Verdict: incomplete.** No policy, so no target is checked" in sec["Summary"]
+    first = text.split("\n## ")[0]  # the first screen: above the first section
+    assert "**Verdict: incomplete.** No policy yet, so nothing to ship or grade" in first
+    assert (
+        "**Project targets: incomplete.** No policy, so no target is checked"
+        in (sec["Project targets"])
+    )
     # environment
     for needle in ("Test GPU 64MB", "575.51", "deadbeef", "numba_cuda", "abc123", "64 MiB"):
         assert needle in sec["Environment"], needle
@@ -111,7 +116,7 @@ def test_report_guards_pruned_timing(run_dir):
     guard_rows = [ln for ln in sec["Guards"].splitlines() if "mismatch" in ln]
     assert any(f"`{config}`" in ln and "| 40 |" in ln and mode in ln for ln in guard_rows)
     assert "max abs err 3.0 at index 17" in sec["Guards"]
-    assert sec["Guards"].strip().startswith("1 of 552 measured cells are not ok")
+    assert sec["Guards"].strip().startswith("1 of 552 cells (rows of the trial log) are not ok")
     pruned = sec["Pruned"]
     assert "| hot | fp16 | 57 | 1 | 0 | 3 | yes |" in pruned  # screened, out, failed, climb
     assert f"| `{PRUNED['config']}` | hot | fp16 | 40 | 3.12% |" in pruned  # where, how much

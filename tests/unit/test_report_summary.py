@@ -169,18 +169,20 @@ def test_a_four_dtype_report_fits_300_lines_with_the_summary_first(known):
     lines = text.splitlines()
     assert len(lines) <= 300, len(lines)
     verdict = next(i for i, ln in enumerate(lines) if ln.startswith("**Verdict:"))
-    assert verdict < 40
-    assert lines.index("## Environment") < 40  # the whole summary is on the first screen
+    assert verdict < lines.index("## Summary") <= 20  # the first screen: ship, speedup, verdict
+    assert lines.index("## Environment") < 40  # the summary follows it
     assert list(_sections(text)) == list(SECTIONS)
     assert "<details>" not in text  # per-size tables are selection.md / selection.csv
 
 
-def test_the_verdict_and_the_targets_table_of_a_known_run(known):
-    sec = _sections(_report(known))["Summary"]
+def test_the_project_targets_and_the_summary_of_a_known_run(known):
+    sections = _sections(_report(known))
+    summary, sec = sections["Summary"], sections["Project targets"]
     assert (
-        "**Verdict: fail.** 2 of 19 target checks fail on the run's measurements; 4 of 15 "
-        "fail on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
+        "**Project targets: fail.** 2 of 19 target checks fail on the run's measurements; 4 of "
+        "15 fail on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
     ) in sec
+    assert "Targets:" not in summary and "target checks" not in summary
     assert "defaults from `sweeper/analyze/targets.py`" in sec
     never = _row(sec, "never below the baseline (CI)")
     assert never.endswith("| **no**: fp32 at 10, 13 MiB | **no**: fp32 at 13 MiB |")
@@ -212,8 +214,8 @@ def test_the_verdict_and_the_targets_table_of_a_known_run(known):
     # what failed and where: verify's repeated and one-pass losses, guards
     assert (
         "- Verify, losses to the baseline in every pass (1): fp32 13 MiB (0.970x / 0.970x)."
-    ) in sec
-    one_pass = next(ln for ln in sec.splitlines() if "losses in some passes only" in ln)
+    ) in summary
+    one_pass = next(ln for ln in summary.splitlines() if "losses in some passes only" in ln)
     assert one_pass.startswith(
         "- Verify, losses in some passes only (31): fp32 10 MiB (0.970x / 1.400x);"
     )
@@ -226,11 +228,14 @@ def test_the_verdict_and_the_targets_table_of_a_known_run(known):
         "brackets: never below the baseline (CI), fp32 at 10 MiB (0.980), 13 MiB (0.980); "
         "no loss over 1%, fp32 at 10 MiB (0.970), 13 MiB (0.970)."
     ) in sec
-    n = 4 * len(SIZES) * 4
-    assert f"- Guards: {BAD} of {n} cells not ok ({BAD} mismatch); 0 guard-log finding(s); " in sec
-    assert f"wall time {TOTAL_S:,.1f} s (0:08:20)" in sec
-    assert "130 sizes per dtype" in sec and f"{n} measured cells against torch" in sec
-    assert "![ratio_hot](plots/ratio_hot.png)" in sec
+    n = 4 * len(SIZES) * 4  # per dtype and size: a baseline, a copy and two candidate cells
+    assert (
+        f"- Guards: {BAD} of {n} cells not ok ({BAD} mismatch); 0 guard-log finding(s); "
+    ) in summary
+    assert f"wall time {TOTAL_S:,.1f} s (0:08:20)" in summary
+    cells = f"{n} cells ({n // 2} candidate, {n // 4} baseline, {n // 4} copy kernel)"
+    assert "130 sizes per dtype" in summary and cells in summary
+    assert "![ratio_hot](plots/ratio_hot.png)" in summary
 
 
 def test_every_number_of_the_detail_sections_of_a_known_run(known):
@@ -272,7 +277,9 @@ def test_every_number_of_the_detail_sections_of_a_known_run(known):
     assert "The first 10 of 31; every one: verify_timing.csv." in v
     # guards: the non-ok cells, cut at 10 rows
     g = sec["Guards"]
-    assert g.strip().startswith(f"{BAD} of {4 * len(SIZES) * 4} measured cells are not ok")
+    assert g.strip().startswith(
+        f"{BAD} of {4 * len(SIZES) * 4} cells (rows of the trial log) are not ok"
+    )
     assert len([ln for ln in g.splitlines() if "| mismatch |" in ln]) == 10
     assert f"The first 10 of {BAD}; every one: the trial log" in g
     # pruned: counts per dtype, the 10 closest misses, the full list in the manifest
@@ -301,33 +308,35 @@ def test_the_timing_total_is_the_manifest_total_and_phases_are_not_double_counte
     assert "**Total: 8.0 s (0:00:08)**, the sum of the phases" in no_total
 
 
-def test_the_verdict_without_verify_or_policy_and_when_everything_passes(known):
+def test_the_project_verdict_without_verify_or_policy_and_when_everything_passes(known):
     d, manifest, results, sel = known
     text = _report(known, verify_table=None)
     assert (
-        "**Verdict: fail.** 2 of 19 target checks fail on the run's measurements; not verified"
+        "**Project targets: fail.** 2 of 19 target checks fail on the run's measurements; not "
+        "verified"
     ) in text
     text = _report(known, verify_table=None, policy_doc=None)
-    assert "**Verdict: incomplete.** No policy, so no target is checked" in text
+    assert "**Project targets: incomplete.** No policy, so no target is checked" in text
     assert "Not built yet: policy (run `sweeper policy`)." in text
     good = results.copy()
     hit = (good.config == "A") & good.ratio.lt(1)
     good.loc[hit, ["gbps", "ratio", "ratio_lo", "ratio_hi"]] = [1400.0, 1.4, 1.39, 1.41]
     text = build_report(d, manifest, good, [], sel, known_policy(), known_verify())
     assert (
-        "**Verdict: fail.** All 19 target checks are met on the run's measurements; 4 of 15 fail "
-        "on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
+        "**Project targets: fail.** All 19 target checks are met on the run's measurements; 4 of "
+        "15 fail on verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
     ) in text
     vt = known_verify()
     vt.loc[vt.ratio < 1, ["ratio", "ratio_lo", "ratio_hi", "gbps"]] = [1.4, 1.39, 1.41, 1400.0]
     text = build_report(d, manifest, good, [d / p for p in PLOTS], sel, known_policy(), vt)
     assert (
-        "**Verdict: pass.** All 19 target checks are met on the run's measurements; all 15 are "
-        "met on verify's timing; verify passes."
+        "**Project targets: pass.** All 19 target checks are met on the run's measurements; all "
+        "15 are met on verify's timing; verify passes."
     ) in text
     interrupted = {**manifest, "status": "interrupted"}
     text = build_report(d, interrupted, good, [], sel, known_policy(), vt)
-    assert "**Verdict: incomplete.**" in text and "the run is interrupted." in text
+    assert "**Project targets: incomplete.**" in text and "the run is interrupted." in text
+    assert "**Verdict: incomplete.**" in text.split("\n## ")[0]
 
 
 def _targets_file(tmp_path, doc) -> Path:
@@ -336,31 +345,48 @@ def _targets_file(tmp_path, doc) -> Path:
     return path
 
 
-def test_a_targets_file_replaces_the_defaults_and_the_report_names_it(known, tmp_path):
+def test_a_targets_file_replaces_the_users_targets_and_the_report_names_it(known, tmp_path):
     d, manifest, results, sel = known
     path = _targets_file(tmp_path, {"targets": [
         {"name": "1.5x from 8 MiB", "metric": "ratio", "floor": 1.5, "from_mib": 8,
          "dtypes": ["fp32"]},
         {"name": "no loss", "metric": "ratio", "floor": 0.99, "above_mib": 10, "to_mib": 13},
+        {"name": "copy", "metric": "pct_copy", "floor": 97, "from_mib": 256},
+        {"name": "aw", "metric": "ratio", "floor": 1, "modes": ["after-write"]},
     ]})  # fmt: skip
     chosen = load_targets(path)
-    assert [t.sizes_text() for t in chosen] == [">= 8 MiB", "(10, 13] MiB"]
-    text = _report(known, targets=chosen, targets_source=f"from `{path}` (2 targets)")
-    sec = _sections(text)["Summary"]
-    assert f"Targets: from `{path}` (2 targets)" in sec
-    big = [m for m in range(8, 129)] + [256, 512]  # every fp32 size from 8 MiB fails 1.5x
-    row = _row(sec, "1.5x from 8 MiB")
-    assert row.endswith(
-        f"| **no**: fp32 at 8, 9, 10, 11, 12, 13, ... ({len(big)} sizes) MiB | **no**: fp32 at "
-        f"8, 9, 10, 11, 12, 13, ... ({len(big)} sizes) MiB |"
-    )
-    # (10, 13] holds 11, 12, 13: the run loses at 13 MiB, verify at 13 MiB in every pass
-    assert _row(sec, "no loss").endswith("| **no**: fp32 at 13 MiB | **no**: fp32 at 13 MiB |")
+    assert [t.sizes_text() for t in chosen] == [">= 8 MiB", "(10, 13] MiB", ">= 256 MiB",
+                                                "every size"]  # fmt: skip
+    text = _report(known, targets=chosen, targets_source=f"from `{path}`, 4 targets")
+    first = text.split("\n## ")[0]
+    # 1.5x fails at every fp32 size from 8 MiB; (10, 13] holds 11, 12, 13 MiB, which loses in
+    # every pass; verify times no copy kernel, so that target is graded on the run (1400 GB/s,
+    # the copy's own speed); no after-write cell
     assert (
-        "**Verdict: fail.** 2 of 5 target checks fail on the run's measurements; 2 of 5 fail on "
-        "verify's timing; verify fails (1 size(s) lose to the baseline in every pass)."
-    ) in sec
-    assert "never below the baseline" not in text  # the defaults are not checked
+        f"**Verdict: fail.** 2 of 9 checks of your targets fail (from `{path}`, 4 targets), "
+        "graded on verify's timing of the exported header and, where verify has no value, on "
+        "the run's."
+    ) in first
+    big = [m for m in range(8, 129)] + [256, 512]
+    assert _row(first, "1.5x from 8 MiB") == (
+        "| 1.5x from 8 MiB | ratio >= 1.5, >= 8 MiB, fp32 | **no**: fp32 at 8, 9, 10, 11, 12, "
+        f"13, ... ({len(big)} sizes) MiB | verify (2 passes) |"
+    )
+    assert _row(first, "no loss").endswith("| **no**: fp32 at 13 MiB | verify (2 passes) |")
+    assert _row(first, "copy").endswith("| met | the run |")
+    assert "Not applicable to this run's mode and dtypes: aw." in first
+    assert "never slower than" not in first.lower()  # the default target is replaced
+    # the project's targets are checked as without the file
+    assert _sections(text)["Project targets"] == _sections(_report(known))["Project targets"]
+    # a file the run meets passes where the default target fails (fp32 13 MiB loses)
+    easy = _targets_file(tmp_path, {"targets": [
+        {"name": "0.9x", "metric": "ratio", "floor": 0.9, "verify_passes": "any"}]})  # fmt: skip
+    text = _report(known, targets=load_targets(easy), targets_source="from `easy.json`")
+    assert (
+        text.startswith("# Run report: testgpu · k1\n\n**What to ship.**")
+        and "**Verdict: pass.** All 4 checks of your targets are met (from `easy.json`)" in text
+    )
+    assert "**Verdict: fail.** Slower than torch beyond noise" in _report(known)
 
 
 def test_the_cli_reads_a_targets_file(tmp_path):
@@ -378,9 +404,11 @@ def test_the_cli_reads_a_targets_file(tmp_path):
     result = runner.invoke(app, ["report", str(d), "--targets", str(path)])
     assert result.exit_code == 0, result.output
     text = (d / "REPORT.md").read_text()
-    assert f"Targets: from `{path.as_posix()}` (1 targets)" in text
+    assert f"checks of your targets fail (from `{path.as_posix()}`, 1 target), graded on" in text
     assert re.search(
-        r"^\| 1\.2x \| ratio >= 1\.2, every size, fp32/fp16 \| \*\*no\*\*: ", text, re.M
+        r"^\| 1\.2x \| ratio >= 1\.2, every size, fp32/fp16 \| \*\*no\*\*: .* \| the run \|$",
+        text,
+        re.M,
     )
 
 
