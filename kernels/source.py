@@ -256,7 +256,7 @@ KERNEL_MODULES = ("source.py", "intrinsics.py", "bitmath.py", "hints.py")
 EQUIVALENT_FINGERPRINTS: tuple[str, ...] = (
     "53605ce348d7c9a6a31e98125a56e97f7e6d15fa6a94b678c2495389a6dff12b",
     # this code fingerprinted from ast.dump's text, which differs by Python version: 3.10-3.11,
-    # 3.12 (the H200 run hot-5, commit 594e88a) and 3.13
+    # 3.12 and 3.13
     "cbd6dd9a8d9740c8e36280a03198452f408f4ccec0a535278e7e4bee7bf41ba5",
     "96f03c95b85f24d8c51c3d4ed758a17280b5b62b84201f1c7aac5cb3f6e75014",
     "1aff540746a8dbc9bb9b2b6ab36f7fb9fd8f64a545d362dc1b221bbe8b8737b5",

@@ -258,9 +258,9 @@ def default_grid(dtypes=None) -> list[Variant]:
 
     * the core (36 compiles): vec 4/8/16 B x unroll 1/2/4 x loads default/cs x stores
       default/cs, the space the 4090 study swept. 4- and 8-byte vectors at one launch shape
-      (256 threads, onepass); the climb reaches their other shapes: in the H200 run hot-5 (commit 594e88a) a 4-
-      or 8-byte config came within 1.5% of the best at 343 of the 568 (dtype, size) points
-      measured (at 50 of them at 256 threads onepass), a 16-byte one at 541;
+      (256 threads, onepass); the climb reaches their other shapes: in a 4-dtype hot search on
+      the H200 a 4- or 8-byte config came within 1.5% of the best at 343 of the 568 (dtype,
+      size) points measured (at 50 of them at 256 threads onepass), a 16-byte one at 541;
     * L2 band (4): `L2::evict_last` loads + `.cs` stores, vec 16, unroll 1/2/4/8: keeps the
       input resident across repeated calls while the write-once output streams (the fix for the
       (32 MiB, L2] cliff that evict-first loads caused);
@@ -270,9 +270,8 @@ def default_grid(dtypes=None) -> list[Variant]:
     * launch shapes of 16-byte vectors (free: no recompile): block 128/256/512 x grid onepass
       (torch's shape: one tile per block, many small blocks), stride1 (grid-stride over one
       wave of resident blocks: the shape of the L2 band on the H200, chosen at 43.1 and
-      50.6 MiB for every dtype in run hot-5, 1.42x and 1.49x torch in fp32, where hot-11's
-      grid without it reached 1.28x and 1.27x (hot-11 is in commit 8a32559:
-      `git show 8a32559:results/h200/hot-11/selection.csv`) and stride4;
+      50.6 MiB for every dtype by the search, 1.42x and 1.49x torch in fp32, where a grid
+      without it reached 1.28x and 1.27x) and stride4;
     * upper L2 band (7): `L2::evict_last:0.75` (unroll 1/2/4/8) and `:0.5` (2/4/8) loads with
       `.cs` stores: only that fraction of the input lines is kept evict_last, the rest is
       evict_first. On the H200 at 45-52.5 MiB a 0.75 fraction measured 1.25-1.40x torch where

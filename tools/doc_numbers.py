@@ -37,10 +37,6 @@ from sweeper.dtypes import DTYPES
 from sweeper.units import MiB
 
 ROOT = Path(__file__).resolve().parents[1]
-# the headline table's ranges of working set, in MiB: (lo, hi] (the first from 0, the last
-# open-ended); 36-52 MiB is the band between the persisting-L2 maximum and just below the L2
-RANGES = ((0, 8), (8, 36), (36, 52), (52, 240), (240, None))
-RANGE_HEADS = ("<= 8 MiB", "8-36 MiB", "36-52 MiB", "52-240 MiB", "> 240 MiB (4 x L2)")
 
 
 def run_dir(name: str) -> Path:
@@ -168,21 +164,6 @@ class RunFiles:
     def min_ratio(self) -> float:
         return float(self.verify["ratio"].min())
 
-    def lower_pass(self) -> pd.DataFrame:
-        """Per size, the lower of its passes' ratios: columns dtype, ws_bytes, ratio."""
-        return self._by_size()["ratio"].min().reset_index()
-
-    def range_span(self, dtype: str, lo_mib: float, hi_mib: float | None) -> tuple[float, float]:
-        """Lowest and highest lower-pass ratio at working sets in (lo, hi] MiB (from 0 for the
-        first range, open above for the last)."""
-        lp = self.lower_pass()
-        ws = lp["ws_bytes"] / MiB
-        sel = (lp["dtype"] == dtype) & (ws > lo_mib)
-        if hi_mib is not None:
-            sel &= ws <= hi_mib
-        r = lp.loc[sel, "ratio"]
-        return float(r.min()), float(r.max())
-
     def dtypes(self) -> list[str]:
         return [d for d in DTYPES if d in set(self.verify["dtype"])]
 
@@ -191,10 +172,6 @@ class RunFiles:
 def run_files(name: str) -> RunFiles:
     """The run's files, each read once per process."""
     return RunFiles(name)
-
-
-def fmt_span(lo: float, hi: float) -> str:
-    return f"{lo:.2f}-{hi:.2f}"
 
 
 def mib(ws_bytes: int) -> str:
@@ -210,19 +187,25 @@ def pct(x: float, digits: int = 1) -> str:
 
 def ratio_table(*runs: str) -> list[str]:
     """The verified header's ratio to the baseline, the lower of the passes at each size,
-    lowest to highest per range of working set; one row per dtype and run."""
+    lowest to highest per range of working set (the report's ranges: its first screen shows
+    the same figures); one row per dtype and run."""
+    from sweeper.report.summary import ranges, speedup_rows, verified_ratios
+
     rs = [run_files(r) for r in runs]
-    head = "| dtype | mode | " + " | ".join(RANGE_HEADS) + " |"
-    rule = "|---|---|" + "---|" * len(RANGES)
-    out = [head, rule]
+    l2 = {int(r.manifest["device"]["l2_bytes"]) for r in rs}
+    if len(l2) != 1:
+        raise SystemExit(f"one table needs one L2 size; the runs have {sorted(l2)}")
+    (l2_bytes,) = l2
+    heads = [label for _, _, label in ranges(l2_bytes)]
+    out = ["| dtype | mode | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
     for d in DTYPES:
         for r in rs:
             if d not in r.dtypes():
                 continue
-            cells = [fmt_span(*r.range_span(d, lo, hi)) for lo, hi in RANGES]
+            (row,) = speedup_rows(verified_ratios(r.verify, r.mode), l2_bytes, [d])
             out.append(
                 f"| {d} | [{r.mode}]({r.path.relative_to(ROOT)}/REPORT.md) | "
-                + " | ".join(cells)
+                + " | ".join(row[1:])
                 + " |"
             )
     return out

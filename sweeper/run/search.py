@@ -26,8 +26,8 @@ BAND_FRACTIONS = (0.6, 0.72, 0.84, 0.96)  # the screening fractions inside the L
 @dataclass(frozen=True)
 class SearchParams:
     # survivors: every config whose ratio is within `margin` of the best ratio at some
-    # screening size, and the top `min_survivors` there; no cap on how many. In the H200 run
-    # hot-5 (commit 594e88a; fp32, hot) 59 of the 1664 configs screened (seed and climb) were within 0.5%
+    # screening size, and the top `min_survivors` there; no cap on how many. In an fp32 hot
+    # search on the H200, 59 of the 1664 configs screened (seed and climb) were within 0.5%
     # somewhere, 143 within 1% and 264 within 1.5%, most of them (35, 104 and 196) only at the
     # two DRAM sizes, where configs of every vector width run at the copy's speed (at 458 MiB,
     # 189 of 944 within 1.5%, at 99.6-101.3% of the copy's GB/s) (docs/methodology.md, "Which
@@ -272,8 +272,8 @@ def refinement_points(
 # the size away (1.6%): on the H200 a bf16 band at 1.78 MiB stood on one size between
 # neighbours 0.18 and 0.22 MiB away, finer than L2/256; three rounds of these samples (1.69
 # and 1.89, 1.73 and 1.83, 1.75 and 1.80 MiB) left it on one size with neighbours 0.022 and
-# 0.028 MiB away (hot-5's trials, commit 594e88a, replayed through policy_sample_points at 2%;
-# its policy serves that size with a neighbour, bands.segment)
+# 0.028 MiB away (a hot run's trials replayed through policy_sample_points at 2%; its policy
+# serves that size with a neighbour, bands.segment)
 SINGLE_STEP = 64
 
 

@@ -606,8 +606,8 @@ def test_the_shipped_run_maps_onto_this_checkouts_kernels(run):
 
 def test_a_resume_refines_no_further_than_the_run_in_one_go(plan, tmp_path):
     """The refinement's point budget is the run's: resuming a run whose refinement stopped at
-    the budget measures no new size (before, each segment got a fresh budget, and a resume of
-    hot-5, commit 594e88a, added two sizes its one-go replay does not have)."""
+    the budget measures no new size (a segment that got a fresh budget would add sizes the
+    run in one go does not have)."""
     from dataclasses import replace
 
     search = replace(SearchParams(), max_refine_points=2)

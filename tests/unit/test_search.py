@@ -331,8 +331,7 @@ def test_a_manifest_without_climb_trades_climbed_one_axis_moves_only():
 
 
 def test_a_manifest_with_parameters_this_search_lacks_is_not_resumed_by_it_but_still_read():
-    """A run of an earlier search (cold-5, `git show d0ba76b:results/h200/cold-5/manifest.json`)
-    recorded a survivor cap and a tolerance this search does not have: a resume by it is
+    """A run of an earlier search recorded a survivor cap and a tolerance this search does not have: a resume by it is
     refused in one clear error, while a replay and the report read what they need (whether the
     climb traded) from any manifest."""
     from sweeper.errors import SweeperError
