@@ -8,6 +8,7 @@
 # built again at the tie tolerance verify measured), plots and report in the run folder, whose
 # path it prints last. A run that stops before it finishes (--time-limit) builds
 # nothing from its partial cells: the script says how to resume it and exits with status 3.
+# When the last verify fails, the plots and report are still built and the status is 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
@@ -32,11 +33,12 @@ if [ "$STATUS" != complete ]; then
   echo "$RUN: the run is $STATUS; continue it with RESUME=$RUN ./scripts/sweep.sh" >&2
   exit 3
 fi
+VERIFY=0
 "${SW[@]}" select "$RUN"
 "${SW[@]}" policy build "$RUN"
 "${SW[@]}" export "$RUN/policy.json" --format cuda -o "$RUN/relu_policy.cuh"
 "${SW[@]}" export "$RUN/policy.json" --format python -o "$RUN/relu_policy.py"
-"${SW[@]}" verify "$RUN/policy.json" --passes 2 || echo "verify FAILED (see above)"
+"${SW[@]}" verify "$RUN/policy.json" --passes 2 || { VERIFY=$?; echo "verify FAILED (see above)"; }
 # The tie tolerance is then what that verify measured, per range of working set
 # (docs/export.md): the policy is built again at it, and verified again if its header's code
 # changed (comment lines aside).
@@ -45,7 +47,8 @@ if "${SW[@]}" policy build "$RUN" --tolerance verify > /dev/null; then
   "${SW[@]}" export "$RUN/policy.json" --format cuda -o "$RUN/relu_policy.cuh" --force
   "${SW[@]}" export "$RUN/policy.json" --format python -o "$RUN/relu_policy.py" --force
   if ! cmp -s <(grep -v '^ *//' "$RUN/.verified.cuh") <(grep -v '^ *//' "$RUN/relu_policy.cuh"); then
-    "${SW[@]}" verify "$RUN/policy.json" --passes 2 || echo "verify FAILED (see above)"
+    VERIFY=0
+    "${SW[@]}" verify "$RUN/policy.json" --passes 2 || { VERIFY=$?; echo "verify FAILED (see above)"; }
   fi
 else
   echo "the policy keeps the default tolerance (no verify timing of two passes)" >&2
@@ -54,3 +57,7 @@ rm -f "$RUN/.verified.cuh"
 "${SW[@]}" plot "$RUN"
 "${SW[@]}" report "$RUN"
 echo "$RUN"
+if [ "$VERIFY" -ne 0 ]; then
+  echo "$RUN: verify failed (status $VERIFY); the report says where" >&2
+  exit 4
+fi
