@@ -127,7 +127,7 @@ def test_the_reports_timing_section_states_the_floor():
     w = gpuwork.cell_work(cell, STOP)
     line = [x for x in timing(m, results) if "GPU work" in x]
     assert line == [
-        f"The hot cells' GPU work, at least: {sum(w.values()):,.1f} s for 1 cells (timed "
+        f"The hot cells' GPU work, at least: {sum(w.values()):,.1f} s for 1 candidate cells (timed "
         f"{w['timed']:,.1f} s, warm-up calls {w['warm-up']:,.1f} s, fresh-input replay "
         f"{w['fresh']:,.1f} s; `sweeper gpu-work`), {sum(w.values()):.0%} of the run's "
         "wall time."
