@@ -64,6 +64,8 @@ READING = [
     ("export", "{run}/policy.json", "-o", "policy.cuh"),
     ("select", "{run}"),
     ("report", "{run}"),
+    ("gpu-work", "{run}"),
+    ("compare", "{run}", "{run}"),
     ("kernels", "list", "--dtypes", "fp32"),
 ]
 
