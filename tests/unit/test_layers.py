@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.report.pairing",
             "sweeper.report.plots",
             "sweeper.report.report",
+            "sweeper.report.summary",
             "sweeper.report.tables",
         ],
     ),

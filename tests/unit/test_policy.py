@@ -366,10 +366,10 @@ def test_cli_select_policy_export(tmp_path):
     r = cli.invoke(app, ["select", str(run)])
     assert r.exit_code == 0, r.output
     assert (run / "selection.csv").exists() and (run / "selection.md").exists()
-    r = cli.invoke(app, ["policy", "build", str(run), "--modes", "hot,cold"])
+    r = cli.invoke(app, ["policy", "build", str(run), "--mode", "hot,cold"])
     assert r.exit_code == 1 and not (run / "policy.json").exists()
     assert r.output.strip().splitlines() == [
-        "error: --modes hot,cold: a policy is built for one mode; build one per mode"
+        "error: --mode hot,cold: a policy is built for one mode; build one per mode"
     ]
     r = cli.invoke(app, ["policy", "build", str(run), "--modes", "hot"])
     assert r.exit_code == 0, r.output
