@@ -194,6 +194,7 @@ class RunRequest:
     baseline_block: int = 256
     baseline_grid: str = "stride1"
     policy: str = "none"
+    executor: str = "classic"
 
     def __post_init__(self) -> None:
         from sweeper.analyze.columns import MODES
@@ -207,6 +208,8 @@ class RunRequest:
             object.__setattr__(self, "modes", ("hot",))
         if self.plan_path is not None:
             object.__setattr__(self, "plan_path", str(self.plan_path))
+        if self.executor not in EXECUTORS:
+            raise SweeperError(f"--executor {self.executor!r}: use {' or '.join(EXECUTORS)}")
         if self.producer not in ("sm", "memcpy"):
             raise SweeperError(f"--producer {self.producer!r}: use sm or memcpy")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
@@ -216,6 +219,10 @@ class RunRequest:
         for m in self.modes:
             if m not in MODES:
                 raise SweeperError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+
+
+# sweeper.run.executor (one cell at a time) and sweeper.run.batched (a size's cells in batches)
+EXECUTORS = ("classic", "batched")
 
 
 @dataclass(frozen=True)
@@ -396,7 +403,10 @@ def _run_config(req: RunRequest, m: _Measure):
 
 def _gpu_executor(req: RunRequest, m: _Measure, cfg):
     """The executor that times on the GPU; users' kernels are checked on the device first."""
-    from sweeper.run.executor import GpuExecutor
+    if req.executor == "batched":
+        from sweeper.run.batched import BatchedExecutor as GpuExecutor
+    else:
+        from sweeper.run.executor import GpuExecutor
 
     executor = GpuExecutor(
         baseline=req.baseline,

@@ -373,6 +373,12 @@ def run_cmd(
         help="A --baseline kernel's " + _GRID_RULE_HELP,
     ),
     policy: str = typer.Option("none", "--policy", metavar="WHICH", help=_POLICY_HELP),
+    executor_name: str = typer.Option(
+        "classic",
+        "--executor",
+        metavar="classic|batched",
+        help="How hot cells are timed: one at a time, or a size's cells in CUDA graph batches.",
+    ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
@@ -412,6 +418,7 @@ def run_cmd(
             baseline_block=baseline_block,
             baseline_grid=baseline_grid,
             policy=policy,
+            executor=executor_name,
         )
         if replay:
             from sweeper.run.replay import ReplayExecutor

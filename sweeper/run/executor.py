@@ -710,16 +710,21 @@ class GpuExecutor:
         with self.bench.clock("cell"):
             return self._measure(mode, dtype, n, variant)
 
-    def _measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+    def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any]):
+        """The rows of the candidate cells of `variants` at one size, one after another (a
+        batched executor yields them as its batches complete)."""
+        for v in variants:
+            yield self.measure(mode, dtype, n, v)
+
+    def _candidate_row(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        """A candidate cell's row before it is measured: what it is, status ok."""
         from sweeper_kernels import itemsize
 
-        b = self.buffers(dtype, n)
-        ws = 2 * n * itemsize(dtype)
         row: dict[str, Any] = {
             "mode": mode,
             "dtype": dtype,
             "n": n,
-            "ws_bytes": ws,
+            "ws_bytes": 2 * n * itemsize(dtype),
             "role": "candidate",
             "config": variant.config,
             "variant_id": variant.id,
@@ -735,6 +740,12 @@ class GpuExecutor:
         cg = getattr(self, "_copy_gbps", None)
         if cg and cg[:2] == (dtype, n):
             row["copy_gbps"] = cg[2]
+        return row
+
+    def _measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
+        b = self.buffers(dtype, n)
+        row = self._candidate_row(mode, dtype, n, variant)
+        ws = row["ws_bytes"]
         try:
             self.bench.reset_persisting()
             from sweeper_kernels import get_launcher

@@ -110,14 +110,18 @@ class FreshInput:
     `check(y, s)` bracket each call; `reset(s)` zeroes the call counter and the stale count
     before a replay."""
 
-    def __init__(self, cuda, calls: int, words: int = FRESH_WORDS):
+    def __init__(self, cuda, calls: int, words: int = FRESH_WORDS, counters=None):
+        """`counters`: two uint32 words of device memory for the call index and the stale
+        count (a batched executor passes a view of one array it reads once per batch)."""
         if words > 1024:
             raise ValueError(f"at most 1024 fresh words per call, got {words}")
         self.capacity = (calls, words)
         self._pos = cuda.device_array(words, np.uint32)
         self._vals = cuda.device_array(calls * words, np.uint32)
         self._staged = cuda.pinned_array(words + calls * words, np.uint32)
-        self.counters = cuda.to_device(np.zeros(2, np.uint32))  # call index, stale words
+        if counters is None:
+            counters = cuda.to_device(np.zeros(2, np.uint32))
+        self.counters = counters  # call index, stale words
         self.step = self.counters[0:1]
         self.stale = self.counters[1:2]
         self.table: FreshTable | None = None

@@ -345,12 +345,21 @@ class Runner:
                     self._record(row, phase)
         order = list(variants)
         random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}").shuffle(order)
+        todo = []
         for v in order:
-            key = cell_key(mode, dtype, n, "candidate", v.id)
-            if key in self.rows:
+            if cell_key(mode, dtype, n, "candidate", v.id) in self.rows:
                 self.skipped += 1
+                self._tick(f"{mode} {dtype} {phase}")
             else:
-                self._record(self.ex.measure(mode, dtype, n, v), phase, tag)
+                todo.append(v)
+        many = getattr(self.ex, "measure_many", None)
+        rows = (
+            many(mode, dtype, n, todo)
+            if many is not None
+            else (self.ex.measure(mode, dtype, n, v) for v in todo)
+        )
+        for row in rows:
+            self._record(row, phase, tag)
             self._tick(f"{mode} {dtype} {phase}")
         self.ex.release(dtype, n)
 

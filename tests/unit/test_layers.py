@@ -89,6 +89,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.run.ceilings",
             "sweeper.run.dispatch",
             "sweeper.run.executor",
+            "sweeper.run.batched",
             "sweeper.run.external",
             "sweeper.run.fresh",
             "sweeper.run.fresh_kernels",

@@ -1,0 +1,602 @@
+"""The batched executor: the hot cells of one size, many variants, timed BATCH_CELLS to a launch.
+
+GpuExecutor (sweeper.run.executor) times one cell at a time and waits for the GPU about 25
+times per cell: after every ABBA round, after every output check, around the fresh-input
+replay. BatchedExecutor measures the same cells with the same guards, queued so that the host
+never waits for the GPU inside a batch and builds the next batch while one runs.
+
+A batch is one linear CUDA graph, built from captured one-call graphs (child-graph nodes) and
+event-record nodes, so no call of a timed chain costs a Numba launch. Per cell, in order:
+
+  half 1   L2 normalizer, warm-up of a on A and of b on B, a's outputs poisoned; R rounds of
+           slots a b b a, each slot [normalizer, warm-up, event, `calls` calls, event]; a's
+           output on A compared with the reference, the mismatches counted on the device
+  half 2   the same with the buffer sets swapped, rounds b a a b
+  soak     where the timed calls are fewer than SOAK_CALLS: untimed calls on B, then checked
+  fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
+           fresh-input replay (sweeper.run.fresh), the input words restored
+
+Queued on the stream just before the batch's graph, uncaptured: each cell's pre-check (poison,
+one call on A, count) and the fresh-input tables; just after it, one device-to-host copy of
+every counter of the batch. The host reads the batch's events and counters once, then decides
+each half's stopping rule as GpuExecutor does (the same rule, after each round from the second
+on); a half that needs more samples gets a top-up segment (a's outputs poisoned, one round,
+checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
+position in the batch and the batch's SM clock.
+
+Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
+normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
+input replay. The persisting-L2 state is reset before each batch is built and read back after
+each cell's launches were captured: a launcher can only change it from the host, and every
+host call of a cell's launcher happens while its graphs are captured.
+
+Falls back to GpuExecutor's cells for cold and after-write modes and the allocating pattern.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sweeper.errors import USER_ERRORS
+from sweeper.run.executor import (
+    SOAK_CALLS,
+    GpuExecutor,
+    _Buffers,
+    device_pointer,
+    half_stopping,
+    merge_timings,
+)
+from sweeper.run.fresh import FreshInput, fresh_table
+from sweeper.run.timers import _capture, _cu, check, round_slots
+from sweeper.stats import PairTiming, Stopping, rel_halfwidth
+
+BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
+COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
+EXECUTOR_NAME = "batched"
+
+
+def chain(unit, calls: int):
+    """A graph (not instantiated) of `calls` replays of the one-call graph `unit`, built by
+    doubling: log2(calls) child-graph nodes where a chain of child nodes takes `calls`."""
+    cu = _cu()
+    powers, owned = [unit], []
+    try:
+        while (1 << len(powers)) <= calls:
+            g = check(cu.cuGraphCreate(0))
+            owned.append(g)
+            first = check(cu.cuGraphAddChildGraphNode(g, None, 0, powers[-1]))
+            check(cu.cuGraphAddChildGraphNode(g, [first], 1, powers[-1]))
+            powers.append(g)
+        out = check(cu.cuGraphCreate(0))
+        prev = None
+        for k in reversed(range(len(powers))):
+            if calls >> k & 1:
+                deps = [prev] if prev is not None else None
+                prev = check(cu.cuGraphAddChildGraphNode(out, deps, len(deps or ()), powers[k]))
+        return out
+    finally:
+        for g in owned:
+            cu.cuGraphDestroy(g)
+
+
+class LinearGraph:
+    """A CUDA graph built node after node, each depending on the one before."""
+
+    def __init__(self) -> None:
+        self.graph = check(_cu().cuGraphCreate(0))
+        self._last = None
+        self.nodes = 0
+
+    def _deps(self):
+        return ([self._last], 1) if self._last is not None else (None, 0)
+
+    def child(self, g) -> None:
+        deps, k = self._deps()
+        self._last = check(_cu().cuGraphAddChildGraphNode(self.graph, deps, k, g))
+        self.nodes += 1
+
+    def event(self, ev) -> None:
+        deps, k = self._deps()
+        self._last = check(_cu().cuGraphAddEventRecordNode(self.graph, deps, k, ev.handle))
+        self.nodes += 1
+
+    def destroy(self) -> None:
+        if self.graph is not None:
+            _cu().cuGraphDestroy(self.graph)
+            self.graph = None
+
+
+@dataclass
+class _Half:
+    """One buffer-swapped half of a cell: its samples so far and whether its rule stopped."""
+
+    sa: str  # buffer set of side a
+    sb: str
+    first: str  # "A" or "B": which side takes a round's first and last slots
+    stop: Stopping
+    a_us: list = field(default_factory=list)
+    b_us: list = field(default_factory=list)
+    order: list = field(default_factory=list)
+    rounds: int = 0
+    done: bool = False
+
+
+@dataclass
+class _Cell:
+    row: dict
+    launcher: Any = None
+    graphs: dict = field(default_factory=dict)  # name -> CUgraph owned by the cell
+    halves: list = field(default_factory=list)
+    bad_pre: int = 0
+    bad: int = 0  # output words wrong after the timed rounds (every segment's check)
+    bad_soak: int = 0
+    soak: bool = False
+    stale: int = 0
+    checked: int = 0
+    made: int = 0  # calls of side a after its outputs were poisoned
+    state: dict = field(default_factory=dict)
+    fresh: list = field(default_factory=list)  # (buffer set, FreshInput) of the replay
+    batch: int = -1
+    pos: int = -1
+    cells: int = 0
+    sm_mhz: int | None = None
+
+    def destroy(self) -> None:
+        cu = _cu()
+        for g in self.graphs.values():
+            cu.cuGraphDestroy(g)
+        self.graphs.clear()
+
+
+@dataclass
+class _Batch:
+    parity: int
+    index: int
+    graph: LinearGraph
+    slots: list = field(default_factory=list)  # (cell, half, side, event index)
+    counters: list = field(default_factory=list)  # (cell, what, counter index)
+    fresh: list = field(default_factory=list)  # (cell, FreshInput)
+    new: list = field(default_factory=list)  # cells whose first segment this is
+    errors: list = field(default_factory=list)  # rows of cells that failed before queueing
+    next_counter: int = 0
+    exec: Any = None
+    done_event: Any = None
+    clock_token: Any = None
+
+
+class BatchedExecutor(GpuExecutor):
+    """GpuExecutor whose hot cells of one size are measured in batches (module docstring)."""
+
+    def __init__(self, *args, batch_cells: int = BATCH_CELLS, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batch_cells = batch_cells
+        self._batches = 0
+        self._events: dict[int, list] = {0: [], 1: []}
+        n_counters = COUNTERS_PER_CELL * 2 * batch_cells
+        self._counters = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
+        self._counters_host = [self.cuda.pinned_array(n_counters, np.uint64) for _ in range(2)]
+        n_fresh = 2 * 2 * batch_cells  # call index and stale count per buffer set and cell
+        self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
+        self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
+        self._fresh_rooms: dict[tuple, FreshInput] = {}
+        self._size_graphs: dict[tuple, Any] = {}  # per size: poison, check and restore graphs
+        self._execs: dict[int, Any] = {}  # parity -> instantiated graph, updated batch to batch
+        self.exec_counts = {"updated": 0, "instantiated": 0}
+        self.clocks = None  # a ClockMonitor (sweeper.run.clocks) where NVML is usable
+
+    def describe(self) -> dict:
+        doc = super().describe()
+        harness = doc["harness"]
+        harness["executor"] = EXECUTOR_NAME
+        harness["batch_cells"] = self.batch_cells
+        # hot rounds run inside the batch's graph: no hold of the stream, no round queued ahead
+        harness["hot_rounds_held"] = False
+        harness["hot_rounds_pipelined"] = False
+        harness["hot_rounds_in_graph"] = True
+        return doc
+
+    def replay_graphs(self) -> dict[str, int]:
+        """The fresh-input replay's graphs (modes timed cell by cell) and the batches'
+        instantiated graphs, updated in place or instantiated, since the last call."""
+        out = super().replay_graphs()
+        out["batch_updated"] = self.exec_counts["updated"]
+        out["batch_instantiated"] = self.exec_counts["instantiated"]
+        self.exec_counts = {"updated": 0, "instantiated": 0}
+        return out
+
+    def release(self, dtype: str, n: int) -> None:
+        cu = _cu()
+        for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
+            cu.cuGraphDestroy(self._size_graphs.pop(k))
+        super().release(dtype, n)
+
+    def buffers(self, dtype: str, n: int) -> _Buffers:
+        if (dtype, n) not in self._buffers:
+            cu = _cu()
+            for k in list(self._size_graphs):  # they hold the old buffers' addresses
+                cu.cuGraphDestroy(self._size_graphs.pop(k))
+        return super().buffers(dtype, n)
+
+    # -- measuring ------------------------------------------------------------------------
+    def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any]):
+        """Rows of the candidate cells of `variants` at this size, yielded as each completes
+        (not in the order given)."""
+        if mode != "hot" or self.pattern == "allocating":
+            yield from super().measure_many(mode, dtype, n, variants)
+            return
+        self.bench.clock.prefix = mode
+        pending = deque(variants)
+        topups: list[tuple[_Cell, int]] = []
+        inflight: _Batch | None = None
+        parity = 0
+        try:
+            with self.cuda.defer_cleanup():
+                while pending or topups or inflight is not None:
+                    batch = None
+                    if pending or topups:
+                        with self.bench.clock("batch-build"):
+                            batch = self._build(mode, dtype, n, pending, topups, parity)
+                        topups = []
+                        parity ^= 1
+                        yield from batch.errors
+                    if inflight is not None:
+                        finished, topups = self._finish(inflight, dtype, n)
+                        for cell in finished:
+                            yield self._row(cell)
+                    inflight = batch
+        finally:
+            self.bench.sync()
+
+    def _build(self, mode, dtype, n, pending: deque, topups, parity: int) -> _Batch:
+        """Queue the next batch: top-up segments of earlier cells, then up to batch_cells new
+        cells; launched before it returns."""
+        s = self.bench.stream
+        key = (dtype, n)
+        b = self.buffers(dtype, n)
+        stop = self.stopping
+        warm = self.warm_calls(key)
+        for side in "BA":  # the reference cell captured them; captured here if it did not
+            if (*key, side, warm) not in self._base_graphs:
+                self._baseline_graphs(self.baseline_launch(dtype, b, n, side), key, side, stop)
+        calls = self._base_calls[key]
+        cu = _cu()
+        batch = _Batch(parity, self._batches, LinearGraph())
+        self._batches += 1
+        counters = self._counters[parity]
+        check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, self.bench.h))
+        fresh_counters = self._fresh_counters[parity]
+        check(cu.cuMemsetD32Async(device_pointer(fresh_counters), 0, fresh_counters.size,
+                                  self.bench.h))  # fmt: skip
+        state = self.bench.persisting_state()  # a reset can wait for the batch in flight
+        if state["limit"] != 0 or state["window_bytes"] != 0:
+            self.bench.reset_persisting()
+        for cell, h in topups:
+            self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
+        slot = 0
+        room = self._counters[parity].size - COUNTERS_PER_CELL
+        while pending and len(batch.new) < self.batch_cells and batch.next_counter <= room:
+            v = pending.popleft()
+            cell = self._new_cell(mode, dtype, n, v, b, calls, warm, batch, slot)
+            if cell is None:
+                continue
+            slot += 1
+        for i, cell in enumerate(batch.new):
+            cell.pos, cell.cells = i, len(batch.new)
+        with self.bench.clock("batch-launch"):
+            batch.exec = self._instantiate(batch)
+            if self.clocks is not None:
+                batch.clock_token = self.clocks.begin()
+            check(cu.cuGraphLaunch(batch.exec, self.bench.h))
+            check(cu.cuMemcpyDtoHAsync(self._counters_host[parity].ctypes.data,
+                                       device_pointer(counters), counters.nbytes,
+                                       self.bench.h))  # fmt: skip
+            check(cu.cuMemcpyDtoHAsync(self._fresh_host[parity].ctypes.data,
+                                       device_pointer(fresh_counters), fresh_counters.nbytes,
+                                       self.bench.h))  # fmt: skip
+            batch.done_event = self.cuda.event(timing=False)
+            batch.done_event.record(s)
+        batch.graph.destroy()
+        return batch
+
+    def _instantiate(self, batch: _Batch):
+        cu = _cu()
+        ex = self._execs.pop(batch.parity, None)
+        if ex is not None:
+            if cu.cuGraphExecUpdate(ex, batch.graph.graph)[0] == cu.CUresult.CUDA_SUCCESS:
+                self.exec_counts["updated"] += 1
+                self._execs[batch.parity] = ex
+                return ex
+            cu.cuGraphExecDestroy(ex)
+        ex = check(cu.cuGraphInstantiate(batch.graph.graph, 0))
+        self.exec_counts["instantiated"] += 1
+        self._execs[batch.parity] = ex
+        return ex
+
+    def _event(self, batch: _Batch):
+        pool = self._events[batch.parity]
+        i = sum(1 for _ in batch.slots) * 2
+        while len(pool) <= i + 1:
+            pool.append(self.cuda.event(timing=True))
+        return i, pool[i], pool[i + 1]
+
+    def _counter(self, batch: _Batch, cell: _Cell, what: str) -> int:
+        """The next of the batch's device counters, for `what` of `cell` (never reused within
+        a batch: a failed cell's launches may already have counted into its own)."""
+        j = batch.next_counter
+        batch.next_counter += 1
+        batch.counters.append((cell, what, j))
+        return j
+
+    def _size_graph(self, name: str, key: tuple, make):
+        k = (*key, name)
+        if k not in self._size_graphs:
+            self._size_graphs[k] = make()
+        return self._size_graphs[k]
+
+    def _poison_graph(self, b: _Buffers, key: tuple, side: str):
+        y = b.side(side)[1]
+        return self._size_graph(f"poison-{side}", key,
+                                lambda: _capture(lambda s: self._poison(y), 1, self.bench.stream,
+                                                 self.bench.h))  # fmt: skip
+
+    def _check_graph(self, b: _Buffers, key: tuple, side: str, parity: int, j: int):
+        """The mismatch count of side's output into counter j of the batch's counters."""
+        y = b.side(side)[1]
+        counter = self._counters[parity][j : j + 1]
+        blocks = min(4096, (b.words + 255) // 256)
+
+        def count(s):
+            self._mismatch[blocks, 256, s](y.view(np.uint32), b.expected.view(np.uint32), counter)
+
+        return self._size_graph(f"check-{side}-{parity}-{j}", key,
+                                lambda: _capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
+
+    def _new_cell(self, mode, dtype, n, v, b, calls, warm, batch: _Batch, slot: int):
+        """Capture a new cell's graphs and add its segments to the batch; None (and the row
+        kept for the output) where the cell failed before it could be queued."""
+        from sweeper_kernels import get_launcher
+
+        key = (dtype, n)
+        row = self._candidate_row(mode, dtype, n, v)
+        cell = _Cell(row=row)
+        s, h = self.bench.stream, self.bench.h
+        try:
+            cell.launcher = v.launcher() if hasattr(v, "launcher") else get_launcher(v)
+            units = {}
+            for side in "AB":
+                launch = self.candidate_launch(cell.launcher, b, n, side)
+                if side == "A":  # the pre-check, uncaptured: poison, one call, count
+                    self._poison(b.y_a)
+                    launch(s)
+                    j = self._counter(batch, cell, "pre")
+                    self._mismatch[min(4096, (b.words + 255) // 256), 256, s](
+                        b.y_a.view(np.uint32), b.expected.view(np.uint32),
+                        self._counters[batch.parity][j : j + 1],
+                    )  # fmt: skip
+                units[side] = _capture(launch, 1, s, h)
+                cell.graphs[f"unit-{side}"] = units[side]
+                cell.graphs[f"timed-{side}"] = chain(units[side], calls)
+                cell.graphs[f"warm-{side}"] = chain(units[side], warm)
+            cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
+            cell.state = self.bench.persisting_state()
+        except USER_ERRORS as e:
+            cell.destroy()
+            cell.row.update(status="error", status_detail=str(e))
+            batch.counters = [c for c in batch.counters if c[0] is not cell]
+            batch.errors.append(cell.row)
+            return None
+        cell.batch = batch.index
+        half = half_stopping(self.stopping)
+        cell.halves = [_Half("A", "B", "A", half), _Half("B", "A", "B", half)]
+        batch.new.append(cell)
+        rounds = max(1, math.ceil(half.min_samples / 2))
+        for i, hf in enumerate(cell.halves):
+            self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True)
+        made = sum(2 * rounds * (calls + 1) for _ in cell.halves)
+        if made < SOAK_CALLS:
+            cell.soak = True
+            g = batch.graph
+            g.child(self._poison_graph(b, key, "B"))
+            soak = chain(cell.graphs["unit-B"], SOAK_CALLS - made)
+            cell.graphs["soak"] = soak
+            g.child(soak)
+            g.child(
+                self._check_graph(b, key, "B", batch.parity, self._counter(batch, cell, "soak"))
+            )
+        for side, fresh in cell.fresh:
+            g = batch.graph
+            g.child(cell.graphs[f"warm-{side}"])
+            g.child(cell.graphs[f"fresh-{side}"])
+            g.child(cell.graphs[f"restore-{side}"])
+            batch.fresh.append((cell, fresh))
+        if cell.state["limit"] != 0 or cell.state["window_bytes"] != 0:
+            self.bench.reset_persisting()
+        return cell
+
+    def _fresh_units(self, cell: _Cell, b, n, key, batch: _Batch, slot: int, calls, warm):
+        """The fresh-input replay's tables (queued now) and graphs of one cell."""
+        words = b.nbytes // 4
+        if not words:
+            return []
+        s, h = self.bench.stream, self.bench.h
+        expected = self._host.get(key[0], n)[1]
+        index = self._fresh_cells
+        self._fresh_cells += 1
+        out = []
+        for i, side in enumerate("AB"):
+            table = fresh_table(expected, calls, seed=(self.seed, index, i))
+            room_key = (batch.parity, slot, side)
+            fresh = self._fresh_rooms.get(room_key)
+            if fresh is None or not fresh.fits(table):
+                room = max(calls, self.stopping.max_calls)
+                c = 2 * (2 * slot + i)
+                fresh = FreshInput(self.cuda, room,
+                                   counters=self._fresh_counters[batch.parity][c : c + 2])  # fmt: skip
+                fresh.counter_index = c
+                self._fresh_rooms[room_key] = fresh
+            fresh.set_table(table, s)
+            x, y, _ = b.side(side)
+            if not self._fresh_loaded:  # modules loaded outside any capture
+                fresh.load(x, y, b.src, s)
+                self._fresh_loaded = True
+
+            def unit(st, x=x, y=y, fresh=fresh):
+                fresh.rewrite(x, st)
+                cell.launcher(x, y, n, st)
+                fresh.check(y, st)
+
+            u = _capture(unit, 1, s, h)
+            try:
+                cell.graphs[f"fresh-{side}"] = chain(u, calls)
+            finally:
+                _cu().cuGraphDestroy(u)
+            cell.graphs[f"restore-{side}"] = _capture(
+                lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st), 1, s, h
+            )
+            out.append((side, fresh))
+        return out
+
+    def _segment(self, batch, cell, hf: _Half, h: int, b, key, calls, warm, rounds,
+                 opening: bool = False) -> None:  # fmt: skip
+        """Rounds of one half into the batch: the opening segment warms both sides first."""
+        g = batch.graph
+        between = b.normalize.graph.graph if b.normalize is not None else None
+        base_calls, base_graphs = self._baseline_graphs(None, key, hf.sb, self.stopping)
+        sides = {"A": (cell.graphs[f"warm-{hf.sa}"], cell.graphs[f"timed-{hf.sa}"]),
+                 "B": (base_graphs[1].graph, base_graphs[0].graph)}  # fmt: skip
+        if opening:
+            if between is not None:
+                g.child(between)
+            g.child(sides["A"][0])
+            g.child(sides["B"][0])
+        g.child(self._poison_graph(b, key, hf.sa))
+        for _ in range(rounds):
+            for side in round_slots(hf.first):
+                w, timed = sides[side]
+                if between is not None:
+                    g.child(between)
+                g.child(w)
+                i, e0, e1 = self._event(batch)
+                g.event(e0)
+                g.child(timed)
+                g.event(e1)
+                batch.slots.append((cell, h, side, i))
+        g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+
+    def _finish(self, batch: _Batch, dtype: str, n: int):
+        """Wait for a batch, read its events and counters, decide every half it timed.
+        Returns (cells now complete, top-up segments for the next batch)."""
+        with self.bench.clock("batch-wait"):
+            batch.done_event.synchronize()
+        sm = None
+        if self.clocks is not None and batch.clock_token is not None:
+            res = self.clocks.end(batch.clock_token)
+            self.clocks.note(res, kept=True)
+            sm = getattr(res, "sm_mhz", None)
+        with self.bench.clock("batch-read"):
+            pool = self._events[batch.parity]
+            calls = self._base_calls[(dtype, n)]
+            for cell, h, side, i in batch.slots:
+                us = self.cuda.event_elapsed_time(pool[i], pool[i + 1]) * 1e3 / calls
+                hf = cell.halves[h]
+                (hf.a_us if side == "A" else hf.b_us).append(us)
+                hf.order.append(side)
+            host = self._counters_host[batch.parity]
+            for cell, what, j in batch.counters:
+                v = int(host[j])
+                if what == "pre":
+                    cell.bad_pre += v
+                elif what == "soak":
+                    cell.bad_soak += v
+                else:
+                    cell.bad += v
+            fresh_host = self._fresh_host[batch.parity]
+            for cell, fresh in batch.fresh:
+                c = fresh.counter_index
+                cell.stale += int(fresh_host[c + 1])
+                cell.checked += fresh.table.calls * fresh.table.words
+        touched = list(dict.fromkeys(c for c, *_ in batch.slots))
+        for cell in batch.new:
+            cell.sm_mhz = sm
+        finished, topups = [], []
+        with self.bench.clock("stopping"):
+            for cell in touched:
+                for h, hf in enumerate(cell.halves):
+                    if not hf.done:
+                        hf.done = _half_done(hf)
+                        if not hf.done:
+                            topups.append((cell, h))
+                if all(hf.done for hf in cell.halves):
+                    finished.append(cell)
+        return finished, topups
+
+    def _row(self, cell: _Cell) -> dict:
+        """The classic executor's row for a measured cell (GpuExecutor._measure)."""
+        row = cell.row
+        calls = None
+        try:
+            if row["status"] == "error":
+                return row
+            if cell.bad_pre:
+                return {**row, "status": "mismatch",
+                        "status_detail": f"pre-check: {cell.bad_pre} words"}  # fmt: skip
+            parts = []
+            for hf in cell.halves:
+                calls = self._base_calls.get((row["dtype"], row["n"]), 1)
+                parts.append(PairTiming(np.array(hf.a_us), np.array(hf.b_us), calls, "hot",
+                                        hf.order))  # fmt: skip
+            timing = merge_timings(parts)
+            with self.bench.clock("summary"):
+                summary = timing.summary()
+            row.update(summary)
+            row["gbps"] = row["ws_bytes"] / summary["time_us"] / 1e3
+            row["samples_us"] = [float(f"{t:.4g}") for t in timing.a_us]
+            row["base_samples_us"] = [float(f"{t:.4g}") for t in timing.b_us]
+            row["sample_parts"] = list(timing.parts)
+            row["batch"], row["batch_pos"], row["batch_cells"] = cell.batch, cell.pos, cell.cells
+            if cell.sm_mhz is not None:
+                row["sm_mhz"] = int(cell.sm_mhz)
+            if cell.bad:
+                row["status"] = "mismatch"
+                row["status_detail"] = (
+                    f"after the timed loop: {cell.bad} words differ from the reference"
+                )
+            elif cell.bad_soak:
+                row["status"] = "mismatch"
+                row["status_detail"] = (
+                    f"after {SOAK_CALLS} calls (timed loop + untimed soak): {cell.bad_soak} "
+                    "words differ from the reference"
+                )
+            elif cell.stale:
+                row["status"] = "mismatch"
+                row["status_detail"] = (
+                    f"fresh input: {cell.stale} of {cell.checked} checked words were stale "
+                    "(input rewritten at random positions before every call, output checked "
+                    "after every call)"
+                )
+            elif cell.state.get("limit", 0) != 0 or cell.state.get("window_bytes", 0) != 0:
+                row["status"] = "guard"
+                row["status_detail"] = (
+                    f"persisting-L2 state changed during the cell: limit {cell.state['limit']} "
+                    f"B, stream window {cell.state['window_bytes']} B"
+                )
+            return row
+        finally:
+            cell.destroy()
+
+
+def _half_done(hf: _Half) -> bool:
+    """GpuExecutor's stopping rule for one half (timers.Bench._done, without the time cap)."""
+    n = min(len(hf.a_us), len(hf.b_us))
+    if n < hf.stop.min_samples:
+        return False
+    if n >= hf.stop.max_samples:
+        return True
+    return (
+        max(rel_halfwidth(np.array(hf.a_us)), rel_halfwidth(np.array(hf.b_us))) <= hf.stop.rel_tol
+    )
