@@ -17,7 +17,7 @@ import numpy as np
 from sweeper_kernels import get_grid, get_launcher
 
 from sweeper.run.executor import GpuExecutor
-from sweeper.run.timers import Graph, _cu, check
+from sweeper.run.timers import Graph, check, cuda_driver
 
 
 def main():
@@ -48,7 +48,7 @@ def main():
         pstats.Stats(pr, stream=s).sort_stats(sort).print_stats(40 if sort == "cumulative" else 14)
         print(s.getvalue()[:7000])
         ex.release("fp32", n)
-    cu = _cu()
+    cu = cuda_driver()
     n = 45 * MiB // 8
     b = ex.buffers("fp32", n)
     launcher = get_launcher(vs[0])
@@ -75,7 +75,7 @@ def main():
         )
     E = check(cu.cuGraphInstantiate(G, 0))
     print(f"child chain 64: {(time.perf_counter() - t0) * 1e3:.2f} ms")
-    ev0, ev1 = ex.bench._event(0), ex.bench._event(1)
+    ev0, ev1 = ex.bench.event(0), ex.bench.event(1)
     for name, run in (("captured", g.launch), ("chain", lambda: check(cu.cuGraphLaunch(E, g.h)))):
         ts = []
         for _ in range(20):

@@ -29,14 +29,14 @@ def slot_means(bench, launch, per_round: int, samples: int = 512) -> list[float]
 
     slots: list[list[float]] = [[] for _ in range(per_round)]
     for _ in range(samples // per_round):
-        with bench._held(2 * per_round):
+        with bench.held(2 * per_round):
             for i in range(per_round):
                 bench.flush(bench.stream)
-                bench._event(2 * i).record(bench.stream)
+                bench.event(2 * i).record(bench.stream)
                 launch(bench.stream)
-                bench._event(2 * i + 1).record(bench.stream)
+                bench.event(2 * i + 1).record(bench.stream)
         for i in range(per_round):
-            ms = cuda.event_elapsed_time(bench._event(2 * i), bench._event(2 * i + 1))
+            ms = cuda.event_elapsed_time(bench.event(2 * i), bench.event(2 * i + 1))
             slots[i].append(ms * 1e3)
     return [float(np.mean(s)) for s in slots]
 

@@ -45,14 +45,14 @@ import numpy as np
 from sweeper.errors import USER_ERRORS
 from sweeper.run.executor import (
     SOAK_CALLS,
+    Buffers,
     GpuExecutor,
-    _Buffers,
     device_pointer,
     half_stopping,
     merge_timings,
 )
 from sweeper.run.fresh import FreshInput, fresh_table
-from sweeper.run.timers import _capture, _cu, check, round_slots
+from sweeper.run.timers import capture, check, cuda_driver, round_slots
 from sweeper.stats import PairTiming, Stopping, rel_halfwidth
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
@@ -63,7 +63,7 @@ EXECUTOR_NAME = "batched"
 def chain(unit, calls: int):
     """A graph (not instantiated) of `calls` replays of the one-call graph `unit`, built by
     doubling: log2(calls) child-graph nodes where a chain of child nodes takes `calls`."""
-    cu = _cu()
+    cu = cuda_driver()
     powers, owned = [unit], []
     try:
         while (1 << len(powers)) <= calls:
@@ -88,7 +88,7 @@ class LinearGraph:
     """A CUDA graph built node after node, each depending on the one before."""
 
     def __init__(self) -> None:
-        self.graph = check(_cu().cuGraphCreate(0))
+        self.graph = check(cuda_driver().cuGraphCreate(0))
         self._last = None
         self.nodes = 0
 
@@ -97,17 +97,17 @@ class LinearGraph:
 
     def child(self, g) -> None:
         deps, k = self._deps()
-        self._last = check(_cu().cuGraphAddChildGraphNode(self.graph, deps, k, g))
+        self._last = check(cuda_driver().cuGraphAddChildGraphNode(self.graph, deps, k, g))
         self.nodes += 1
 
     def event(self, ev) -> None:
         deps, k = self._deps()
-        self._last = check(_cu().cuGraphAddEventRecordNode(self.graph, deps, k, ev.handle))
+        self._last = check(cuda_driver().cuGraphAddEventRecordNode(self.graph, deps, k, ev.handle))
         self.nodes += 1
 
     def destroy(self) -> None:
         if self.graph is not None:
-            _cu().cuGraphDestroy(self.graph)
+            cuda_driver().cuGraphDestroy(self.graph)
             self.graph = None
 
 
@@ -147,7 +147,7 @@ class _Cell:
     sm_mhz: int | None = None
 
     def destroy(self) -> None:
-        cu = _cu()
+        cu = cuda_driver()
         for g in self.graphs.values():
             cu.cuGraphDestroy(g)
         self.graphs.clear()
@@ -210,14 +210,14 @@ class BatchedExecutor(GpuExecutor):
         return out
 
     def release(self, dtype: str, n: int) -> None:
-        cu = _cu()
+        cu = cuda_driver()
         for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
             cu.cuGraphDestroy(self._size_graphs.pop(k))
         super().release(dtype, n)
 
-    def buffers(self, dtype: str, n: int) -> _Buffers:
+    def buffers(self, dtype: str, n: int) -> Buffers:
         if (dtype, n) not in self._buffers:
-            cu = _cu()
+            cu = cuda_driver()
             for k in list(self._size_graphs):  # they hold the old buffers' addresses
                 cu.cuGraphDestroy(self._size_graphs.pop(k))
         return super().buffers(dtype, n)
@@ -264,7 +264,7 @@ class BatchedExecutor(GpuExecutor):
             if (*key, side, warm) not in self._base_graphs:
                 self._baseline_graphs(self.baseline_launch(dtype, b, n, side), key, side, stop)
         calls = self._base_calls[key]
-        cu = _cu()
+        cu = cuda_driver()
         batch = _Batch(parity, self._batches, LinearGraph())
         self._batches += 1
         counters = self._counters[parity]
@@ -304,7 +304,7 @@ class BatchedExecutor(GpuExecutor):
         return batch
 
     def _instantiate(self, batch: _Batch):
-        cu = _cu()
+        cu = cuda_driver()
         ex = self._execs.pop(batch.parity, None)
         if ex is not None:
             if cu.cuGraphExecUpdate(ex, batch.graph.graph)[0] == cu.CUresult.CUDA_SUCCESS:
@@ -317,7 +317,7 @@ class BatchedExecutor(GpuExecutor):
         self._execs[batch.parity] = ex
         return ex
 
-    def _event(self, batch: _Batch):
+    def event(self, batch: _Batch):
         pool = self._events[batch.parity]
         i = sum(1 for _ in batch.slots) * 2
         while len(pool) <= i + 1:
@@ -338,13 +338,13 @@ class BatchedExecutor(GpuExecutor):
             self._size_graphs[k] = make()
         return self._size_graphs[k]
 
-    def _poison_graph(self, b: _Buffers, key: tuple, side: str):
+    def _poison_graph(self, b: Buffers, key: tuple, side: str):
         y = b.side(side)[1]
         return self._size_graph(f"poison-{side}", key,
-                                lambda: _capture(lambda s: self._poison(y), 1, self.bench.stream,
+                                lambda: capture(lambda s: self._poison(y), 1, self.bench.stream,
                                                  self.bench.h))  # fmt: skip
 
-    def _check_graph(self, b: _Buffers, key: tuple, side: str, parity: int, j: int):
+    def _check_graph(self, b: Buffers, key: tuple, side: str, parity: int, j: int):
         """The mismatch count of side's output into counter j of the batch's counters."""
         y = b.side(side)[1]
         counter = self._counters[parity][j : j + 1]
@@ -354,7 +354,7 @@ class BatchedExecutor(GpuExecutor):
             self._mismatch[blocks, 256, s](y.view(np.uint32), b.expected.view(np.uint32), counter)
 
         return self._size_graph(f"check-{side}-{parity}-{j}", key,
-                                lambda: _capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
+                                lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
 
     def _new_cell(self, mode, dtype, n, v, b, calls, warm, batch: _Batch, slot: int):
         """Capture a new cell's graphs and add its segments to the batch; None (and the row
@@ -378,7 +378,7 @@ class BatchedExecutor(GpuExecutor):
                         b.y_a.view(np.uint32), b.expected.view(np.uint32),
                         self._counters[batch.parity][j : j + 1],
                     )  # fmt: skip
-                units[side] = _capture(launch, 1, s, h)
+                units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
                 cell.graphs[f"timed-{side}"] = chain(units[side], calls)
                 cell.graphs[f"warm-{side}"] = chain(units[side], warm)
@@ -450,12 +450,12 @@ class BatchedExecutor(GpuExecutor):
                 cell.launcher(x, y, n, st)
                 fresh.check(y, st)
 
-            u = _capture(unit, 1, s, h)
+            u = capture(unit, 1, s, h)
             try:
                 cell.graphs[f"fresh-{side}"] = chain(u, calls)
             finally:
-                _cu().cuGraphDestroy(u)
-            cell.graphs[f"restore-{side}"] = _capture(
+                cuda_driver().cuGraphDestroy(u)
+            cell.graphs[f"restore-{side}"] = capture(
                 lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st), 1, s, h
             )
             out.append((side, fresh))
@@ -481,7 +481,7 @@ class BatchedExecutor(GpuExecutor):
                 if between is not None:
                     g.child(between)
                 g.child(w)
-                i, e0, e1 = self._event(batch)
+                i, e0, e1 = self.event(batch)
                 g.event(e0)
                 g.child(timed)
                 g.event(e1)

@@ -45,9 +45,9 @@ from sweeper.run.timers import (
     Bench,
     ExecPool,
     Graph,
-    _cu,
     as_graph,
     check,
+    cuda_driver,
 )
 from sweeper.runfolder import EXTERNAL_GRID
 from sweeper.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_rule
@@ -85,7 +85,7 @@ class HostData:
         return x[:n], expected[:n]
 
 
-class _Buffers:
+class Buffers:
     def __init__(self, cuda, dtype: str, n: int, host: HostData, allocating: bool):
         from sweeper_kernels import storage_dtype
 
@@ -148,7 +148,7 @@ class GpuExecutor:
         self.dram_peak_gbps = dram_peak_gbps
         self.seed = seed
         self.workers = workers
-        self._buffers: dict[tuple[str, int], _Buffers] = {}
+        self._buffers: dict[tuple[str, int], Buffers] = {}
         self._host = HostData(seed)
         self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side, warm) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
@@ -349,14 +349,14 @@ class GpuExecutor:
             for g in self._base_graphs.pop(k):
                 g.close()
 
-    def buffers(self, dtype: str, n: int) -> _Buffers:
+    def buffers(self, dtype: str, n: int) -> Buffers:
         key = (dtype, n)
         if key not in self._buffers:
             self._buffers.clear()
             # the baseline's graphs hold the old buffers' addresses
             for size in {*self._base_calls, *(k[:2] for k in self._base_graphs)}:
                 self.release(*size)
-            b = _Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
+            b = Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
             b.normalize = self.bench.normalizer(b.all_arrays())
             self._buffers[key] = b
         return self._buffers[key]
@@ -373,13 +373,13 @@ class GpuExecutor:
 
         return launch
 
-    def candidate_launch(self, launcher, b: _Buffers, n: int, side: str = "A"):
+    def candidate_launch(self, launcher, b: Buffers, n: int, side: str = "A"):
         """`launcher` is made once per cell, so a kernel that counts its calls (the
         adversarial ones) counts every call of the cell, on either buffer set."""
         x, y, y2 = b.side(side)
         return self._alternating(lambda y, s: launcher(x, y, n, s), y, y2)
 
-    def baseline_launch(self, dtype: str, b: _Buffers, n: int, side: str = "B"):
+    def baseline_launch(self, dtype: str, b: Buffers, n: int, side: str = "B"):
         x, y1, y2 = b.side(side)
         if self.torch is not None:
             torch = self.torch
@@ -403,13 +403,13 @@ class GpuExecutor:
         launcher = get_launcher(ref)
         return self._alternating(lambda y, s: launcher(x, y, n, s), y1, y2)
 
-    def _copy_launch(self, b: _Buffers, side: str = "A"):
+    def _copy_launch(self, b: Buffers, side: str = "A"):
         """The copy roofline: an SM kernel moving 16-byte vectors (a driver memcpy can run on
         the copy engines, which on the H200 measured ~2.7 TB/s at large sizes: not a ceiling)."""
         x, y, _ = b.side(side)
         return _sm_copy(device_pointer(x), device_pointer(y), b.nbytes // 16)
 
-    def _producer(self, b: _Buffers, x):
+    def _producer(self, b: Buffers, x):
         """After-write's producer, run just before each timed call: it rewrites the input from
         the pristine copy. "sm" (the default) is an SM kernel writing the input front to back
         in 16-byte vectors, as a preceding layer's epilogue does; "memcpy" is the driver's
@@ -420,7 +420,7 @@ class GpuExecutor:
         src, dst = device_pointer(b.src), device_pointer(x)
         nvec, tail = divmod(b.nbytes, 16)
         vectors = as_graph(_sm_copy(src, dst, nvec), self.bench.stream) if nvec else None
-        cu = _cu()
+        cu = cuda_driver()
 
         def launch(s):
             if nvec:
@@ -436,18 +436,18 @@ class GpuExecutor:
 
     # -- checks ---------------------------------------------------------------------------
     def _poison(self, y) -> None:
-        cu = _cu()
+        cu = cuda_driver()
         check(cu.cuMemsetD32Async(device_pointer(y), POISON, y.nbytes // 4, self.bench.h))
 
     def _poison_all(self, ys) -> None:
         for y in ys:
             self._poison(y)
 
-    def _mismatches_all(self, ys, b: _Buffers) -> int:
+    def _mismatches_all(self, ys, b: Buffers) -> int:
         return sum(self._mismatches(y, b) for y in ys)
 
-    def _mismatches(self, y, b: _Buffers) -> int:
-        cu = _cu()
+    def _mismatches(self, y, b: Buffers) -> int:
+        cu = cuda_driver()
         check(cu.cuMemsetD32Async(device_pointer(self._count), 0, 2, self.bench.h))  # one uint64
         blocks = min(4096, (b.words + 255) // 256)
         self._mismatch[blocks, 256, self.bench.stream](
@@ -456,7 +456,7 @@ class GpuExecutor:
         self.bench.sync()
         return int(self._count.copy_to_host()[0])
 
-    def _fresh_input(self, mode: str, launcher, b: _Buffers, n: int, key: tuple) -> tuple:
+    def _fresh_input(self, mode: str, launcher, b: Buffers, n: int, key: tuple) -> tuple:
         """Replay the candidate untimed, as it was timed, on input that changes before every
         call (sweeper.run.fresh), on buffer sets A and B in turn: `launcher` is the cell's
         own, so a call counter in it continues; the calls alternate the side's output
@@ -529,7 +529,7 @@ class GpuExecutor:
         mode: str,
         a,
         bl,
-        b: _Buffers,
+        b: Buffers,
         key: tuple,
         stop: Stopping,
         prime=None,
@@ -600,7 +600,7 @@ class GpuExecutor:
         mode: str,
         a_on,
         b_on,
-        b: _Buffers,
+        b: Buffers,
         key: tuple,
         stop: Stopping,
         check: bool = False,
@@ -689,7 +689,7 @@ class GpuExecutor:
         self._copy_gbps = (dtype, n, copy_gbps)
         return [copy_row, base_row]
 
-    def _check_baseline(self, dtype: str, b: _Buffers, n: int) -> None:
+    def _check_baseline(self, dtype: str, b: Buffers, n: int) -> None:
         """A user's baseline kernel must compute ReLU: its output at this size is checked
         bit-exactly once before it is timed; every ratio would be meaningless otherwise."""
         launch = self.baseline_launch(dtype, b, n, "B")

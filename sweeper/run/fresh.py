@@ -148,9 +148,9 @@ class FreshInput:
         self.table = table
 
     def reset(self, stream) -> None:
-        from sweeper.run.timers import _cu, check
+        from sweeper.run.timers import check, cuda_driver
 
-        cu = _cu()
+        cu = cuda_driver()
         ptr = self.counters.__cuda_array_interface__["data"][0]
         check(cu.cuMemsetD32Async(ptr, 0, 2, cu.CUstream(int(stream.handle))))
 

@@ -101,7 +101,7 @@ class PhaseClock:
 # CUDA plumbing (imported lazily)
 
 
-def _cu():
+def cuda_driver():
     from cuda.bindings import driver
 
     return driver
@@ -109,7 +109,7 @@ def _cu():
 
 def check(result):
     """Unpack a cuda-bindings (err, *values) tuple; raise on error."""
-    cu = _cu()
+    cu = cuda_driver()
     err = result[0]
     if err != cu.CUresult.CUDA_SUCCESS:
         _, name = cu.cuGetErrorName(err)
@@ -265,7 +265,7 @@ class ExecPool:
         self.updated = self.instantiated = 0
 
     def take(self, key: tuple, graph):
-        cu = _cu()
+        cu = cuda_driver()
         free = self._free.get(key) or []
         while free:
             ex = free.pop()
@@ -300,16 +300,16 @@ class Graph:
 
     def __init__(self, launch: Launch, calls: int, stream, pool: ExecPool | None = None,
                  key: tuple = ()):  # fmt: skip
-        cu = _cu()
+        cu = cuda_driver()
         self.calls = calls
         self.pool, self.key = pool, (*key, calls)
         self.h = cu.CUstream(int(stream.handle))
         self.graph = self.exec = None
         if calls <= CAPTURE_CALLS:
-            self.graph = _capture(launch, calls, stream, self.h)
+            self.graph = capture(launch, calls, stream, self.h)
         else:
-            pair = _capture(launch, 2, stream, self.h)
-            single = _capture(launch, 1, stream, self.h) if calls % 2 else None
+            pair = capture(launch, 2, stream, self.h)
+            single = capture(launch, 1, stream, self.h) if calls % 2 else None
             try:
                 self.graph = check(cu.cuGraphCreate(0))
                 prev = None
@@ -328,10 +328,10 @@ class Graph:
             self.exec = check(cu.cuGraphInstantiate(self.graph, 0))
 
     def launch(self) -> None:
-        check(_cu().cuGraphLaunch(self.exec, self.h))
+        check(cuda_driver().cuGraphLaunch(self.exec, self.h))
 
     def close(self) -> None:
-        cu = _cu()
+        cu = cuda_driver()
         if self.exec is not None:
             if self.pool is not None:
                 self.pool.give(self.key, self.exec)
@@ -350,9 +350,9 @@ class Graph:
 CAPTURE_CALLS = 3  # Graph captures up to this many calls directly, chains units above
 
 
-def _capture(launch: Launch, calls: int, stream, h):
+def capture(launch: Launch, calls: int, stream, h):
     """A CUDA graph (not instantiated) of `calls` launches captured on `stream`."""
-    cu = _cu()
+    cu = cuda_driver()
     from numba import cuda
 
     mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
@@ -393,7 +393,7 @@ class Bench:
     def __init__(self, l2_bytes: int | None = None, block_timeout_s: float = 20.0):
         cuda = require_gpu()
         self.cuda = cuda
-        cu = _cu()
+        cu = cuda_driver()
         self.stream = cuda.stream()
         self.h = cu.CUstream(int(self.stream.handle))
         dev = check(cu.cuCtxGetDevice())
@@ -433,7 +433,7 @@ class Bench:
     # -- guards ---------------------------------------------------------------------------
     def reset_persisting(self) -> None:
         """Persisting-L2 limit 0, persisting lines reset, stream window cleared (read back)."""
-        cu = _cu()
+        cu = cuda_driver()
         check(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0))
         check(cu.cuCtxResetPersistingL2Cache())
         v = cu.CUstreamAttrValue()
@@ -449,7 +449,7 @@ class Bench:
             raise SweeperError(f"could not clear persisting-L2 state: {state}")
 
     def persisting_state(self) -> dict:
-        cu = _cu()
+        cu = cuda_driver()
         limit = check(cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE))
         attr = cu.CUstreamAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
         v = check(cu.cuStreamGetAttribute(self.h, attr))
@@ -460,20 +460,20 @@ class Bench:
         }
 
     # -- building blocks -------------------------------------------------------------------
-    def _event(self, i: int):
+    def event(self, i: int):
         while len(self._events) <= i:
             self._events.append(self.cuda.event(timing=True))
         return self._events[i]
 
     def flush(self, stream=None) -> None:
-        cu = _cu()
+        cu = cuda_driver()
         h = self.h if stream is None else cu.CUstream(int(stream.handle))
         ptr = self.flush_buf.__cuda_array_interface__["data"][0]
         check(cu.cuMemsetD32Async(ptr, 0x5A5A5A5A, self.flush_words, h))
 
     def copy(self, dst, src, nbytes: int) -> Launch:
         """A launch that copies nbytes device-to-device (the copy roofline / producer)."""
-        cu = _cu()
+        cu = cuda_driver()
         d = dst.__cuda_array_interface__["data"][0]
         s = src.__cuda_array_interface__["data"][0]
 
@@ -506,7 +506,7 @@ class Bench:
     def sync(self) -> None:
         self.stream.synchronize()
 
-    def _hold(self, k: int = 0) -> None:
+    def hold(self, k: int = 0) -> None:
         """Launch the blocking kernel on flag k (0 or 1): the stream waits from there until
         _release_flag(k)."""
         self.flag[k] = 0
@@ -514,18 +514,18 @@ class Bench:
         self.blocker[1, 1, self.stream](ptr, self.block_timeout_ns, self.timed_out)
 
     @contextlib.contextmanager
-    def _held(self, events: int):
+    def held(self, events: int):
         """Queue the block's work behind the blocking kernel; it runs once the block ends.
         Creates the `events` timing events first; while the stream is held nothing on the
         host may wait for the GPU: Numba's deferred cuMemFree would (it synchronises), so
         cleanup is deferred."""
-        self._event(events - 1)
+        self.event(events - 1)
         with self.cuda.defer_cleanup():
-            self._hold()
+            self.hold()
             yield
-            self._release()
+            self.release_hold()
 
-    def _release_flag(self, k: int) -> None:
+    def release_flag(self, k: int) -> None:
         self.flag[k] = 1
 
     def _wait(self, event) -> None:
@@ -539,8 +539,8 @@ class Bench:
                 "the measurement was discarded (queue fewer calls per batch)"
             )
 
-    def _release(self) -> None:
-        self._release_flag(0)
+    def release_hold(self) -> None:
+        self.release_flag(0)
         self.sync()
         self._check_timeout()
 
@@ -550,7 +550,7 @@ class Bench:
         g = Graph(launch, 4, self.stream)
         try:
             g.launch()
-            e0, e1 = self._event(0), self._event(1)
+            e0, e1 = self.event(0), self.event(1)
             e0.record(self.stream)
             g.launch()
             e1.record(self.stream)
@@ -614,22 +614,22 @@ class Bench:
         def queue(r: int) -> None:
             """Round r behind a hold on flag r % 2, its events in set r % 2."""
             base = 2 * len(slots) * (r % 2)
-            self._event(base + 2 * len(slots) - 1)
-            self._hold(r % 2)
+            self.event(base + 2 * len(slots) - 1)
+            self.hold(r % 2)
             for i, s in enumerate(slots):
                 warm, timed = sides[s]
                 if between is not None:
                     between(self.stream)
                 warm.launch()
-                self._event(base + 2 * i).record(self.stream)
+                self.event(base + 2 * i).record(self.stream)
                 timed.launch()
-                self._event(base + 2 * i + 1).record(self.stream)
+                self.event(base + 2 * i + 1).record(self.stream)
 
         def read(r: int) -> None:
             base = 2 * len(slots) * (r % 2)
-            self._wait(self._event(base + 2 * len(slots) - 1))
+            self._wait(self.event(base + 2 * len(slots) - 1))
             for i, s in enumerate(slots):
-                e0, e1 = self._event(base + 2 * i), self._event(base + 2 * i + 1)
+                e0, e1 = self.event(base + 2 * i), self.event(base + 2 * i + 1)
                 us = self.cuda.event_elapsed_time(e0, e1)
                 (a_us if s == "A" else b_us).append(us * 1e3 / calls)
             order.extend(slots)
@@ -645,7 +645,7 @@ class Bench:
         try:
             with self.clock("rounds"), self.cuda.defer_cleanup():
                 queue(0)
-                self._release_flag(0)
+                self.release_flag(0)
                 r = 0
                 while True:
                     ahead = per_round * (r + 1) < stop.max_samples
@@ -654,15 +654,15 @@ class Bench:
                     read(r)
                     done = self._done(a_us, b_us, stop, t_end)
                     if ahead:
-                        self._release_flag((r + 1) % 2)
+                        self.release_flag((r + 1) % 2)
                     if done or not ahead:
                         break
                     r += 1
                 self.sync()
                 self._check_timeout()
         finally:
-            self._release_flag(0)  # never leave the stream held (an error mid-round)
-            self._release_flag(1)
+            self.release_flag(0)  # never leave the stream held (an error mid-round)
+            self.release_flag(1)
             ga.close()
             wa.close()
             if own_b:
@@ -712,20 +712,18 @@ class Bench:
             while True:
                 for start in range(0, len(slots), per_hold):
                     held = slots[start : start + per_hold]
-                    with self._held(2 * len(held)):
+                    with self.held(2 * len(held)):
                         for i, s in enumerate(held):
                             before, launch = (before_a, a) if s == "A" else (before_b, b)
                             if between is not None:
                                 between(self.stream)
                             if before is not None:
                                 before(self.stream)
-                            self._event(2 * i).record(self.stream)
+                            self.event(2 * i).record(self.stream)
                             launch(self.stream)
-                            self._event(2 * i + 1).record(self.stream)
+                            self.event(2 * i + 1).record(self.stream)
                     for i, s in enumerate(held):
-                        us = self.cuda.event_elapsed_time(
-                            self._event(2 * i), self._event(2 * i + 1)
-                        )
+                        us = self.cuda.event_elapsed_time(self.event(2 * i), self.event(2 * i + 1))
                         (a_us if s == "A" else b_us).append(us * 1e3)
                 order.extend(slots)
                 if self._done(a_us, b_us, stop, t_end):

@@ -65,9 +65,9 @@ def _fake_bench(monkeypatch, log) -> Bench:
     b.stream = object()
     b._events = []
     b.clock = measure.PhaseClock()
-    b._hold = lambda k=0: log.append("hold" if k == 0 else f"hold{k}")
-    b._release = lambda: log.append("release")
-    b._release_flag = lambda k: log.append(f"release{k}")
+    b.hold = lambda k=0: log.append("hold" if k == 0 else f"hold{k}")
+    b.release_hold = lambda: log.append("release")
+    b.release_flag = lambda k: log.append(f"release{k}")
     b._wait = lambda e: log.append(f"wait event{e.i}")
     b._check_timeout = lambda: log.append("timeout?")
     b.sync = lambda: log.append("sync")
@@ -279,7 +279,7 @@ def test_the_exec_pool_updates_a_returned_graph_and_instantiates_where_the_drive
             self.log.append(("destroy", ex))
 
     cu = Driver()
-    monkeypatch.setattr(measure, "_cu", lambda: cu)
+    monkeypatch.setattr(measure, "cuda_driver", lambda: cu)
     pool = measure.ExecPool()
     first = pool.take(("fresh", 128), "g1")
     assert first == "exec1" and pool.take(("fresh", 128), "g2") == "exec2"  # none free yet
