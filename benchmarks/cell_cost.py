@@ -122,10 +122,13 @@ def totals(c: dict) -> str:
 
 
 def parts_line(c: dict) -> str:
-    """The GPU work by part, estimates marked."""
-    return "GPU work by part: " + ", ".join(
-        f"{p} {s:.1f} s{' (estimate)' if SPLIT_PARTS[p] else ''}" for p, s in c["parts"].items()
-    )
+    """The GPU work by part, estimates marked (parts the run has none of left out)."""
+    parts = [
+        f"{p} {s:.1f} s{' (estimate)' if SPLIT_PARTS[p] else ''}"
+        for p, s in c["parts"].items()
+        if s > 0
+    ]
+    return "GPU work by part: " + (", ".join(parts) or "none counted")
 
 
 def one(run: str, c: dict) -> list[str]:
@@ -196,8 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(two: side by side with the ratio B / A).",
     )
     ap.add_argument("runs", nargs="+", metavar="RUN", help="run folder (results/<gpu>/<run>)")
-    ap.add_argument("--side-by-side", action=argparse.BooleanOptionalAction, default=True,
-                    help="with two runs, one table with the ratio (default) or one each")  # fmt: skip
+    ap.add_argument(
+        "--side-by-side",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with two runs, one table with the ratio (default) or one table each",
+    )
     args = ap.parse_args(argv)
     try:
         costs = [load(r) for r in args.runs]
