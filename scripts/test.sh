@@ -12,7 +12,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
-.venv/bin/ruff check sweeper kernels tests tools lab
-.venv/bin/ruff format --check sweeper kernels tests tools lab
+.venv/bin/ruff check sweeper kernels tests tools lab benchmarks
+.venv/bin/ruff format --check sweeper kernels tests tools lab benchmarks
 # a test that needs nvcc, ptxas or nvdisasm fails here instead of skipping (tests/conftest.py)
 SWEEPER_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q -n auto --dist loadgroup "$@"

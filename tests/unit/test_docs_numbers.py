@@ -9,7 +9,9 @@ a shipped run adds a claim here. Whitespace (line breaks in a paragraph) does no
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
+import lzma
 import re
 from pathlib import Path
 
@@ -108,7 +110,61 @@ def _movement_text(run: str) -> str:
     return f"median {m.median():.2f}%, p95 {m.quantile(0.95):.2f}%, max {m.max():.2f}%"
 
 
+@functools.cache
+def _cell_cost():
+    """benchmarks/cell_cost.py, loaded from its file (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("cell_cost", ROOT / "benchmarks/cell_cost.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@functools.cache
+def _hot7_cost() -> dict:
+    return _cell_cost().load(str(RUNS / "hot-7"))
+
+
+@functools.cache
+def _candidate_cells(run: str) -> int:
+    with lzma.open(RUNS / run / "trials.jsonl.xz", "rt") as f:
+        return sum(json.loads(line)["role"] == "candidate" for line in f if line.strip())
+
+
+def _per_cell(run: str, seconds: float) -> str:
+    return f"{1e3 * seconds / _candidate_cells(run):.2f} ms"
+
+
+def _hot7_cell_cost_table() -> str:
+    """The output of `python benchmarks/cell_cost.py results/h200/hot-7`, as recorded."""
+    return "\n".join(_cell_cost().one("results/h200/hot-7", _hot7_cost()))
+
+
+def _hot7_cell_cost_text() -> str:
+    from sweeper.analyze.gpuwork import gpu_work
+
+    t = _json("hot-7", "manifest.json")["timing"]
+    ph = t["cell_phases_s"]
+    gpu = {r["phase"]: r["gpu_s"] for r in _hot7_cost()["rows"]}
+    timed = sum(w["timed"] for w in gpu_work(str(RUNS / "hot-7"))[0].values())
+    return (
+        f"a cell costs {_per_cell('hot-7', t['total_s'])} of wall time, "
+        f"{_per_cell('hot-7', sum(ph.values()))} of it inside the cells' phases, while the GPU "
+        f"work it holds is {_per_cell('hot-7', _hot7_cost()['gpu_s'])}, "
+        f"{_per_cell('hot-7', timed)} of it the timed samples (up to 16 per side of about "
+        f"150 us each). The host waits for the GPU in `rounds` "
+        f"({_per_cell('hot-7', ph['hot/rounds'])} per cell against {_per_cell('hot-7', gpu['hot/rounds'])} of GPU work there); of "
+        f"`fresh`'s {_per_cell('hot-7', ph['hot/fresh'])}, {_per_cell('hot-7', gpu['hot/fresh'])} "
+        f"is GPU work, of `checks`' {_per_cell('hot-7', ph['hot/checks'])} an estimated "
+        f"{_per_cell('hot-7', gpu['hot/checks'])}"
+    )
+
+
 CLAIMS = {
+    "methodology: hot-7's cell cost as benchmarks/cell_cost.py prints it": (
+        "methodology.md",
+        _hot7_cell_cost_table,
+    ),
+    "methodology: hot-7's host and GPU ms per cell": ("methodology.md", _hot7_cell_cost_text),
     "methodology: hot-7's L2-resident ceiling": (
         "methodology.md",
         lambda: f"hot-7's is {_json('hot-7', 'manifest.json')['ceiling']['gbps']:.0f} GB/s",
