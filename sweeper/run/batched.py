@@ -112,7 +112,7 @@ class LinearGraph:
             self.graph = None
 
 
-@dataclass
+@dataclass(eq=False)
 class _Half:
     """One buffer-swapped half of a cell: its samples so far and whether its rule stopped."""
 
@@ -127,7 +127,7 @@ class _Half:
     done: bool = False
 
 
-@dataclass
+@dataclass(eq=False)
 class _Cell:
     row: dict
     launcher: Any = None
@@ -155,7 +155,7 @@ class _Cell:
         self.graphs.clear()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Batch:
     parity: int
     index: int
