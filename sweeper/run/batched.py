@@ -1,12 +1,17 @@
-"""The batched executor: the hot cells of one size, many variants, timed BATCH_CELLS to a launch.
+"""The batched executor: the hot cells of one size, many variants, timed BATCH_CELLS to a batch.
 
 GpuExecutor (sweeper.run.executor) times one cell at a time and waits for the GPU about 25
 times per cell: after every ABBA round, after every output check, around the fresh-input
 replay. BatchedExecutor measures the same cells with the same guards, queued so that the host
-never waits for the GPU inside a batch and builds the next batch while one runs.
+waits for the GPU once per batch and prepares the next batch while one runs.
 
-A batch is one linear CUDA graph, built from captured one-call graphs (child-graph nodes) and
-event-record nodes, so no call of a timed chain costs a Numba launch. Per cell, in order:
+Each cell's pieces are CUDA graphs, captured once per cell and instantiated from a pool (an
+instantiated graph of the same shape is updated, not rebuilt): the timed chain of `calls` calls
+and the warm-up chain on each buffer set (built from a one-call capture by doubling), the
+fresh-input replay's chains, and per size the poison and check graphs. A batch is the sequence
+of their launches and the slots' events, queued behind one hold of the stream (the blocking
+kernel) and released once all of it is queued, so no slot can time the host submitting. Per
+new cell, in order:
 
   half 1   L2 normalizer, warm-up of a on A and of b on B, a's outputs poisoned; R rounds of
            slots a b b a, each slot [normalizer, warm-up, event, `calls` calls, event]; a's
@@ -16,19 +21,18 @@ event-record nodes, so no call of a timed chain costs a Numba launch. Per cell, 
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
            fresh-input replay (sweeper.run.fresh), the input words restored
 
-Queued on the stream just before the batch's graph, uncaptured: each cell's pre-check (poison,
-one call on A, count) and the fresh-input tables; just after it, one device-to-host copy of
-every counter of the batch. The host reads the batch's events and counters once, then decides
-each half's stopping rule as GpuExecutor does (the same rule, after each round from the second
-on); a half that needs more samples gets a top-up segment (a's outputs poisoned, one round,
-checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
-position in the batch and the batch's SM clock.
+Queued before the hold: each cell's pre-check (poison, one call on A, count) and its
+fresh-input tables; after the batch, one device-to-host copy of every counter. The host reads
+the batch's events and counters once, then decides each half's stopping rule as GpuExecutor
+does (the same rule, after each round from the second on); a half that needs more samples gets
+a top-up segment (a's outputs poisoned, one round, checked) in a later batch. A cell's row is
+the classic executor's row, plus its batch, its position in the batch and the batch's SM clock.
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
-input replay. The persisting-L2 state is reset before each batch is built and read back after
-each cell's launches were captured: a launcher can only change it from the host, and every
-host call of a cell's launcher happens while its graphs are captured.
+input replay. The persisting-L2 state is read (and reset where set) before each batch is
+prepared and read back after each cell's launches were captured: a launcher can only change it
+from the host, and every host call of a cell's launcher happens while it is captured.
 
 Falls back to GpuExecutor's cells for cold and after-write modes and the allocating pattern.
 """
@@ -42,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.errors import USER_ERRORS
+from sweeper.errors import USER_ERRORS, SweeperError
 from sweeper.run.executor import (
     SOAK_CALLS,
     Buffers,
@@ -52,7 +56,7 @@ from sweeper.run.executor import (
     merge_timings,
 )
 from sweeper.run.fresh import FreshInput, fresh_table
-from sweeper.run.timers import capture, check, cuda_driver, round_slots
+from sweeper.run.timers import ExecPool, capture, check, cuda_driver, round_slots
 from sweeper.stats import PairTiming, Stopping, rel_halfwidth
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
@@ -85,31 +89,26 @@ def chain(unit, calls: int):
             cu.cuGraphDestroy(g)
 
 
-class LinearGraph:
-    """A CUDA graph built node after node, each depending on the one before."""
+class LaunchQueue:
+    """A batch's launches in order, queued on the stream at once: graph launches of
+    instantiated graphs and event records."""
 
     def __init__(self) -> None:
-        self.graph = check(cuda_driver().cuGraphCreate(0))
-        self._last = None
-        self.nodes = 0
+        self.ops: list[tuple[str, Any]] = []
 
-    def _deps(self):
-        return ([self._last], 1) if self._last is not None else (None, 0)
-
-    def child(self, g) -> None:
-        deps, k = self._deps()
-        self._last = check(cuda_driver().cuGraphAddChildGraphNode(self.graph, deps, k, g))
-        self.nodes += 1
+    def child(self, exec_) -> None:
+        self.ops.append(("graph", exec_))
 
     def event(self, ev) -> None:
-        deps, k = self._deps()
-        self._last = check(cuda_driver().cuGraphAddEventRecordNode(self.graph, deps, k, ev.handle))
-        self.nodes += 1
+        self.ops.append(("event", ev))
 
-    def destroy(self) -> None:
-        if self.graph is not None:
-            cuda_driver().cuGraphDestroy(self.graph)
-            self.graph = None
+    def run(self, stream, h) -> None:
+        cu = cuda_driver()
+        for kind, x in self.ops:
+            if kind == "graph":
+                check(cu.cuGraphLaunch(x, h))
+            else:
+                x.record(stream)
 
 
 @dataclass(eq=False)
@@ -132,6 +131,7 @@ class _Cell:
     row: dict
     launcher: Any = None
     graphs: dict = field(default_factory=dict)  # name -> CUgraph owned by the cell
+    execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
     halves: list = field(default_factory=list)
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
@@ -148,8 +148,16 @@ class _Cell:
     sm_mhz: int | None = None
     throttled: bool = False  # its batch throttled on every launch and was kept
 
-    def destroy(self) -> None:
+    def destroy(self, pool=None) -> None:
+        """Graphs destroyed, instantiated ones back to `pool` (every launch of them is
+        complete when a cell's row is made)."""
         cu = cuda_driver()
+        for key, ex in self.execs.values():
+            if pool is not None:
+                pool.give(key, ex)
+            else:
+                cu.cuGraphExecDestroy(ex)
+        self.execs.clear()
         for g in self.graphs.values():
             cu.cuGraphDestroy(g)
         self.graphs.clear()
@@ -159,7 +167,7 @@ class _Cell:
 class _Batch:
     parity: int
     index: int
-    graph: LinearGraph
+    graph: LaunchQueue
     slots: list = field(default_factory=list)  # (cell, half, side, event index)
     counters: list = field(default_factory=list)  # (cell, what, counter index)
     fresh: list = field(default_factory=list)  # (cell, FreshInput)
@@ -186,9 +194,10 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_rooms: dict[tuple, FreshInput] = {}
-        self._size_graphs: dict[tuple, Any] = {}  # per size: poison, check and restore graphs
-        self._execs: dict[int, Any] = {}  # parity -> instantiated graph, updated batch to batch
-        self.exec_counts = {"updated": 0, "instantiated": 0}
+        # per size: the poison and check graphs, (graph, instantiated graph)
+        self._size_graphs: dict[tuple, Any] = {}
+        self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
+        self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
         self.clocks = None  # a ClockMonitor (sweeper.run.clocks) where NVML is usable
 
     def describe(self) -> dict:
@@ -206,22 +215,25 @@ class BatchedExecutor(GpuExecutor):
         """The fresh-input replay's graphs (modes timed cell by cell) and the batches'
         instantiated graphs, updated in place or instantiated, since the last call."""
         out = super().replay_graphs()
-        out["batch_updated"] = self.exec_counts["updated"]
-        out["batch_instantiated"] = self.exec_counts["instantiated"]
-        self.exec_counts = {"updated": 0, "instantiated": 0}
+        cells = self._cell_pool.take_counts()
+        out["batch_updated"], out["batch_instantiated"] = cells["updated"], cells["instantiated"]
         return out
 
     def release(self, dtype: str, n: int) -> None:
         cu = cuda_driver()
         for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
-            cu.cuGraphDestroy(self._size_graphs.pop(k))
+            g, ex = self._size_graphs.pop(k)
+            cu.cuGraphExecDestroy(ex)
+            cu.cuGraphDestroy(g)
         super().release(dtype, n)
 
     def buffers(self, dtype: str, n: int) -> Buffers:
         if (dtype, n) not in self._buffers:
             cu = cuda_driver()
             for k in list(self._size_graphs):  # they hold the old buffers' addresses
-                cu.cuGraphDestroy(self._size_graphs.pop(k))
+                g, ex = self._size_graphs.pop(k)
+                cu.cuGraphExecDestroy(ex)
+                cu.cuGraphDestroy(g)
         return super().buffers(dtype, n)
 
     # -- measuring ------------------------------------------------------------------------
@@ -266,7 +278,7 @@ class BatchedExecutor(GpuExecutor):
                 self._baseline_graphs(self.baseline_launch(dtype, b, n, side), key, side, stop)
         calls = self._base_calls[key]
         cu = cuda_driver()
-        batch = _Batch(parity, self._batches, LinearGraph())
+        batch = _Batch(parity, self._batches, LaunchQueue())
         self._batches += 1
         counters = self._counters[parity]
         check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, self.bench.h))
@@ -289,9 +301,7 @@ class BatchedExecutor(GpuExecutor):
         for i, cell in enumerate(batch.new):
             cell.pos, cell.cells = i, len(batch.new)
         with self.bench.clock("batch-launch"):
-            batch.exec = self._instantiate(batch)
             self._launch(batch, zero=False)
-        batch.graph.destroy()
         return batch
 
     def _launch(self, batch: _Batch, zero: bool = True) -> None:
@@ -306,28 +316,22 @@ class BatchedExecutor(GpuExecutor):
             check(cu.cuMemsetD32Async(device_pointer(fresh_counters), 0, fresh_counters.size, h))
         if self.clocks is not None:
             batch.clock_token = self.clocks.begin()
-        check(cu.cuGraphLaunch(batch.exec, h))
-        for host, dev in ((self._counters_host, counters), (self._fresh_host, fresh_counters)):
+        # The whole batch is queued behind the blocking kernel, then released: no slot can
+        # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
+        self.bench.hold(batch.parity)
+        try:
+            batch.graph.run(self.bench.stream, h)
+        finally:
+            self.bench.release_flag(batch.parity)
+        copies = ((self._counters_host, counters), (self._fresh_host, fresh_counters),
+                  (self._timed_out, self.bench.timed_out))  # fmt: skip
+        for host, dev in copies:
             check(cu.cuMemcpyDtoHAsync(host[batch.parity].ctypes.data, device_pointer(dev),
                                        dev.nbytes, h))  # fmt: skip
         batch.done_event = self.cuda.event(timing=False)
         batch.done_event.record(self.bench.stream)
 
-    def _instantiate(self, batch: _Batch):
-        cu = cuda_driver()
-        ex = self._execs.pop(batch.parity, None)
-        if ex is not None:
-            if cu.cuGraphExecUpdate(ex, batch.graph.graph)[0] == cu.CUresult.CUDA_SUCCESS:
-                self.exec_counts["updated"] += 1
-                self._execs[batch.parity] = ex
-                return ex
-            cu.cuGraphExecDestroy(ex)
-        ex = check(cu.cuGraphInstantiate(batch.graph.graph, 0))
-        self.exec_counts["instantiated"] += 1
-        self._execs[batch.parity] = ex
-        return ex
-
-    def event(self, batch: _Batch):
+    def _slot_events(self, batch: _Batch):
         pool = self._events[batch.parity]
         i = sum(1 for _ in batch.slots) * 2
         while len(pool) <= i + 1:
@@ -343,10 +347,20 @@ class BatchedExecutor(GpuExecutor):
         return j
 
     def _size_graph(self, name: str, key: tuple, make):
+        """The instantiated graph `make()` builds, once per size."""
         k = (*key, name)
         if k not in self._size_graphs:
-            self._size_graphs[k] = make()
-        return self._size_graphs[k]
+            g = make()
+            self._size_graphs[k] = (g, check(cuda_driver().cuGraphInstantiate(g, 0)))
+        return self._size_graphs[k][1]
+
+    def _exec(self, cell: _Cell, name: str, calls: int):
+        """The cell's graph `name` instantiated (from the pool: updated where the driver
+        allows, else instantiated)."""
+        if name not in cell.execs:
+            key = (name.split("-")[0], calls)
+            cell.execs[name] = (key, self._cell_pool.take(key, cell.graphs[name]))
+        return cell.execs[name][1]
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
         y = b.side(side)[1]
@@ -414,15 +428,15 @@ class BatchedExecutor(GpuExecutor):
             g.child(self._poison_graph(b, key, "B"))
             soak = chain(cell.graphs["unit-B"], SOAK_CALLS - made)
             cell.graphs["soak"] = soak
-            g.child(soak)
+            g.child(self._exec(cell, "soak", SOAK_CALLS - made))
             g.child(
                 self._check_graph(b, key, "B", batch.parity, self._counter(batch, cell, "soak"))
             )
         for side, fresh in cell.fresh:
             g = batch.graph
-            g.child(cell.graphs[f"warm-{side}"])
-            g.child(cell.graphs[f"fresh-{side}"])
-            g.child(cell.graphs[f"restore-{side}"])
+            g.child(self._exec(cell, f"warm-{side}", warm))
+            g.child(self._exec(cell, f"fresh-{side}", calls))
+            g.child(self._exec(cell, f"restore-{side}", 1))
             batch.fresh.append((cell, fresh))
         if cell.state["limit"] != 0 or cell.state["window_bytes"] != 0:
             self.bench.reset_persisting()
@@ -475,10 +489,11 @@ class BatchedExecutor(GpuExecutor):
                  opening: bool = False) -> None:  # fmt: skip
         """Rounds of one half into the batch: the opening segment warms both sides first."""
         g = batch.graph
-        between = b.normalize.graph.graph if b.normalize is not None else None
+        between = b.normalize.graph.exec if b.normalize is not None else None
         base_calls, base_graphs = self._baseline_graphs(None, key, hf.sb, self.stopping)
-        sides = {"A": (cell.graphs[f"warm-{hf.sa}"], cell.graphs[f"timed-{hf.sa}"]),
-                 "B": (base_graphs[1].graph, base_graphs[0].graph)}  # fmt: skip
+        sides = {"A": (self._exec(cell, f"warm-{hf.sa}", warm),
+                       self._exec(cell, f"timed-{hf.sa}", calls)),
+                 "B": (base_graphs[1].exec, base_graphs[0].exec)}  # fmt: skip
         if opening:
             if between is not None:
                 g.child(between)
@@ -491,7 +506,7 @@ class BatchedExecutor(GpuExecutor):
                 if between is not None:
                     g.child(between)
                 g.child(w)
-                i, e0, e1 = self.event(batch)
+                i, e0, e1 = self._slot_events(batch)
                 g.event(e0)
                 g.child(timed)
                 g.event(e1)
@@ -506,6 +521,12 @@ class BatchedExecutor(GpuExecutor):
         for attempt in range(THROTTLE_REPEATS + 1):
             with self.bench.clock("batch-wait"):
                 batch.done_event.synchronize()
+            if int(self._timed_out[batch.parity][0]):
+                self.bench.timed_out[0] = 0
+                raise SweeperError(
+                    "the blocking kernel timed out before a batch was released; the "
+                    "measurement was discarded (fewer cells per batch: batch_cells)"
+                )
             if host is None:  # the checks' counts: the first launch's
                 host = self._counters_host[batch.parity].copy()
                 fresh_host = self._fresh_host[batch.parity].copy()
@@ -609,7 +630,7 @@ class BatchedExecutor(GpuExecutor):
                 )
             return row
         finally:
-            cell.destroy()
+            cell.destroy(self._cell_pool)
 
 
 def _half_done(hf: _Half) -> bool:
