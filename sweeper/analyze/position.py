@@ -162,14 +162,16 @@ def position_effect(rows: Any, boot: int = BOOT, seed: int = SEED) -> dict[str, 
 
 def position_line(result: Mapping[str, Any]) -> str:
     """The report's one line for a position_effect result."""
+    why = str(result.get("why") or "")
     if result.get("verdict") is None:
-        return f"**Batch position: not measured.** {result.get('why', '')[:1].upper()}{result.get('why', '')[1:]}."
-    e, (lo, hi) = result["effect_pct"], result.get("ci_pct") or (float("nan"), float("nan"))
+        return f"**Batch position: not measured.** {why[:1].upper()}{why[1:]}."
+    ci = result.get("ci_pct")
+    ci_s = f"95% CI {ci[0]:+.2f}% to {ci[1]:+.2f}%" if ci else f"no CI: {why}"
     first = result.get("first_vs_rest_pct")
     first_s = f"; first cell of a batch vs the others {first:+.2f}%" if first is not None else ""
     return (
         f"**Batch position: {result['verdict']}.** From a batch's first cell to its last the "
-        f"candidate ratio moves {e:+.2f}% (95% CI {lo:+.2f}% to {hi:+.2f}%, bootstrap over "
+        f"candidate ratio moves {result['effect_pct']:+.2f}% ({ci_s}, bootstrap over "
         f"{result['batches']} batches, {result['cells']} cells, size and config effects "
         f"removed){first_s}. A position effect is a CI that excludes 0 with the effect at "
         f"least {result.get('min_effect_pct', MIN_EFFECT_PCT):g}%."
