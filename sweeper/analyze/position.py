@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-PASSES = 50  # alternating-projection passes at most (they stop when nothing moves)
-TOL = 1e-12
-BOOT = 1000
+PASSES = 30  # alternating-projection passes at most (they stop when nothing moves)
+TOL = 1e-9  # in log ratio: a change of 1e-7 %
+BOOT = 500
 SEED = 0
 MIN_EFFECT_PCT = 1.0
 BATCH_FIELDS = ("batch", "batch_pos", "batch_cells")
