@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.analyze.columns import COLUMNS, MODES, ROLES, STATUSES
+from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
 from sweeper.runfolder import (
     MANIFEST,
@@ -404,7 +404,7 @@ def read_results(run_dir: str | os.PathLike) -> pd.DataFrame:
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as e:
         raise SchemaError(path, None, f"cannot read results table: {e}") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns and c not in ADDED_COLUMNS]
     if missing:
         raise SchemaError(path, missing[0], "column missing from the results table")
     return coerce(df)

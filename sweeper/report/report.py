@@ -38,6 +38,7 @@ SECTIONS = (
     "Verify",
     "Plots",
     "Guards",
+    "Batch position and clocks",
     "Pruned",
     "Timing",
 )
@@ -441,6 +442,50 @@ def pairing_check(
         )  # fmt: skip
         out += [""] + md_table(header, rows, "--rrrrr")
     return out
+
+
+def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """What batching could have done to the cells: the batch-position test
+    (sweeper.analyze.position) and the clocks the run recorded around its batches."""
+    from sweeper.analyze.position import position_effect, position_line
+
+    executor = (manifest.get("harness") or {}).get("executor", "classic")
+    clocks = (manifest.get("timing") or {}).get("clocks")
+    pos = position_effect(results)
+    if executor != "batched" and pos["cells"] == 0 and not clocks:
+        return [
+            f"This run timed its cells one at a time ({executor} executor): there are no batch "
+            "positions to test, and the clocks were not recorded."
+        ]
+    return [position_line(pos), "", clocks_line(clocks)]
+
+
+def clocks_line(clocks: Mapping[str, Any] | None) -> str:
+    """The manifest's `timing.clocks` (sweeper.run.clocks.ClockMonitor.summary) in one line."""
+    if not clocks:
+        return "**Clocks: not recorded.** The manifest has no `timing.clocks`."
+    if not clocks.get("available"):
+        return f"**Clocks: not recorded.** {clocks.get('why', 'NVML was not available')}."
+
+    def mhz(key: str) -> str:
+        v = clocks.get(key) or {}
+        if not v:
+            return "not read"
+        return f"{v['min']:.0f} / {v['median']:.0f} / {v['max']:.0f} MHz"
+
+    n, throttled = clocks.get("batches", 0), clocks.get("throttled", 0)
+    reasons = clocks.get("reasons") or {}
+    seen = ", ".join(f"`{k}` {v}" for k, v in reasons.items()) or "none"
+    kept = clocks.get("kept_throttled", 0)
+    line = (
+        f"**Clocks.** SM clock {mhz('sm_mhz')} (min / median / max at the end of {n:,} "
+        f"batches), memory clock {mhz('mem_mhz')}. {throttled} batch(es) throttled: "
+        f"{clocks.get('repeated', 0)} repeated, {kept} kept after the last repeat (their cells "
+        f"are marked). Clock-event reasons seen (batches): {seen}."
+    )
+    if clocks.get("why"):
+        line += f" NVML stopped during the run: {clocks['why']}."
+    return line
 
 
 def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
@@ -1160,6 +1205,7 @@ def build_report(
         "Verify": verify_section(run_dir, verify_table, f.verify, results),
         "Plots": plots_section(run_dir, plot_files, headline),
         "Guards": guards(results, manifest, f.pairing),
+        "Batch position and clocks": batch_checks(results, manifest),
         "Pruned": pruned(manifest),
         "Timing": timing(manifest, results),
     }

@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.analyze.columns",
             "sweeper.analyze.gpuwork",
             "sweeper.analyze.policy",
+            "sweeper.analyze.position",
             "sweeper.analyze.select",
             "sweeper.analyze.store",
             "sweeper.analyze.targets",
@@ -87,6 +88,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "sweeper.run",
             "sweeper.run.ceilings",
+            "sweeper.run.clocks",
             "sweeper.run.dispatch",
             "sweeper.run.executor",
             "sweeper.run.batched",

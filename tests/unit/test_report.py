@@ -398,3 +398,83 @@ def test_the_pruned_section_names_the_climbs_moves(search, climb, says):
         assert "The climb's moves" not in text
     else:
         assert says in text
+
+
+# ---- Batch position and clocks ----------------------------------------------------------
+
+CLOCKS = {
+    "available": True, "device": "PCI 0000:3b:00.0", "batches": 40,
+    "sm_mhz": {"min": 1950, "median": 1965, "max": 1980},
+    "mem_mhz": {"min": 3201, "median": 3201, "max": 3201},
+    "throttled": 2, "repeated": 2, "kept_throttled": 0,
+    "reasons": {"gpu_idle": 40, "hw_thermal_slowdown": 2}, "violation_ms": {"thermal": 1.5},
+}  # fmt: skip
+
+
+def _batched_run(path: Path, ramp: float, clocks) -> Path:
+    """The synthetic run as the batched executor would write it: each (mode, dtype, size) one
+    batch of its candidate cells in a shuffled order; ratio times (1 + ramp) over the batch."""
+    import numpy as np
+
+    from sweeper.analyze.store import write_run
+
+    df = synthetic_results()
+    rng = np.random.default_rng(3)
+    cand = df[df["role"] == "candidate"]
+    for b, (_, idx) in enumerate(cand.groupby(["mode", "dtype", "ws_bytes"]).groups.items()):
+        pos = rng.permutation(len(idx))
+        df.loc[idx, "batch"] = b
+        df.loc[idx, "batch_pos"] = pos
+        df.loc[idx, "batch_cells"] = len(idx)
+        df.loc[idx, "sm_mhz"] = 1965
+        df.loc[idx, "ratio"] *= 1 + ramp * pos / (len(idx) - 1)
+    manifest = synthetic_manifest()
+    manifest.setdefault("harness", {})["executor"] = "batched"
+    if clocks is not None:
+        manifest.setdefault("timing", {})["clocks"] = clocks
+    return write_run(path, manifest, df)
+
+
+def test_a_classic_run_says_its_cells_were_timed_one_at_a_time(run_dir):
+    sec = _sections(api.report(str(run_dir)).read_text())["Batch position and clocks"]
+    assert sec.strip() == (
+        "This run timed its cells one at a time (classic executor): there are no batch "
+        "positions to test, and the clocks were not recorded."
+    )
+
+
+def test_a_batched_run_reports_the_position_test_and_its_clocks(tmp_path):
+    # the synthetic ratios vary with config and size together (4 cells a batch), so the ramp
+    # is large here; what a small ramp needs is in test_position.py
+    d = _batched_run(tmp_path / "results" / "testgpu" / "r1", 0.15, CLOCKS)
+    assert load_run(d).results["batch_pos"].notna().sum() > 0  # read back from the trial log
+    sec = _sections(api.report(str(d)).read_text())["Batch position and clocks"]
+    assert "**Batch position: position effect.** From a batch's first cell to its last" in sec
+    effect, lo = re.search(r"moves \+(\d+\.\d\d)% \(95% CI \+(\d+\.\d\d)%", sec).groups()
+    assert 10 < float(effect) < 20 and float(lo) > 0, sec
+    assert (
+        "**Clocks.** SM clock 1950 / 1965 / 1980 MHz (min / median / max at the end of 40 "
+        "batches), memory clock 3201 / 3201 / 3201 MHz. 2 batch(es) throttled: 2 repeated, "
+        "0 kept after the last repeat"
+    ) in sec
+    assert "`hw_thermal_slowdown` 2" in sec
+
+
+def test_a_batched_run_without_a_position_effect_or_nvml_says_so(tmp_path):
+    clocks = {"available": False, "why": "pynvml is not installed (pip install nvidia-ml-py)"}
+    d = _batched_run(tmp_path / "results" / "testgpu" / "r1", 0.0, clocks)
+    sec = _sections(api.report(str(d)).read_text())["Batch position and clocks"]
+    assert "**Batch position: none found.**" in sec
+    assert "**Clocks: not recorded.** pynvml is not installed (pip install nvidia-ml-py)." in sec
+
+
+def test_a_results_table_written_before_the_batch_columns_still_loads(run_dir):
+    import pandas as pd
+
+    from sweeper.analyze.columns import ADDED_COLUMNS
+
+    csv = run_dir / "results.csv"
+    old = pd.read_csv(csv).drop(columns=list(ADDED_COLUMNS))
+    old.to_csv(csv, index=False)
+    results = load_run(run_dir).results
+    assert results[list(ADDED_COLUMNS)].isna().all().all()
