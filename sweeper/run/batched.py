@@ -65,6 +65,19 @@ THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to t
 EXECUTOR_NAME = "batched"
 
 
+def pci_bus_id() -> str:
+    """The current CUDA device's PCI address as NVML spells it (domain:bus:device.0)."""
+    cu = cuda_driver()
+    dev = check(cu.cuCtxGetDevice())
+    attr = cu.CUdevice_attribute
+    ids = [
+        check(cu.cuDeviceGetAttribute(a, dev))
+        for a in (attr.CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, attr.CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+                  attr.CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
+    ]  # fmt: skip
+    return "{:04x}:{:02x}:{:02x}.0".format(*ids)
+
+
 def chain(unit, calls: int):
     """A graph (not instantiated) of `calls` replays of the one-call graph `unit`, built by
     doubling: log2(calls) child-graph nodes where a chain of child nodes takes `calls`."""
@@ -198,7 +211,9 @@ class BatchedExecutor(GpuExecutor):
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
         self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
-        self.clocks = None  # a ClockMonitor (sweeper.run.clocks) where NVML is usable
+        from sweeper.run.clocks import ClockMonitor
+
+        self.clocks = ClockMonitor(pci_bus_id())  # disabled (and says why) without NVML
 
     def describe(self) -> dict:
         doc = super().describe()
@@ -210,6 +225,10 @@ class BatchedExecutor(GpuExecutor):
         harness["hot_rounds_pipelined"] = False
         harness["hot_rounds_in_graph"] = True
         return doc
+
+    def clock_summary(self) -> dict:
+        """The clocks around every batch so far (sweeper.run.clocks), for timing.clocks."""
+        return self.clocks.summary()
 
     def replay_graphs(self) -> dict[str, int]:
         """The fresh-input replay's graphs (modes timed cell by cell) and the batches'
@@ -314,8 +333,7 @@ class BatchedExecutor(GpuExecutor):
         if zero:
             check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, h))
             check(cu.cuMemsetD32Async(device_pointer(fresh_counters), 0, fresh_counters.size, h))
-        if self.clocks is not None:
-            batch.clock_token = self.clocks.begin()
+        batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
         self.bench.hold(batch.parity)
@@ -530,10 +548,8 @@ class BatchedExecutor(GpuExecutor):
             if host is None:  # the checks' counts: the first launch's
                 host = self._counters_host[batch.parity].copy()
                 fresh_host = self._fresh_host[batch.parity].copy()
-            if self.clocks is None:
-                break
             res = self.clocks.end(batch.clock_token)
-            sm = res.sm_mhz
+            sm = res.sm_mhz if self.clocks.available else None
             throttled = bool(res.throttled)
             last = attempt == THROTTLE_REPEATS
             self.clocks.note(res, kept=not throttled or last)

@@ -658,6 +658,9 @@ class Runner:
         phases = self.manifest.setdefault("timing", {}).setdefault(CELL_PHASES, {})
         for k, v in sorted(take().items()):
             phases[k] = round(phases.get(k, 0) + v, 2)
+        clocks = getattr(self.ex, "clock_summary", None)
+        if clocks is not None:  # a resumed run keeps its last segment's
+            self.manifest["timing"]["clocks"] = clocks()
         counts = getattr(self.ex, "replay_graphs", None)
         if counts is not None:
             graphs = self.manifest["timing"].setdefault(REPLAY_GRAPHS, {})
