@@ -61,6 +61,10 @@ from sweeper.stats import PairTiming, Stopping, rel_halfwidth
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
 COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
+# Launches queued behind one hold of the stream. The stream's queue is finite: on the H200 a
+# batch of 14 cells (about 1400 launches) behind one hold blocked the host's next launch until
+# the blocking kernel timed out, where 2 cells (about 200) ran.
+OPS_PER_HOLD = 320
 THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to this many times
 EXECUTOR_NAME = "batched"
 
@@ -311,11 +315,19 @@ class BatchedExecutor(GpuExecutor):
             self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
         room = self._counters[parity].size - COUNTERS_PER_CELL
-        while pending and len(batch.new) < self.batch_cells and batch.next_counter <= room:
+        per_cell = 110  # launches a new cell queues (measured on the last one added)
+        while (
+            pending
+            and len(batch.new) < self.batch_cells
+            and batch.next_counter <= room
+            and len(batch.graph.ops) + per_cell <= OPS_PER_HOLD
+        ):
             v = pending.popleft()
+            before = len(batch.graph.ops)
             cell = self._new_cell(mode, dtype, n, v, b, calls, warm, batch, slot)
             if cell is None:
                 continue
+            per_cell = len(batch.graph.ops) - before
             slot += 1
         for i, cell in enumerate(batch.new):
             cell.pos, cell.cells = i, len(batch.new)
