@@ -804,17 +804,20 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most
     `tolerance`, overall and per range of working set (`by_size`: each range's cells and
-    both shares)."""
+    both shares); and where both folders hold a policy.json, how their picks compare at
+    every size both measured (`policies`, sweeper.analyze.policy.policy_agreement)."""
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
 
     if not 0 < tolerance < 1:
         raise SweeperError(f"--tolerance {tolerance:g}: a relative difference in (0, 1), e.g. 0.03")
     a, b = load_run(run_a).results, load_run(run_b).results
+    policies = _policy_agreement(run_a, run_b, a, b)
     key = ["mode", "dtype", "n", "role", "config"]
     m = a.merge(b, on=key, suffixes=("_a", "_b"))
     m = m[(m.status_a == "ok") & (m.status_b == "ok")]
-    out = {"common_cells": int(len(m)), "tolerance": tolerance, "by_size": []}
+    out = {"common_cells": int(len(m)), "tolerance": tolerance, "by_size": [],
+           "policies": policies}  # fmt: skip
     if m.empty:
         return out
     devs = {col: (m[f"{col}_b"] / m[f"{col}_a"] - 1).abs() for col in ("time_us", "ratio")}
@@ -834,6 +837,20 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
                  **{col: float((dev[sel] <= tolerance).mean()) for col, dev in devs.items()}}
             )  # fmt: skip
     return out
+
+
+def _policy_agreement(run_a, run_b, cells_a, cells_b) -> list[dict]:
+    """Both run folders' policy.json compared (sweeper.analyze.policy.policy_agreement); none
+    where either folder has no policy."""
+    from pathlib import Path
+
+    from sweeper.analyze.policy import load_policy, policy_agreement
+
+    paths = [Path(r) / "policy.json" for r in (run_a, run_b)]
+    if not all(p.is_file() for p in paths):
+        return []
+    pol_a, pol_b = (load_policy(p) for p in paths)
+    return policy_agreement(pol_a, pol_b, cells_a, cells_b)
 
 
 def gpu_work(run: str, max_samples: int | None = None, current_warm_up: bool = False) -> str:

@@ -883,6 +883,15 @@ def compare_cmd(
             f"  ws {row['mib']} MiB: {row['cells']} cells; within {tolerance:.0%}: "
             f"time_us {row['time_us']:.1%}, ratio {row['ratio']:.1%}"
         )
+    for p in rep.get("policies", []):
+        where = ", ".join(f"{ws / 2**20:.2f}" for ws in p["outside"][:6])
+        more = f" (+{len(p['outside']) - 6} more)" if len(p["outside"]) > 6 else ""
+        typer.echo(
+            f"policy {p['dtype']} ({p['mode']}): {p['sizes']} sizes, same config at {p['same']}, "
+            f"tied within the tie tolerance at {p['tied']}, outside at {len(p['outside'])}"
+            + (f" ({where} MiB{more})" if p["outside"] else "")
+            + (f", not comparable at {p['unknown']}" if p["unknown"] else "")
+        )
 
 
 @app.command("verify", epilog="Example: sweeper verify results/h200/hot-7/policy.json --passes 2")

@@ -845,3 +845,60 @@ def load_bands(run_dir: str | Path) -> dict[str, list[Band]] | None:
 
     path = Path(run_dir) / POLICY
     return bands_from_policy(load_policy(path)) if path.exists() else None
+
+
+def policy_tolerance(prov: Mapping[str, Any]):
+    """A policy's tie tolerance as select.tolerance_at takes it: its ranges, else one number."""
+    ranges = prov.get("tolerance_by_range")
+    if ranges:
+        return [(r["hi_bytes"], r["tolerance"]) for r in ranges]
+    return float(prov.get("tolerance") or 0.0)
+
+
+def _pick_at(bands: list[Band], ws_bytes: int) -> str | None:
+    for lo, hi, config in bands:
+        if lo <= ws_bytes and (hi is None or ws_bytes < hi):
+            return config
+    return None
+
+
+def policy_agreement(
+    pol_a: Mapping[str, Any], pol_b: Mapping[str, Any], cells_a, cells_b
+) -> list[dict]:
+    """How two policies' picks compare at every size both runs measured (their ok candidate
+    cells of policy A's mode), per dtype both cover: the same config; another config whose ratio
+    to the baseline is within policy A's tie tolerance of A's pick in both runs' cells (a tie:
+    either is a right answer); outside it in either run; or not comparable (a pick not measured
+    at that size). `outside` lists those sizes' working sets in bytes."""
+    mode = (pol_a.get("provenance") or {}).get("mode", "hot")
+    prov = pol_a.get("provenance") or {}
+    bands_a, bands_b = bands_from_policy(pol_a), bands_from_policy(pol_b)
+
+    def ratios(cells) -> dict:
+        ok = cells[(cells["role"] == "candidate") & (cells["status"] == "ok")]
+        ok = ok[ok["mode"] == mode]
+        return {(r.dtype, int(r.ws_bytes), r.config): float(r.ratio) for r in ok.itertuples()}
+
+    ra, rb = ratios(cells_a), ratios(cells_b)
+    out = []
+    for dtype in sorted(set(bands_a) & set(bands_b)):
+        sizes = sorted({k[1] for k in ra if k[0] == dtype} & {k[1] for k in rb if k[0] == dtype})
+        same = tied = unknown = 0
+        outside: list[int] = []
+        for ws in sizes:
+            ca, cb = _pick_at(bands_a[dtype], ws), _pick_at(bands_b[dtype], ws)
+            if ca == cb:
+                same += 1
+                continue
+            pairs = [(r.get((dtype, ws, ca)), r.get((dtype, ws, cb))) for r in (ra, rb)]
+            if any(x is None or y is None for x, y in pairs):
+                unknown += 1
+                continue
+            tol = tolerance_at(policy_tolerance(prov), ws)
+            if all(abs(y / x - 1) <= tol for x, y in pairs):
+                tied += 1
+            else:
+                outside.append(ws)
+        out.append({"dtype": dtype, "mode": mode, "sizes": len(sizes), "same": same,
+                    "tied": tied, "outside": outside, "unknown": unknown})  # fmt: skip
+    return out

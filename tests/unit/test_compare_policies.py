@@ -1,0 +1,80 @@
+"""`sweeper compare` on two run folders with policies: the picks compared size by size, a
+different pick counted as a tie only within the policy's tie tolerance in both runs' cells."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeper.analyze.policy import load_policy, policy_agreement
+from sweeper.analyze.store import load_run
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "results" / "h200" / "hot-7"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_policy(RUN / "policy.json"), load_run(RUN).results
+
+
+def _band_cells(cells, band, dtype="fp32"):
+    ok = cells[(cells.role == "candidate") & (cells.status == "ok") & (cells.dtype == dtype)]
+    hi = band["hi_bytes"] if band["hi_bytes"] is not None else float("inf")
+    return ok[(ok.ws_bytes >= band["lo_bytes"]) & (ok.ws_bytes < hi)]
+
+
+def test_a_policy_agrees_with_itself_at_every_size(shipped):
+    pol, cells = shipped
+    for p in policy_agreement(pol, pol, cells, cells):
+        assert p["sizes"] > 100 and p["same"] == p["sizes"], p
+        assert not p["outside"] and p["tied"] == p["unknown"] == 0
+
+
+def test_a_slow_pick_is_outside_and_named_by_size(shipped):
+    pol, cells = shipped
+    band = pol["dtypes"]["fp32"]["bands"][3]
+    here = _band_cells(cells, band)
+    sizes = sorted(set(here.ws_bytes))
+    by = here.pivot_table(index="config", columns="ws_bytes", values="ratio").dropna()
+    pick = by.loc[band["config"]]
+    slow = (by < 0.8 * pick).all(axis=1)
+    assert slow.any(), "the band has a config 20% slower at every size"
+    other = copy.deepcopy(pol)
+    other["dtypes"]["fp32"]["bands"][3]["config"] = slow[slow].index[0]
+    (fp32,) = [p for p in policy_agreement(pol, other, cells, cells) if p["dtype"] == "fp32"]
+    assert fp32["outside"] == [int(s) for s in sizes]
+    assert fp32["same"] == fp32["sizes"] - len(sizes)
+
+
+def test_a_different_pick_within_the_tolerance_is_a_tie(shipped):
+    pol, cells = shipped
+    for k, band in enumerate(pol["dtypes"]["fp32"]["bands"]):  # noqa: B007 - k used below
+        by = _band_cells(cells, band).pivot_table(index="config", columns="ws_bytes",
+                                                   values="ratio").dropna()  # fmt: skip
+        if band["config"] not in by.index:
+            continue
+        pick = by.loc[band["config"]]
+        close = ((by / pick - 1).abs() <= 0.02).all(axis=1) & (by.index != band["config"])
+        if close.any():
+            break
+    else:
+        pytest.fail("no fp32 band has another config within 2% of its pick at every size")
+    other = copy.deepcopy(pol)
+    other["dtypes"]["fp32"]["bands"][k]["config"] = close[close].index[0]
+    (fp32,) = [p for p in policy_agreement(pol, other, cells, cells) if p["dtype"] == "fp32"]
+    assert fp32["tied"] == by.shape[1] and not fp32["outside"]
+
+
+def test_the_cli_prints_one_line_per_policy_dtype():
+    out = subprocess.run(
+        [sys.executable, "-m", "sweeper", "compare", str(RUN), str(RUN)],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout  # fmt: skip
+    lines = [x for x in out.splitlines() if x.startswith("policy ")]
+    assert [x.split()[1] for x in lines] == ["bf16", "fp16", "fp32", "int8"]
+    assert all("outside at 0" in x for x in lines)
