@@ -38,13 +38,14 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "copy_gbps": ("float64", "device-to-device copy bandwidth at this ws_bytes, same run"),
     "n_samples": ("int64", "timed samples behind time_us"),
     # the batched executor's candidate rows (sweeper.analyze.position); empty for the classic one
-    "batch": ("Int64", "run-wide index of the batch (one graph launch) that timed the cell"),
+    "batch": ("Int64", "run-wide index of the batch (one hold of the stream) that timed the cell"),
     "batch_pos": ("Int64", "0-based position of the cell in its batch"),
     "batch_cells": ("Int64", "cells in that batch"),
     "sm_mhz": ("Int64", "SM clock (NVML) when the batch ended; empty without NVML"),
+    "clock_throttled": ("Int64", "1 where its batch throttled on every repeat and was kept"),
 }
 # columns a results table written before them lacks: read as empty
-ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz")
+ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled")
 
 # above-ceiling: above a ceiling of the run (sweeper.run.ceilings); above-peak (cold above the
 # DRAM peak) is read from trial files written before that check replaced it

@@ -631,7 +631,7 @@ class BatchedExecutor(GpuExecutor):
             if cell.sm_mhz is not None:
                 row["sm_mhz"] = int(cell.sm_mhz)
             if cell.throttled:
-                row["clock_throttled"] = True
+                row["clock_throttled"] = 1
             if cell.bad:
                 row["status"] = "mismatch"
                 row["status_detail"] = (
