@@ -1,0 +1,40 @@
+"""The batched executor decides a half's stopping as the classic timer does (CPU)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from sweeper.run.batched import _Half, _half_done
+from sweeper.run.executor import half_stopping
+from sweeper.run.timers import Bench, PhaseClock
+from sweeper.stats import Stopping
+
+
+def _classic_done(a, b, stop) -> bool:
+    bench = Bench.__new__(Bench)
+    bench.clock = PhaseClock()
+    return bench._done(list(a), list(b), stop, time.perf_counter() + 3600)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_batched_stopping_rule_is_the_classic_one(seed):
+    rng = np.random.default_rng(seed)
+    stop = half_stopping(Stopping())
+    spread = rng.choice([0.001, 0.01, 0.05])
+    for n in range(1, stop.max_samples + 2):
+        a = 10 * (1 + spread * rng.standard_normal(n))
+        b = 11 * (1 + spread * rng.standard_normal(n))
+        hf = _Half("A", "B", "A", stop, list(a), list(b))
+        assert _half_done(hf) == _classic_done(a, b, stop), (n, spread)
+
+
+def test_a_half_never_stops_below_its_minimum_and_always_at_its_cap():
+    stop = half_stopping(Stopping())
+    flat = [10.0] * stop.max_samples
+    assert not _half_done(_Half("A", "B", "A", stop, flat[:1], flat[:1]))
+    assert _half_done(_Half("A", "B", "A", stop, flat, flat))
+    noisy = list(np.linspace(1, 100, stop.max_samples))
+    assert _half_done(_Half("A", "B", "A", stop, noisy, noisy))
