@@ -24,6 +24,10 @@ against the contract's function-pointer type. A compiler error in the user's fil
 as the compiler's first error with file and line; an error in the appended lines means the
 kernel is missing (undefined identifier) or has another type (failed static_assert). Then the
 PTX must have `.entry NAME_<dtype>`, which holds only for an extern "C" __global__ function.
+Then the PTX is scanned (sweeper_kernels.scan) for what can make the kernel's work depend on
+time or on earlier calls (clock and timer reads, stores and atomics to module-scope device
+variables, writes to x, reads of y): such a kernel is refused, naming the source line, unless
+it was loaded with `allow_stateful` (`--allow-stateful`).
 Why not read the PTX parameters instead: `.u64` is what any three 64-bit parameters lower to
 (a double, a long, two pointers in another order), so only the C++ type says the
 signature matches.
@@ -188,6 +192,7 @@ class ExternalKernel:
     block: int = 256
     grid: str = "stride1"
     source_sha256: str = ""
+    allow_stateful: bool = False  # time it even if the scan finds state (sweeper_kernels.scan)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -220,6 +225,8 @@ class ExternalKernel:
             "block": self.block,
             "grid": self.grid,
             "source_sha256": self.source_sha256,
+            "allow_stateful": self.allow_stateful,
+            "scan": scan_record(self),
         }
 
 
@@ -243,15 +250,18 @@ def is_kernel_spec(text: str) -> bool:
     )
 
 
-def load_kernel(spec: str, block: int = 256, grid: str = "stride1") -> ExternalKernel:
-    """FILE.cu:NAME -> ExternalKernel (file read and hashed; launch shape checked)."""
+def load_kernel(
+    spec: str, block: int = 256, grid: str = "stride1", allow_stateful: bool = False
+) -> ExternalKernel:
+    """FILE.cu:NAME -> ExternalKernel (file read and hashed; launch shape checked).
+    `allow_stateful`: time it even where the scan finds state (see `check`)."""
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise KernelError(f"{spec!r}: give the kernel as FILE.cu:NAME")
     check_block(block)
     grid = canonical_grid(grid)
     _, sha = read_source(path)
-    return ExternalKernel(path, name, block, grid, sha)
+    return ExternalKernel(path, name, block, grid, sha, allow_stateful)
 
 
 @dataclass(frozen=True)
@@ -349,6 +359,8 @@ def nvrtc_version() -> tuple[int, int]:
 def options(kernel: ExternalKernel, cc: tuple[int, int], target: str) -> list[str]:
     arch = f"{'compute' if target == 'ptx' else 'sm'}_{cc[0]}{cc[1]}"
     opts = [f"--gpu-architecture={arch}", "-std=c++17"]
+    if target == "ptx":  # .loc lines: the scan names the source line of what it finds
+        opts.append("--generate-line-info")
     opts += [f"--include-path={d}" for d in include_dirs()]
     opts.append(f"--include-path={Path(kernel.path).resolve().parent}")
     return opts
@@ -542,6 +554,7 @@ def compile_kernel(
                 f'{sym} in {kernel.path} is not an extern "C" __global__ kernel (its PTX has '
                 f"no .entry {sym}); declare it as {signature(kernel.name, dtype)}"
             )
+        _scan(kernel, dtype, code.decode())  # a refused kernel leaves no cache entry
     from sweeper_kernels.build import _atomic_write_bytes
 
     _atomic_write_bytes(path, code)
@@ -562,11 +575,46 @@ def entry_ptx(ptx_text: str, symbol: str) -> str:
     return ptx_text[m.start() : nxt if nxt >= 0 else len(ptx_text)]
 
 
+STATEFUL_HINT = (
+    "a kernel whose work can depend on time or on earlier calls is not timed "
+    "(--allow-stateful times it anyway; docs/external-kernels.md)"
+)
+
+# kernel -> {"dtypes": set, "findings": list of lines}: what `check` scanned in this process
+_SCANNED: dict[ExternalKernel, dict] = {}
+
+
 def check(kernel: ExternalKernel, dtypes, cc: tuple[int, int] = (9, 0)) -> None:
-    """Compile and check every dtype's kernel for `cc`: KernelError with one line on the first
-    problem. Needs no GPU."""
+    """Compile and check every dtype's kernel for `cc`, and scan its PTX for what can make its
+    work depend on time or on earlier calls (sweeper_kernels.scan): KernelError with one line
+    on the first problem, a finding included unless the kernel has `allow_stateful`. Needs no
+    GPU."""
     for d in dtypes:
-        ptx(kernel, d, cc)
+        _scan(kernel, d, ptx(kernel, d, cc))  # PTX read back from the cache is scanned again
+
+
+def _scan(kernel: ExternalKernel, dtype: str, ptx_text: str) -> None:
+    """Scan NAME_<dtype>'s PTX, record what it found, and refuse the kernel in one line if it
+    found anything and the kernel does not have `allow_stateful`."""
+    from sweeper_kernels.scan import scan
+
+    found = scan(ptx_text, f"{kernel.name}_{dtype}", kernel.path)
+    record = _SCANNED.setdefault(kernel, {"dtypes": set(), "findings": []})
+    record["dtypes"].add(dtype)
+    record["findings"] += [f.line() for f in found if f.line() not in record["findings"]]
+    if found and not kernel.allow_stateful:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise KernelError(f"{found[0].line()}{more}: {STATEFUL_HINT}")
+
+
+def scan_record(kernel: ExternalKernel) -> dict:
+    """What a manifest records of the scan: the dtypes whose PTX was scanned and what it found
+    (empty for a kernel timed without `allow_stateful`: one with findings is refused)."""
+    record = _SCANNED.get(kernel, {"dtypes": set(), "findings": []})
+    return {
+        "scanned": [d for d in DTYPES if d in record["dtypes"]],
+        "findings": list(record["findings"]),
+    }
 
 
 # ---- the launcher (GPU) ----------------------------------------------------------------------
@@ -586,9 +634,9 @@ def _function(kernel: ExternalKernel, dtype: str, cc: tuple[int, int], ctx: int)
     """(module, function) of NAME_<dtype>, loaded once per context (modules stay loaded)."""
     from cuda.bindings import driver as cu
 
-    # ptx first: it runs the checks that name the problem (the cubin compile does not repeat
-    # the .entry check)
-    compile_kernel(kernel, dtype, cc, "ptx")
+    # ptx first: it runs the checks that name the problem and the scan (the cubin compile does
+    # not repeat them)
+    check(kernel, [dtype], cc)
     cubin = compile_kernel(kernel, dtype, cc, "cubin")
     module = _drv(cu.cuModuleLoadData(cubin), f"loading {kernel.name}_{dtype} (cuModuleLoadData)")
     func = _drv(

@@ -168,7 +168,9 @@ class RunRequest:
     of config names) and `sizes` ("LO:HI" MiB of working set) slice the run: every selected
     config at every selected planned size, no screening or refinement. `policy` ("none",
     "auto" or policy files, sweeper.run.dispatch) adds shipped policies' dispatch as one more
-    config each, timed in its policy's mode.
+    config each, timed in its policy's mode. `allow_stateful` times users' kernels whose PTX
+    reads a clock or keeps state in device memory (sweeper_kernels.scan), which are refused
+    otherwise.
     """
 
     plan_path: str | None = None
@@ -193,6 +195,7 @@ class RunRequest:
     kernel_grid: str = "stride1"
     baseline_block: int = 256
     baseline_grid: str = "stride1"
+    allow_stateful: bool = False
     policy: str = "none"
     executor: str = "classic"
 
@@ -317,7 +320,7 @@ def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
     )
     man = load_manifest(resume_dir)
     recorded = man.get("slice") or {}
-    kernels, baseline_kernel = kernels_from_manifest(man)
+    kernels, baseline_kernel = kernels_from_manifest(man, req.allow_stateful)
     return _Measure(
         plan_path=req.plan_path or man["plan"]["path"], grid=man["grid"],
         dtypes=tuple(man["dtypes"]), modes=tuple(man["modes"]),
@@ -342,7 +345,7 @@ def _measure(req: RunRequest, executor) -> _Measure:
 
     kernels, baseline_kernel = user_kernels(
         req.kernel, req.kernel_block, req.kernel_grid,
-        req.baseline, req.baseline_block, req.baseline_grid,
+        req.baseline, req.baseline_block, req.baseline_grid, req.allow_stateful,
     )  # fmt: skip
     gpu_key = None
     if executor is None and (req.plan_path is None or req.resume is True):
@@ -458,6 +461,7 @@ def audit(
     progress=None,
     executor=None,
     policy: str = "auto",
+    allow_stateful: bool = False,
 ):
     """Time a user's kernel (FILE.cu:NAME) against the baseline at every planned size, with
     every guard, in the modes asked for, beside the dispatch of the shipped policies `policy`
@@ -490,6 +494,7 @@ def audit(
         kernel_grid=kernel_grid,
         baseline_block=baseline_block,
         baseline_grid=baseline_grid,
+        allow_stateful=allow_stateful,
         policy=policy,
     )
     select(str(run_dir))
@@ -499,7 +504,8 @@ def audit(
 
 
 def kernel_check(kernel: str, dtypes: list[str] | None = None, cc: int = 90,
-                 block: int = 256, grid: str = "stride1") -> dict:  # fmt: skip
+                 block: int = 256, grid: str = "stride1",
+                 allow_stateful: bool = False) -> dict:  # fmt: skip
     """Compile and check a user's kernel (FILE.cu:NAME) for compute capability `cc` with
     NVRTC, without a GPU: {"config", "symbols", "cc"}. KernelError on the first problem."""
     require_cuda("sweeper kernels check")
@@ -510,7 +516,7 @@ def kernel_check(kernel: str, dtypes: list[str] | None = None, cc: int = 90,
 
     if cc < 50 or cc > 129:
         raise SweeperError(f"--cc {cc}: give the compute capability as two digits, e.g. 90")
-    k = load_kernel(kernel, block, grid)
+    k = load_kernel(kernel, block, grid, allow_stateful)
     ds = list(dtypes or DTYPES)
     check(k, ds, (cc // 10, cc % 10))
     return {"config": k.config, "symbols": [f"{k.name}_{d}" for d in ds], "cc": cc}

@@ -98,6 +98,10 @@ _PLAN_HELP = "Plan file (from `sweeper plan`)."
 _NEWEST_PLAN = "the newest in sweeps/ for this GPU"
 _RUN_ID_HELP = "Name of the new run folder."
 _SIZES_HELP = "Only working sets in LO:HI MiB (e.g. 36:52)."
+_ALLOW_STATEFUL_HELP = (
+    "Time a kernel whose PTX reads a clock or keeps state in device memory "
+    "(docs/external-kernels.md)."
+)
 _GRID_RULE_HELP = "grid rule: stride1, strideW, onepass[E|KB] or fixedG."
 _POLICY_HELP = (
     "Shipped policies whose exported dispatch is timed beside the configs: auto (per mode "
@@ -372,6 +376,7 @@ def run_cmd(
         metavar="RULE",
         help="A --baseline kernel's " + _GRID_RULE_HELP,
     ),
+    allow_stateful: bool = typer.Option(False, "--allow-stateful", help=_ALLOW_STATEFUL_HELP),
     policy: str = typer.Option("none", "--policy", metavar="WHICH", help=_POLICY_HELP),
     executor_name: str = typer.Option(
         "classic",
@@ -417,6 +422,7 @@ def run_cmd(
             kernel_grid=kernel_grid,
             baseline_block=baseline_block,
             baseline_grid=baseline_grid,
+            allow_stateful=allow_stateful,
             policy=policy,
             executor=executor_name,
         )
@@ -512,6 +518,7 @@ def audit_cmd(
         None, "--sizes", metavar="LO:HI", help=_SIZES_HELP, show_default="every planned size"
     ),
     policy: str = typer.Option("auto", "--policy", metavar="WHICH", help=_POLICY_HELP),
+    allow_stateful: bool = typer.Option(False, "--allow-stateful", help=_ALLOW_STATEFUL_HELP),
 ) -> None:
     """Time your kernel against the baseline at every planned size, with every guard, beside
     the shipped policy's dispatch.
@@ -539,6 +546,7 @@ def audit_cmd(
             quick=quick,
             sizes=sizes,
             policy=policy,
+            allow_stateful=allow_stateful,
         )
     except USER_ERRORS as e:
         fail(str(e))
@@ -1052,6 +1060,7 @@ def kernels_check_cmd(
     ),
     block: int = typer.Option(None, "--block", hidden=True),
     grid: str = typer.Option(None, "--grid", hidden=True),
+    allow_stateful: bool = typer.Option(False, "--allow-stateful", help=_ALLOW_STATEFUL_HELP),
 ) -> None:
     """Compile your kernel with NVRTC and check it against the contract; needs no GPU."""
     from sweeper import api
@@ -1063,6 +1072,7 @@ def kernels_check_cmd(
             cc=cc,
             block=kernel_block if block is None else block,
             grid=kernel_grid if grid is None else grid,
+            allow_stateful=allow_stateful,
         )
     except USER_ERRORS as e:
         fail(str(e))

@@ -14,15 +14,17 @@ def user_kernels(
     baseline: str,
     baseline_block: int,
     baseline_grid: str,
+    allow_stateful: bool = False,
 ) -> tuple[list, object | None]:
     """(candidate kernels, baseline kernel or None) from `--kernel` and `--baseline`: each
-    file read and hashed and each launch shape checked; nothing compiled yet."""
+    file read and hashed and each launch shape checked; nothing compiled yet.
+    `allow_stateful` (--allow-stateful) applies to both."""
     from sweeper_kernels.external import is_kernel_spec, load_kernel
 
-    kernels = [load_kernel(kernel, kernel_block, kernel_grid)] if kernel else []
+    kernels = [load_kernel(kernel, kernel_block, kernel_grid, allow_stateful)] if kernel else []
     base = None
     if is_kernel_spec(baseline):
-        base = load_kernel(baseline, baseline_block, baseline_grid)
+        base = load_kernel(baseline, baseline_block, baseline_grid, allow_stateful)
         if kernels and kernels[0].config == base.config:
             raise SweeperError(
                 f"--kernel and --baseline name the same kernel and launch shape ({base.config}): "
@@ -31,14 +33,21 @@ def user_kernels(
     return kernels, base
 
 
-def kernels_from_manifest(manifest: dict) -> tuple[list, object | None]:
+def kernels_from_manifest(
+    manifest: dict, allow_stateful: bool = False
+) -> tuple[list, object | None]:
     """The users' kernels a run recorded (a resumed run times the same ones). The source file
-    must still hold the code the run measured: its sha256 is checked when it compiles."""
+    must still hold the code the run measured: its sha256 is checked when it compiles. A
+    kernel the run allowed to keep state (`allow_stateful`) is allowed again; `allow_stateful`
+    allows every kernel (--allow-stateful on the resume)."""
     from sweeper_kernels.external import ExternalKernel
 
     def one(doc: dict):
         path, _, name = str(doc["kernel"]).rpartition(":")
-        return ExternalKernel(path, name, int(doc["block"]), doc["grid"], doc["source_sha256"])
+        allowed = allow_stateful or doc.get("allow_stateful") is True
+        return ExternalKernel(
+            path, name, int(doc["block"]), doc["grid"], doc["source_sha256"], allowed
+        )
 
     kernels = [one(d) for d in manifest.get("external") or []]
     base = manifest.get("baseline_kernel")

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "kernels.launchers",
             "kernels.ptxcheck",
             "kernels.reference",
+            "kernels.scan",
             "kernels.source",
             "kernels.toolkit",
             "kernels.variants",
