@@ -382,3 +382,21 @@ def test_a_write_that_fails_leaves_the_file_that_was_there(results, tmp_path, mo
         api.export(str(policy), out=str(out), force=True)
     assert out.read_text() == "an older header\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.cuh", "results"]
+
+
+def test_the_kernel_cache_write_that_fails_leaves_no_temp_file(tmp_path, monkeypatch):
+    import os
+
+    from sweeper_kernels.build import _atomic_write_bytes
+
+    path = tmp_path / "relu_x.py"
+    path.write_bytes(b"old\n")
+
+    def fail(src, dst):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="Input/output"):
+        _atomic_write_bytes(path, b"new\n")
+    assert path.read_bytes() == b"old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["relu_x.py"]
