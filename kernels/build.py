@@ -35,11 +35,18 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write beside `path` and rename into place (the kernels' own: this layer never imports
+    sweeper, whose writes go through sweeper.schema.atomic_write_text); a failed write leaves
+    the file that was there and no temp file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _as_key(v: Variant | CompileKey) -> CompileKey:

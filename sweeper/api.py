@@ -55,6 +55,7 @@ def plan(
     from sweeper.errors import NoGPUError, SweeperError
     from sweeper.plan import gpus as gpumod
     from sweeper.plan import planfile as planmod
+    from sweeper.runfolder import check_output
 
     auto = gpu.strip().lower() == "auto"
     if save_spec is not None and not auto:
@@ -66,7 +67,9 @@ def plan(
     except NoGPUError as e:
         raise NoGPUError(f"{e}; or pass --gpu NAME (see `sweeper gpus`) instead of auto") from None
     p = planmod.make_plan(spec, dtypes=dtypes, resolution=resolution, notes=notes)
-    path = Path(out) if out else Path("sweeps") / f"{spec.key}.json"
+    path = check_output(Path(out) if out else Path("sweeps") / f"{spec.key}.json")
+    if save_spec is not None:
+        check_output(save_spec, option="--save-spec")  # before the plan is written
     shown = list(notes)
     spec_needs_write = save_spec is not None and gpumod.spec_file_needs_write(spec, save_spec)
     planmod.write_plan(p, path, force=force)

@@ -3,8 +3,11 @@ command works on when none is named."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.errors import SweeperError
@@ -62,6 +65,64 @@ def read_archive(path: Path) -> bytes:
         return f.read()
 
 
+# what a run measured and how: the only copy, never written over by any command but the run's
+RECORDS = (MANIFEST, TRIALS, *ARCHIVES, PRUNED, f"{PRUNED}.xz", f"{PRUNED}.gz")
+# every file a run folder holds: what the run wrote, and what the commands on it derive
+RUN_FILES = (*RECORDS, RESULTS, SELECTION_CSV, SELECTION_MD, POLICY, VERIFY_CSV, PLOTS, REPORT)
+_RECORD_WHAT = {MANIFEST: "manifest", PRUNED: "pruned log"}
+
+
+def held_run_files(folder: str | os.PathLike) -> list[str]:
+    """The names of RUN_FILES that `folder` holds (in RUN_FILES order)."""
+    return [n for n in RUN_FILES if os.path.lexists(Path(folder) / n)]
+
+
+def run_folder_of(path: str | os.PathLike) -> Path | None:
+    """The run folder that holds `path` (the nearest folder above it with a manifest or a trial
+    log), resolved; None when no folder above it is a run's."""
+    here = Path(path).resolve().parent
+    for folder in (here, *here.parents):
+        if any((folder / n).is_file() for n in (MANIFEST, TRIALS, *ARCHIVES)):
+            return folder
+    return None
+
+
+def check_output(
+    path: str | os.PathLike, works_on: tuple[str | os.PathLike, ...] = (), option: str = "-o"
+) -> Path:
+    """Refuse `path` as the file a command writes (its `option`), --force or not: a run's
+    records (RECORDS: its measurements, manifest, pruned log), a folder, a file inside a run
+    folder other than the ones the command works on (`works_on`: run folders or files in
+    them), and a run's own files (RUN_FILES) there. Whether an ordinary file already there
+    may be replaced (--force) is the writer's to decide. Returns the path."""
+    path = Path(path)
+    for name in dict.fromkeys((path.name, path.resolve().name)):
+        if name in RECORDS:
+            what = _RECORD_WHAT.get(name.removesuffix(".xz").removesuffix(".gz"), "measurements")
+            raise SweeperError(
+                f"{option} {path}: that name is a run's {what} ({name}); sweeper never writes "
+                "over it, --force or not: name another file"
+            )
+    if path.is_dir():
+        raise SweeperError(f"{option} {path}: a folder; name the file to write")
+    run = run_folder_of(path)
+    if run is None:
+        return path
+    mine = {p.resolve() if p.is_dir() else run_folder_of(p) for p in map(Path, works_on)}
+    if run not in mine:
+        raise SweeperError(
+            f"{option} {path}: inside the run folder {run}, which this command does not work "
+            "on; sweeper never writes into another run's folder, --force or not"
+        )
+    rel = path.resolve().relative_to(run).parts
+    if rel and rel[0] in RUN_FILES:
+        raise SweeperError(
+            f"{option} {path}: the run's own {rel[0]}; sweeper never writes over it from "
+            f"{option}, --force or not: name another file"
+        )
+    return path
+
+
 EXTERNAL_GRID = "external"  # the grid of `sweeper audit` runs: no grid configs
 POLICY_PREFIX = "policy-"  # config name of a shipped policy's dispatch in an audit: policy-<run id>
 
@@ -91,7 +152,8 @@ def dispatch_configs(manifest) -> tuple[str, ...]:
 def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
     """Refuse a new run's folder, root/gpu/run_id, that `sweeper run` must not write into: a
     run id that is not a plain folder name (it would land outside root/gpu), or a folder
-    that already holds a run's files (a second run would be appended to them)."""
+    that already holds any run file (RUN_FILES: a pruned log alone included; a second run
+    would be appended to them or replace them)."""
     if run_id is None:
         return
     if (
@@ -106,12 +168,39 @@ def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
             f"goes into {Path(root) / gpu}/<run-id>"
         )
     path = Path(root) / gpu / run_id
-    held = [n for n in (MANIFEST, TRIALS, *ARCHIVES, RESULTS) if (path / n).exists()]
+    held = held_run_files(path)
     if held:
         raise SweeperError(
             f"{path} already holds {held[0]}; use `sweeper run --resume --run-dir {path}` for "
             "a run of its own, or another --run-id"
         )
+
+
+def undo_new(folder: str | os.PathLike) -> Callable[[], None]:
+    """Call before a command creates `folder` and writes into it: returns what removes the
+    entries it then adds to the folder, and the folder and the parents it made, when they
+    are empty; nothing that was there before is touched."""
+    folder = Path(folder)
+    made = []
+    d = folder
+    while not os.path.lexists(d):
+        made.append(d)
+        d = d.parent
+    before = set(os.listdir(folder)) if not made and folder.is_dir() else set()
+
+    def undo() -> None:
+        if folder.is_dir():
+            for name in set(os.listdir(folder)) - before:
+                entry = folder / name
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        for d in made:  # deepest first; a folder something else wrote into stays
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+    return undo
 
 
 def resolve_run(run: str | os.PathLike | None, root: str | os.PathLike = "results") -> Path:

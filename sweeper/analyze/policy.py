@@ -732,12 +732,16 @@ def write_merged(
     force: bool = False,
 ) -> Path:
     """Write a merged policy; never onto one of its `inputs`, nor over a file with other
-    contents unless `force` (the same contents: nothing is written)."""
+    contents unless `force` (the same contents: nothing is written), nor onto a path
+    `check_output` refuses (the merged policies' run folders are the ones it works on)."""
+    from sweeper.runfolder import check_output
+
     validate_merged(payload)
     path = Path(path)
     for p in inputs:
         if path.exists() and path.resolve() == Path(p).resolve():
             raise SweeperError(f"{path} is a policy being merged; write the merge elsewhere")
+    check_output(path, works_on=tuple(inputs))
     if path.exists():
         try:
             same = load_merged(path) == stamp("merged-policy", payload)

@@ -34,17 +34,20 @@ def export(
 ) -> Path:
     """Render the policy file (either kind) and write it atomically; returns the path. A file
     already there with other contents is kept unless `force` (the same contents: nothing is
-    written); the policy itself is never overwritten."""
+    written); the policy itself is never overwritten, nor a path `check_output` refuses (the
+    policy's run folder is the one it works on)."""
     from sweeper.analyze.policy import load_any
     from sweeper.errors import SweeperError
+    from sweeper.runfolder import check_output
     from sweeper.schema import atomic_write_text
 
     doc = load_any(policy_path)
     text = render(doc, fmt)
     path = Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt]
+    if path.exists() and path.resolve() == Path(policy_path).resolve():
+        raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
+    check_output(path, works_on=(policy_path,))
     if path.exists():
-        if path.resolve() == Path(policy_path).resolve():
-            raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
         if path.read_text(encoding="utf-8", errors="replace") == text:
             return path
         if not force:

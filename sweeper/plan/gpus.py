@@ -672,10 +672,12 @@ def spec_file_needs_write(spec: GpuSpec, path: str | os.PathLike) -> bool:
 
 
 def write_spec_file(spec: GpuSpec, path: str | os.PathLike) -> Path:
-    """Write `spec` as a spec file atomically (refusing to replace a different one)."""
+    """Write `spec` as a spec file atomically (refusing to replace a different one, or a
+    path `check_output` refuses)."""
+    from sweeper.runfolder import check_output
     from sweeper.schema import atomic_write_text
 
-    path = Path(path)
+    path = check_output(path, option="--save-spec")
     if spec_file_needs_write(spec, path):
         header = (
             f"GPU spec for sweeper: `sweeper plan --gpu {path.name}`.\n"

@@ -373,8 +373,10 @@ def load_plan(path: str | os.PathLike) -> Plan:
 
 def write_plan(plan: Plan, path: str | os.PathLike, force: bool = False) -> Path:
     """Write atomically; refuse to replace a different plan, or a file that is no valid plan,
-    unless force (the same plan: nothing is written)."""
-    path = Path(path)
+    unless force (the same plan: nothing is written); never a path `check_output` refuses."""
+    from sweeper.runfolder import check_output
+
+    path = check_output(path)
     if path.exists() and not force:
         try:
             same = load_plan(path).payload() == plan.payload()

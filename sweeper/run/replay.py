@@ -161,6 +161,8 @@ class ReplayExecutor:
     checkout's id, as a resumed run keys it, so a replayed run resumes like a measured one.
     """
 
+    replays = True  # its cells cost nothing to answer again: a failed new run leaves no folder
+
     def __init__(self, run_dir: str | Path):
         from sweeper_kernels import Variant
 

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from sweeper import __version__
 from sweeper.analyze.store import (
-    MANIFEST,
     TRIALS,
     TrialWriter,
     load_manifest,
@@ -53,6 +52,8 @@ from sweeper.runfolder import (
     UNPACK,
     baseline_of,
     log_archive,
+    new_run_dir,
+    undo_new,
 )
 from sweeper.slices import config_matches
 from sweeper.stats import Stopping
@@ -82,7 +83,8 @@ class Executor(Protocol):
     # executors that have it), and
     # `neighbours(variant) -> list of variants` (the search's moves, Variant.neighbours; the
     # runner climbs from the screening rows only with executors that have it) with
-    # `variant(dtype, config) -> variant` (what a resumed run's climbed configs are)
+    # `variant(dtype, config) -> variant` (what a resumed run's climbed configs are), and
+    # `replays = True` (cells answered from a record: a new run that fails leaves no folder)
 
 
 # The L2-resident ceiling: the best throughput of a reference set (the copy kernel and
@@ -726,15 +728,25 @@ def start(
         ]
     else:
         run_id = cfg.run_id or new_run_id(cfg.plan.gpu)
+        new_run_dir(cfg.out_root, cfg.plan.gpu, run_id)
         run_dir = Path(cfg.out_root) / cfg.plan.gpu / run_id
-        if (run_dir / MANIFEST).exists():
-            raise SweeperError(f"{run_dir} already holds a run; use --resume or another --run-id")
+        undo = undo_new(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         manifest = manifest_for(cfg, device, run_id)
         manifest["grid_hash"] = grid
         done = {}
-    write_manifest(run_dir, manifest)
-    return Runner(cfg, executor, run_dir, manifest, done, progress).run()
+    runner = Runner(cfg, executor, run_dir, manifest, done, progress)
+    try:
+        write_manifest(run_dir, manifest)
+        return runner.run()
+    except Exception:
+        # a new run that failed (not one interrupted: that one resumes) before its first
+        # trial, or a replay (its cells cost nothing to answer again), leaves nothing behind
+        if resume is None and (runner.measured_now == 0 or getattr(executor, "replays", False)):
+            if runner.writer is not None:
+                runner.writer.close()
+            undo()
+        raise
 
 
 def check_slice(cfg: RunConfig, executor: Executor) -> None:
