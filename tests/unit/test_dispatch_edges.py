@@ -11,6 +11,8 @@ speaks for the launch."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -20,6 +22,7 @@ from sweeper_kernels.toolkit import find_tool
 
 from sweeper.analyze.policy import bands_from_policy, config_at, load_any, load_policy
 from sweeper.dtypes import ITEMSIZE
+from sweeper.errors import SweeperError
 from sweeper.export import render
 from sweeper.export.cuda import _ident
 from sweeper.report.tables import band_config
@@ -159,3 +162,21 @@ def test_the_header_launches_the_config_its_choice_function_names(run):
     for dt in doc["dtypes"]:
         assert f"case 0: return detail::dispatch_e0_{dt}(in, out, n, d, s);" in header
         assert f"case 0: return detail::choice_e0_{dt}(n, d);" in header
+
+
+def test_a_relative_edge_one_float_step_off_its_byte_edge_is_refused(tmp_path):
+    """The exports dispatch on `hi_rel`. One float step above `hi_bytes / l2_bytes`, the first
+    element count of the band above would be served the band below's config, while the
+    policy's byte bands serve it the band above's: such a policy is refused, naming the field."""
+    doc, _ = _policy("hot-7")
+    bands = doc["dtypes"]["fp32"]["bands"]
+    bands[0]["hi_rel"] = bands[1]["lo_rel"] = math.nextafter(bands[0]["hi_rel"], math.inf)
+    ws = bands[0]["hi_bytes"]  # the edge, a whole fp32 element count (2 x 276430 x 4 bytes)
+    by_rel = config_at(bands, ws / doc["l2_bytes"])
+    assert by_rel == bands[0]["config"] != band_config(bands_from_policy(doc)["fp32"], ws)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(
+        SweeperError, match=r"'dtypes\.fp32\.bands\[0\]\.hi_rel': .* is not hi_bytes"
+    ):
+        load_policy(path)
