@@ -102,3 +102,16 @@ def test_the_shipped_verifies_do_not_count_a_point_ratio_below_1_as_a_loss(run):
     if run == "aw-4":
         assert ("fp16", 102400) in looks_like_a_loss
         assert vt[(vt["dtype"] == "fp16") & (vt["ws_bytes"] == 102400)]["ratio_hi"].min() == 1.0
+
+
+def test_off_numba_by_exactly_the_parity_is_not_a_parity_failure():
+    # 1.25 and 0.25 are exact in binary: |1.25 - 1| is the parity itself, not more
+    rows = [_row(1.1, 1.2, 1.3, vs_numba=1.25), _row(1.1, 1.2, 1.3, vs_numba=1.2500001, ws=2 * WS)]
+    v = timing_verdict(rows, parity=0.25)
+    assert _sizes(v["parity_failures"]) == [2 * WS]
+
+
+def test_no_rows_is_an_empty_passing_verdict():
+    v = timing_verdict([])
+    assert (v["sizes"], v["passes"], v["max_parity_dev"], v["ok"]) == (0, 0, 0.0, True)
+    assert math.isnan(v["min_ratio"]) and v["pass_spread"] is None
