@@ -180,3 +180,73 @@ def test_a_relative_edge_one_float_step_off_its_byte_edge_is_refused(tmp_path):
         SweeperError, match=r"'dtypes\.fp32\.bands\[0\]\.hi_rel': .* is not hi_bytes"
     ):
         load_policy(path)
+
+
+def _generic_case(doc: dict) -> dict:
+    """The device keys the exports must refuse the tuned bands to: the policy's own device
+    with one SM fewer, with another L2 size, with another compute capability."""
+    cc, l2, sms = tuple(doc["cc"]), doc["l2_bytes"], doc["provenance"]["device"]["sm_count"]
+    return {"own": (cc, l2, sms), "sms": (cc, l2, sms - 1), "l2": (cc, l2 // 2, sms),
+            "cc": ((cc[0], cc[1] + 1), l2, sms)}  # fmt: skip
+
+
+@pytest.mark.parametrize("run", POLICIES)
+def test_the_python_export_serves_tuned_bands_only_on_the_policys_device(run, tmp_path):
+    doc, merged = _policy(run)
+    path = tmp_path / "relu_policy_off.py"
+    path.write_text(render(merged, "python"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for dt, d in doc["dtypes"].items():
+        n = d["bands"][0]["hi_bytes"] // (2 * ITEMSIZE[dt]) - 1  # the first band's last element
+        for case, device in _generic_case(doc).items():
+            name, fields = mod.select_config(dt, n, *device)
+            want = d["bands"][0]["config"] if case == "own" else d["generic"]["config"]
+            assert (case, name, fields) == (case, want, doc["configs"][want])
+
+
+@pytest.mark.needs_tool("nvcc")
+@pytest.mark.parametrize("run", POLICIES)
+def test_the_cuda_header_picks_its_entry_only_on_the_policys_device(run, tmp_path):
+    """pick_entry over the header's entry table, run on the host, and the public functions'
+    switch: each dtype reads its own slot of DeviceInfo.entry and falls back to its generic."""
+    from sweeper.dtypes import DTYPES
+
+    doc, merged = _policy(run)
+    header = render(merged, "cuda")
+    (tmp_path / "relu_policy.cuh").write_text(header)
+    cases = _generic_case(doc)
+    calls = [
+        f'  std::printf("%d\\n", sweeper_relu::detail::pick_entry(keys, count, {i}, {cc[0]}, '
+        f"{cc[1]}, {l2}LL, {sms}));"
+        for (cc, l2, sms) in cases.values()
+        for i in range(len(DTYPES))
+    ]
+    (tmp_path / "pick.cu").write_text(
+        '#include "relu_policy.cuh"\n#include <cstdio>\nint main() {\n  int count = 0;\n'
+        "  const sweeper_relu::detail::EntryKey* keys = sweeper_relu::detail::entry_keys(&count);\n"
+        + "\n".join(calls)
+        + "\n  return 0;\n}\n"
+    )
+    r = subprocess.run(
+        [find_tool("nvcc"), "-std=c++17", "pick.cu", "-o", "pick"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = subprocess.run([str(tmp_path / "pick")], capture_output=True, text=True, check=True)
+    got = [int(x) for x in out.stdout.split()]
+    want = [0 if case == "own" and dt in doc["dtypes"] else -1 for case in cases for dt in DTYPES]
+    assert got == want
+    for i, dt in enumerate(DTYPES):
+        (block,) = re.findall(
+            rf"^inline const char\* relu_choice_{dt}\(size_t n\) \{{\n(.*?)^\}}$",
+            header,
+            re.M | re.S,
+        )
+        assert f"switch (d.entry[{i}])" in block
+        generic = doc["dtypes"][dt]["generic"]["config"] if dt in doc["dtypes"] else ""
+        assert f'default: return "{generic}";' in block
