@@ -519,8 +519,9 @@ def _validate_brackets(doc: dict) -> None:
 
 def _validate_rel_edges(doc: dict) -> None:
     """A policy's relative edges (what the exports dispatch on) must be its byte edges over
-    its L2 size: a swapped, NaN or edited `lo_rel` / `hi_rel` would make the export serve
-    other bands than the policy says."""
+    its L2 size, exactly (the division that wrote them): a swapped, NaN or edited `lo_rel` /
+    `hi_rel` would make the export serve other bands than the policy says, and one float step
+    above `hi_bytes / l2_bytes` already serves the band below at the edge itself."""
     l2 = doc["l2_bytes"]
     for dt, d in doc["dtypes"].items():
         for k, b in enumerate(d["bands"]):
@@ -529,7 +530,7 @@ def _validate_rel_edges(doc: dict) -> None:
                 want = None if nbytes is None else nbytes / l2
                 ok = rel is None and want is None
                 if want is not None and isinstance(rel, int | float) and not isinstance(rel, bool):
-                    ok = abs(rel - want) <= 1e-9 * max(1.0, abs(want))  # False for NaN
+                    ok = rel == want  # False for NaN
                 if not ok:
                     raise FieldError(
                         f"dtypes.{dt}.bands[{k}].{rel_key}",
