@@ -37,11 +37,12 @@ def export(
     written); the policy itself is never overwritten."""
     from sweeper.analyze.policy import load_any
     from sweeper.errors import SweeperError
+    from sweeper.files import file_to_write
     from sweeper.schema import atomic_write_text
 
     doc = load_any(policy_path)
     text = render(doc, fmt)
-    path = Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt]
+    path = file_to_write(Path(out) if out else Path(policy_path).parent / DEFAULT_NAMES[fmt])
     if path.exists():
         if path.resolve() == Path(policy_path).resolve():
             raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
