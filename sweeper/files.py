@@ -72,6 +72,8 @@ def unpack(path: str | os.PathLike, data: bytes | None = None) -> bytes:
         raise SchemaError(path, None, f"not an archive sweeper reads (.xz or .gz): {path.name}")
     if data is None:
         data = file_bytes(path)
+    if not data:  # gzip reads an empty file as an empty archive; `gzip -d` refuses it
+        raise SchemaError(path, None, f"not a complete {kind} archive (empty); restore the file")
     try:
         if kind == "xz":
             # lzma.decompress reads every stream to its end and raises on a cut one

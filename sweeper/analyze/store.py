@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
-from sweeper.files import read_text, text_of
+from sweeper.files import file_bytes, read_text, text_of
 from sweeper.runfolder import (
     MANIFEST,
     PRUNED,
@@ -339,11 +339,11 @@ def repair_trials(run_dir: str | os.PathLike) -> int:
     path = Path(run_dir) / TRIALS
     if not path.exists():
         return 0
-    data = path.read_bytes()
+    data = file_bytes(path)
     if not data or data.endswith(b"\n"):
         return 0
     keep = data[: data.rfind(b"\n") + 1]
-    atomic_write_text(path, keep.decode("utf-8"))
+    atomic_write_text(path, text_of(path, keep))
     return len(data) - len(keep)
 
 

@@ -468,7 +468,7 @@ def test_a_damaged_xz_archive_is_refused_in_one_line(
     assert line.endswith("); restore the file")
 
 
-@pytest.mark.parametrize("damage", ["cut in half", "not an archive", "last byte missing"])
+@pytest.mark.parametrize("damage", ["cut in half", "not an archive", "empty", "last byte missing"])
 def test_a_damaged_gzip_archive_is_refused_in_one_line(shipped, tmp_path, damage):
     import gzip
 
@@ -620,3 +620,25 @@ def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
     _rewrite_log(log, edit)
     line = one_line(["select", run], tmp_path, log)
     assert f"field '{field}': expected " in line
+
+
+@pytest.mark.parametrize("damage", ["not UTF-8", "a folder"])
+def test_a_resume_refuses_an_unreadable_trial_log_before_repairing_it(tmp_path, damage):
+    """repair_trials (the first thing a resume does to the log) reads it through the same
+    reader: a log it cannot read is refused and left as it is."""
+    from sweeper.analyze.store import repair_trials
+    from sweeper.errors import SchemaError
+
+    log = tmp_path / "trials.jsonl"
+    if damage == "a folder":
+        _into_folder(log)
+    else:
+        log.write_bytes(b'{"config":"a\xffb"}\n{"config":"cut')
+    before = hashes(tmp_path)
+    with pytest.raises(SchemaError) as e:
+        repair_trials(tmp_path)
+    assert str(e.value).startswith(f"{log}: ")
+    assert ("not UTF-8 text" if damage == "not UTF-8" else "is a folder, not a file") in str(
+        e.value
+    )
+    assert hashes(tmp_path) == before
