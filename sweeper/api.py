@@ -722,12 +722,10 @@ def policy_merge(paths: list[str], out: str, force: bool = False):
 def policy_show(path: str) -> str:
     """A readable summary of a policy or merged policy."""
     from sweeper.analyze import policy as pol
+    from sweeper.files import read_json
 
     doc = pol.load_any(path)
-    import json
-    from pathlib import Path
-
-    kind = json.loads(Path(path).read_text()).get("kind")
+    kind = read_json(path).get("kind")
     return pol.describe(pol.load_policy(path) if kind == "policy" else doc)
 
 

@@ -48,21 +48,20 @@ def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:
 def read_log(run_dir: str | os.PathLike, log: str) -> tuple[Path, bytes] | None:
     """A run folder's log `log` (TRIALS, PRUNED) as it is on disk, else its archive: the file
     read and its (decompressed) bytes; None when neither is there."""
+    from sweeper.files import file_bytes
+
     path = Path(run_dir) / log
     if path.exists():
-        return path, path.read_bytes()
+        return path, file_bytes(path)
     archive = log_archive(run_dir, log)
     return None if archive is None else (archive, read_archive(archive))
 
 
 def read_archive(path: Path) -> bytes:
     """The decompressed bytes of an archived log (xz or gzip, by its name)."""
-    import gzip
-    import lzma
+    from sweeper.files import unpack
 
-    opener = lzma.open if path.name.endswith(".xz") else gzip.open
-    with opener(path, "rb") as f:
-        return f.read()
+    return unpack(path)
 
 
 # what a run measured and how: the only copy, never written over by any command but the run's

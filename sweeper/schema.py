@@ -58,7 +58,9 @@ def stamp(kind: str, payload: dict) -> dict:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    path = Path(path)
+    from sweeper.files import file_to_write
+
+    path = file_to_write(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -118,18 +120,10 @@ def check_header(doc: Any, kind: str, path: object) -> dict:
 
 def load(path: str | os.PathLike, kind: str, validate: Validator | None = None) -> dict:
     """Read a versioned JSON file; raise SchemaError naming file and field on any problem."""
+    from sweeper.files import read_json
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SchemaError(path, None, "file not found") from None
-    except OSError as e:
-        raise SchemaError(path, None, f"cannot read: {e.strerror}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SchemaError(path, None, f"not valid JSON (line {e.lineno}: {e.msg})") from None
-    doc = check_header(doc, kind, path)
+    doc = check_header(read_json(path), kind, path)
     if validate is not None:
         try:
             validate(doc)

@@ -601,11 +601,11 @@ def load_merged(path: str | os.PathLike) -> dict:
 
 def load_any(path: str | os.PathLike) -> dict:
     """A policy or merged policy, always returned in merged form (export works on that)."""
-    import json
+    from sweeper.files import read_json
 
     try:
-        kind = json.loads(Path(path).read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
+        kind = read_json(path).get("kind")
+    except (SweeperError, AttributeError):
         kind = None
     if kind == "merged-policy":
         return load_merged(path)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
+from sweeper.files import file_bytes, read_text, text_of
 from sweeper.runfolder import (
     MANIFEST,
     PRUNED,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 TRIAL_EXTRA = ("samples_us", "base_samples_us", "sample_parts", "cell_key")
 # The table's numeric columns: a trial line holds a number or null there.
 NUMERIC = tuple(c for c, (typ, _) in COLUMNS.items() if typ not in ("str",))
+INTEGER = frozenset(c for c, (typ, _) in COLUMNS.items() if typ in ("int64", "Int64"))
 
 
 @dataclass
@@ -155,7 +157,7 @@ def read_pruned(run_dir: Path, name: str) -> list[dict]:
         raise SchemaError(
             run_dir / MANIFEST, "pruned", f"names {name}, which is not in the run folder"
         )
-    path, text = got[0], got[1].decode("utf-8")
+    path, text = got[0], text_of(got[0], got[1])
     out = []
     lines = text.split("\n")
     if lines[-1] != "":
@@ -222,6 +224,8 @@ def validate_trial(doc: dict) -> None:
         v = doc.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
             raise FieldError(f, f"expected a number or null, found {v!r}")
+        if v is not None and f in INTEGER and not isinstance(v, int):
+            raise FieldError(f, f"expected an integer or null, found {v!r}")
     if doc["role"] not in ROLES:
         raise FieldError("role", f"unknown role {doc['role']!r}")
     if doc["status"] not in STATUSES:
@@ -289,7 +293,7 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
     got = read_log(run_dir, TRIALS)
     if got is None:
         return [], False
-    path, text = got[0], got[1].decode("utf-8")
+    path, text = got[0], text_of(got[0], got[1])
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":
@@ -335,11 +339,11 @@ def repair_trials(run_dir: str | os.PathLike) -> int:
     path = Path(run_dir) / TRIALS
     if not path.exists():
         return 0
-    data = path.read_bytes()
+    data = file_bytes(path)
     if not data or data.endswith(b"\n"):
         return 0
     keep = data[: data.rfind(b"\n") + 1]
-    atomic_write_text(path, keep.decode("utf-8"))
+    atomic_write_text(path, text_of(path, keep))
     return len(data) - len(keep)
 
 
@@ -386,9 +390,10 @@ def read_table(
     path = Path(path)
     if not path.exists():
         return None
+    text = read_text(path)
     try:
-        table = pd.read_csv(path)
-    except (OSError, ValueError) as e:
+        table = pd.read_csv(io.StringIO(text))
+    except ValueError as e:
         raise SchemaError(path, None, f"cannot read: {e}") from None
     for col in columns:
         if col not in table.columns:
@@ -400,9 +405,10 @@ def read_results(run_dir: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 
     path = Path(run_dir) / RESULTS
+    text = read_text(path)
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as e:
+        df = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
+    except ValueError as e:
         raise SchemaError(path, None, f"cannot read results table: {e}") from None
     missing = [c for c in COLUMNS if c not in df.columns and c not in ADDED_COLUMNS]
     if missing:

@@ -112,20 +112,13 @@ def load_targets(path: str | os.PathLike) -> list[Target]:
     "modes", "verify_passes" ("every", the default, or "any")}, ...]}`; sizes default to
     every size, dtypes and modes to all. SchemaError naming the file and field on anything
     else."""
-    import json
     from pathlib import Path
 
     from sweeper.errors import FieldError, SchemaError
+    from sweeper.files import read_json
 
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SchemaError(path, None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SchemaError(path, None, f"cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise SchemaError(path, None, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    doc = read_json(path)
     try:
         return _parse_targets(doc)
     except FieldError as e:

@@ -38,6 +38,7 @@ def export(
     policy's run folder is the one it works on)."""
     from sweeper.analyze.policy import load_any
     from sweeper.errors import SweeperError
+    from sweeper.files import file_to_write
     from sweeper.runfolder import check_output
     from sweeper.schema import atomic_write_text
 
@@ -47,6 +48,7 @@ def export(
     if path.exists() and path.resolve() == Path(policy_path).resolve():
         raise SweeperError(f"{path} is the policy being exported; write the export elsewhere")
     check_output(path, works_on=(policy_path,))
+    path = file_to_write(path)
     if path.exists():
         if path.read_text(encoding="utf-8", errors="replace") == text:
             return path

@@ -136,7 +136,9 @@ def verify_bits(
 def check_export(path: Path, text: str, policy_path, fmt: str) -> None:
     """SweeperError in one line unless the file at `path` is `text`, the export of the policy
     at `policy_path` in format `fmt` (the path comment aside, _same_export)."""
-    if not _same_export(path.read_text(), text):
+    from sweeper.files import read_text
+
+    if not _same_export(read_text(path), text):
         raise SweeperError(
             f"{path} is not the export of {policy_path} (edited, or of another policy); "
             f"`sweeper export {policy_path} --format {fmt} -o {path} --force` rewrites it"

@@ -667,7 +667,9 @@ def save(
 ) -> list[Path]:
     """Write a figure in each format. `inputs`: the digest of what it was drawn from
     (inputs_digest), stored in a PNG's text so a later report can tell it is current."""
-    out_dir = Path(out_dir)
+    from sweeper.files import folder_to_write
+
+    out_dir = folder_to_write(out_dir, "figures' folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
     paths = []
@@ -781,6 +783,7 @@ def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
     import hashlib
 
     from sweeper import __version__
+    from sweeper.files import file_bytes
     from sweeper.runfolder import (
         ARCHIVES,
         MANIFEST,
@@ -809,9 +812,7 @@ def inputs_digest(run_dir: Path, top: int = 3, heatmap_top: int = 40) -> str:
             h.update(read_archive(path))
             continue
         h.update(f"\n{name}\n".encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
-                h.update(chunk)
+        h.update(file_bytes(path))
     return h.hexdigest()
 
 

@@ -1226,6 +1226,7 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     from sweeper.analyze.store import load_run, read_selection
     from sweeper.analyze.targets import load_targets
     from sweeper.analyze.verdict import load_verify
+    from sweeper.files import file_to_write, folder_to_write
     from sweeper.runfolder import POLICY
     from sweeper.schema import atomic_write_text
 
@@ -1241,6 +1242,8 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
     verify = load_verify(run_dir)
+    file_to_write(run_dir / REPORT)
+    folder_to_write(run_dir / PLOTS, "figures' folder")
     if _plots_stale(run_dir):
         render_plots(run_dir)
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)

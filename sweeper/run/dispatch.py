@@ -21,6 +21,7 @@ from pathlib import Path
 from sweeper_kernels.variants import id_hash
 
 from sweeper.errors import SweeperError
+from sweeper.files import read_text
 from sweeper.runfolder import POLICY_PREFIX
 
 
@@ -128,7 +129,7 @@ def load_dispatch(policy_path: str | Path) -> PolicyDispatch:
             f"{header}: missing; `sweeper export {path} --format cuda -o {header}` writes it"
         )
     check_export(header, render(doc, "cuda"), path, "cuda")
-    text = header.read_text()
+    text = read_text(header)
     return PolicyDispatch(
         name=path.parent.name,
         policy=str(path),

@@ -33,6 +33,7 @@ from sweeper.analyze.store import (
 )
 from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
+from sweeper.files import folder_to_write
 from sweeper.plan.planfile import Plan
 from sweeper.run import ceilings
 from sweeper.run.search import (
@@ -727,6 +728,8 @@ def start(
             if t["status"] != "ok"
         ]
     else:
+        check_plan_device(cfg, device)
+        folder_to_write(cfg.out_root, "results root")
         run_id = cfg.run_id or new_run_id(cfg.plan.gpu)
         new_run_dir(cfg.out_root, cfg.plan.gpu, run_id)
         run_dir = Path(cfg.out_root) / cfg.plan.gpu / run_id
@@ -747,6 +750,20 @@ def start(
                 runner.writer.close()
             undo()
         raise
+
+
+def check_plan_device(cfg: RunConfig, described: dict) -> None:
+    """A new run's plan must be for the device it measures (or replays): its sizes are laid
+    out around that device's L2 size, which the manifest records as the device's.
+    `described`: the executor's describe()."""
+    device = described.get("device") or {}
+    l2 = device.get("l2_bytes")
+    if isinstance(l2, int) and cfg.plan.l2_bytes != l2:
+        raise PlanMismatchError(
+            f"{cfg.plan_path}: field 'l2_bytes': planned for '{cfg.plan.gpu}' around an L2 of "
+            f"{cfg.plan.l2_bytes} bytes, but the device measured ({device.get('name', '?')}) "
+            f"has {l2}; use a plan for that device (`sweeper plan --gpu ...`)"
+        )
 
 
 def check_slice(cfg: RunConfig, executor: Executor) -> None:

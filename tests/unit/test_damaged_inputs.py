@@ -318,3 +318,327 @@ def test_debug_shows_the_traceback(run):
     assert res.exit_code == 1
     assert type(res.exception).__name__ == "SchemaError"
     assert "hi_rel" in str(res.exception)
+
+
+# ---- unreadable bytes, cut archives, paths of the wrong kind: one line, never a traceback ---
+#
+# Each probe damages one file of a copy of a shipped run (hot-7, aw-4, cold-6, whole), runs one
+# command and checks: exit 1, nothing on stdout, exactly one line on stderr that names the
+# damaged file, no traceback (the only exception is typer's exit), and every file under the
+# copy byte-identical afterwards.
+
+RUNS = ("hot-7", "aw-4", "cold-6")
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory) -> Path:
+    """A results root holding copies of the three shipped runs, made once."""
+    root = tmp_path_factory.mktemp("shipped") / "results"
+    for name in RUNS:
+        shutil.copytree(REPO / "results" / "h200" / name, root / "h200" / name)
+    return root
+
+
+def _copy(shipped: Path, tmp_path: Path, name: str) -> Path:
+    run = tmp_path / "results" / "h200" / name
+    shutil.copytree(shipped / "h200" / name, run)
+    return run
+
+
+def one_line(args: list[str], folder: Path, names: Path | str) -> str:
+    """Run the command; assert exit 1, one line on stderr naming `names`, no text on stdout,
+    no traceback and no file changed (or added, or removed) under `folder`; return the line."""
+    before = hashes(folder)
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert res.exit_code == 1, res.output
+    assert res.stdout.strip() == "", res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert lines[0].startswith("error: ")
+    assert str(names) in lines[0], lines[0]
+    assert hashes(folder) == before
+    return lines[0]
+
+
+def _with_bad_byte(data: bytes, at: bytes) -> bytes:
+    """`data` with the byte 0xff put just after the first `at` (inside a JSON string, so the
+    text is broken only as UTF-8)."""
+    i = data.index(at) + len(at)
+    return data[:i] + b"\xff" + data[i:]
+
+
+def _rewrite_log(path: Path, fn) -> None:
+    """Apply fn to the decompressed bytes of an xz log and store the result back as xz."""
+    path.write_bytes(lzma.compress(fn(lzma.decompress(path.read_bytes())), preset=0))
+
+
+# -- bytes that are not UTF-8 ------------------------------------------------------------------
+
+NOT_UTF8 = {
+    # file damaged -> commands that read it (the run folder is given as R, the file as F)
+    "manifest.json": (["select", "R"], ["report", "R"], ["policy", "build", "R"], ["plot", "R"]),
+    "policy.json": (["policy", "show", "F"], ["export", "F", "-o", "OUT"], ["report", "R"]),
+    "trials.jsonl.xz": (["select", "R"], ["policy", "build", "R"]),
+    "pruned.jsonl.xz": (["select", "R"], ["policy", "build", "R"]),
+    "selection.csv": (["report", "R"],),
+}
+NOT_UTF8_CASES = [
+    (run, name, i) for run in RUNS for name, cmds in NOT_UTF8.items() for i in range(len(cmds))
+]
+
+
+def _args(template: list[str], run: Path, path: Path, out: Path) -> list[str]:
+    return [{"R": str(run), "F": str(path), "OUT": str(out)}.get(a, a) for a in template]
+
+
+@pytest.mark.parametrize(("run_name", "name", "i"), NOT_UTF8_CASES)
+def test_bytes_that_are_not_utf8_are_refused_in_one_line(shipped, tmp_path, run_name, name, i):
+    run = _copy(shipped, tmp_path, run_name)
+    path = run / name
+    if name.endswith(".xz"):
+        _rewrite_log(path, lambda b: _with_bad_byte(b, b'"config":"'))
+    else:
+        path.write_bytes(
+            _with_bad_byte(path.read_bytes(), b'"' if name != "selection.csv" else b",")
+        )
+    out = tmp_path / "out" / "relu_policy.cuh"
+    line = one_line(_args(NOT_UTF8[name][i], run, path, out), tmp_path, path)
+    assert "not UTF-8 text (byte 0xff at offset " in line
+    assert not out.parent.exists()
+
+
+def test_a_plan_that_is_not_utf8_is_refused_in_one_line(base, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(_with_bad_byte(PLAN.read_bytes(), b'"gpu": "'))
+    run = base / "h200" / "hot-7"
+    line = one_line(["run", plan, "--replay", run, "--root", tmp_path / "new"], tmp_path, plan)
+    assert line.startswith(f"error: {plan}: not UTF-8 text (byte 0xff at offset ")
+    assert not (tmp_path / "new").exists()
+
+
+# -- archives cut short or corrupt -------------------------------------------------------------
+
+
+def _half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"this is not an archive\n")
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _one_byte_flipped(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _no_last_byte(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-1])
+
+
+DAMAGES = {
+    "cut in half": _half,
+    "not an archive": _garbage,
+    "empty": _empty,
+    "one byte flipped": _one_byte_flipped,
+    "last byte missing": _no_last_byte,
+}
+ARCHIVE_CMDS = {"select": ["select", "R"], "policy build": ["policy", "build", "R"]}
+
+
+@pytest.mark.parametrize("command", list(ARCHIVE_CMDS))
+@pytest.mark.parametrize("damage", list(DAMAGES))
+@pytest.mark.parametrize("log", ["trials.jsonl.xz", "pruned.jsonl.xz"])
+@pytest.mark.parametrize("run_name", RUNS)
+def test_a_damaged_xz_archive_is_refused_in_one_line(
+    shipped, tmp_path, run_name, log, damage, command
+):
+    run = _copy(shipped, tmp_path, run_name)
+    DAMAGES[damage](run / log)
+    line = one_line(_args(ARCHIVE_CMDS[command], run, run / log, tmp_path), tmp_path, run / log)
+    assert line.startswith(f"error: {run / log}: not a complete xz archive (")
+    assert line.endswith("); restore the file")
+
+
+@pytest.mark.parametrize("damage", ["cut in half", "not an archive", "empty", "last byte missing"])
+def test_a_damaged_gzip_archive_is_refused_in_one_line(shipped, tmp_path, damage):
+    import gzip
+
+    run = _copy(shipped, tmp_path, "hot-7")
+    xz = run / "trials.jsonl.xz"
+    gz = run / "trials.jsonl.gz"
+    gz.write_bytes(gzip.compress(lzma.decompress(xz.read_bytes()), mtime=0))
+    xz.unlink()
+    DAMAGES[damage](gz)
+    line = one_line(["select", run], tmp_path, gz)
+    assert line.startswith(f"error: {gz}: not a complete gzip archive (")
+
+
+# -- a path of the wrong kind: a folder where a file is read or written, and the reverse ------
+
+
+def _into_folder(path: Path) -> None:
+    """Replace the file `path` by a folder of that name (holding one file, so that the check
+    of unchanged files sees it)."""
+    if path.exists():
+        path.unlink()
+    path.mkdir()
+    (path / "keep").write_text("x\n")
+
+
+def _into_file(path: Path) -> None:
+    shutil.rmtree(path)
+    path.write_text("not a folder\n")
+
+
+FOLDER_FOR_FILE = {
+    # file replaced by a folder -> commands, expected words of the line
+    "trials.jsonl": (["select", "R"], "is a folder, not a file"),
+    "trials.jsonl.xz": (["policy", "build", "R"], "is a folder, not a file"),
+    "pruned.jsonl.xz": (["select", "R"], "is a folder, not a file"),
+    "policy.json": (["policy", "show", "F"], "is a folder, not a file"),
+    "selection.csv": (["report", "R"], "is a folder, not a file"),
+    "REPORT.md": (["report", "R"], "is a folder; name the file to write"),
+}
+
+
+@pytest.mark.parametrize("name", list(FOLDER_FOR_FILE))
+@pytest.mark.parametrize("run_name", RUNS)
+def test_a_folder_where_a_file_belongs_is_refused_in_one_line(shipped, tmp_path, run_name, name):
+    run = _copy(shipped, tmp_path, run_name)
+    _into_folder(run / name)
+    template, words = FOLDER_FOR_FILE[name]
+    line = one_line(_args(template, run, run / name, tmp_path), tmp_path, run / name)
+    assert words in line
+
+
+@pytest.mark.parametrize("command", [["plot", "R", "--format", "png"], ["report", "R"]])
+def test_plots_that_is_a_file_is_refused_in_one_line(shipped, tmp_path, command):
+    run = _copy(shipped, tmp_path, "hot-7")
+    _into_file(run / "plots")
+    line = one_line(_args(command, run, run, tmp_path), tmp_path, run / "plots")
+    assert line == (
+        f"error: {run / 'plots'}: the figures' folder to write into is not a folder; name a folder"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["cuda", "python"])
+def test_export_into_a_folder_is_refused_in_one_line(shipped, tmp_path, fmt):
+    run = _copy(shipped, tmp_path, "cold-6")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("x\n")
+    line = one_line(["export", run / "policy.json", "--format", fmt, "-o", out], tmp_path, out)
+    assert line == f"error: {out} is a folder; name the file to write (e.g. {out}/<name>)"
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_export_under_a_file_is_refused_in_one_line(shipped, tmp_path, force):
+    run = _copy(shipped, tmp_path, "aw-4")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file\n")
+    out = blocker / "sub" / "relu_policy.cuh"
+    line = one_line(["export", run / "policy.json", "-o", out, *force], tmp_path, blocker)
+    assert line == (
+        f"error: {out.parent}: the folder to write into is not a folder ({blocker} is a file); "
+        "name a folder"
+    )
+
+
+def test_a_results_root_that_is_a_file_is_refused_in_one_line(base, tmp_path):
+    root = tmp_path / "root"
+    root.write_text("a file\n")
+    run = base / "h200" / "hot-7"
+    line = one_line(["run", PLAN, "--replay", run, "--root", root], tmp_path, root)
+    assert line == f"error: {root}: the results root to write into is not a folder; name a folder"
+
+
+# -- a file of another kind where a policy is expected ----------------------------------------
+
+NOT_A_POLICY = {
+    "trials.jsonl.xz": "not UTF-8 text",
+    "pruned.jsonl.xz": "not UTF-8 text",
+    "plots/heatmap_hot_fp32.png": "not UTF-8 text",
+    "manifest.json": "field 'kind': expected 'policy', found 'manifest'",
+    "selection.csv": "not valid JSON",
+    "REPORT.md": "not valid JSON",
+    "relu_policy.cuh": "not valid JSON",
+}
+
+
+@pytest.mark.parametrize("command", ["show", "export"])
+@pytest.mark.parametrize("name", list(NOT_A_POLICY))
+def test_a_file_that_is_not_a_policy_is_refused_in_one_line(shipped, tmp_path, name, command):
+    run = _copy(shipped, tmp_path, "hot-7")
+    path = run / name
+    assert path.is_file()
+    out = tmp_path / "out" / "x.cuh"
+    args = ["policy", "show", path] if command == "show" else ["export", path, "-o", out]
+    line = one_line(args, tmp_path, path)
+    assert line.startswith(f"error: {path}: ")
+    assert NOT_A_POLICY[name] in line
+    assert not out.parent.exists()
+
+
+# -- a plan for another GPU replayed, and a trial's integer field that is not an integer ------
+
+
+def test_a_replay_with_a_plan_for_another_gpu_is_refused_in_one_line(base, tmp_path):
+    plan = REPO / "sweeps" / "4090.json"
+    run = base / "h200" / "hot-7"
+    new = tmp_path / "new"
+    line = one_line(["run", plan, "--replay", run, "--root", new], tmp_path, plan)
+    assert line.startswith(f"error: {plan}: field 'l2_bytes': planned for '4090' around an L2 ")
+    assert "but the device measured (" in line
+    assert not new.exists()
+
+
+@pytest.mark.parametrize("value", [2.5, 30.0, "30", True])
+@pytest.mark.parametrize("field", ["n_samples", "block", "vec_bytes", "n"])
+def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
+    shipped, tmp_path, field, value
+):
+    run = _copy(shipped, tmp_path, "hot-7")
+    log = run / "trials.jsonl.xz"
+
+    def edit(data: bytes) -> bytes:
+        lines = data.decode().splitlines(keepends=True)
+        k = next(i for i, line in enumerate(lines) if '"role":"candidate"' in line)
+        doc = json.loads(lines[k])
+        doc[field] = value
+        lines[k] = json.dumps(doc, separators=(",", ":")) + "\n"
+        return "".join(lines).encode()
+
+    _rewrite_log(log, edit)
+    line = one_line(["select", run], tmp_path, log)
+    assert f"field '{field}': expected " in line
+
+
+@pytest.mark.parametrize("damage", ["not UTF-8", "a folder"])
+def test_a_resume_refuses_an_unreadable_trial_log_before_repairing_it(tmp_path, damage):
+    """repair_trials (the first thing a resume does to the log) reads it through the same
+    reader: a log it cannot read is refused and left as it is."""
+    from sweeper.analyze.store import repair_trials
+    from sweeper.errors import SchemaError
+
+    log = tmp_path / "trials.jsonl"
+    if damage == "a folder":
+        _into_folder(log)
+    else:
+        log.write_bytes(b'{"config":"a\xffb"}\n{"config":"cut')
+    before = hashes(tmp_path)
+    with pytest.raises(SchemaError) as e:
+        repair_trials(tmp_path)
+    assert str(e.value).startswith(f"{log}: ")
+    assert ("not UTF-8 text" if damage == "not UTF-8" else "is a folder, not a file") in str(
+        e.value
+    )
+    assert hashes(tmp_path) == before

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.devices",
             "sweeper.dtypes",
             "sweeper.errors",
+            "sweeper.files",
             "sweeper.runfolder",
             "sweeper.schema",
             "sweeper.slices",
