@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.errors import SweeperError
+from sweeper.files import file_to_write
 
 MANIFEST = "manifest.json"  # the run: device, versions, plan, grid, modes, status
 TRIALS = "trials.jsonl"  # one line per measured cell, appended as the run goes
@@ -102,8 +103,7 @@ def check_output(
                 f"{option} {path}: that name is a run's {what} ({name}); sweeper never writes "
                 "over it, --force or not: name another file"
             )
-    if path.is_dir():
-        raise SweeperError(f"{option} {path}: a folder; name the file to write")
+    file_to_write(path)  # a folder, or under a file: refused (sweeper.files)
     run = run_folder_of(path)
     if run is None:
         return path

@@ -117,7 +117,7 @@ def test_export_never_writes_over_its_own_runs_files(results, name):
 def test_export_onto_a_folder_is_one_line(results, tmp_path):
     policy = results / "h200" / "hot-7" / "policy.json"
     line = refused(["export", str(policy), "-o", str(tmp_path), "--force"], results)
-    assert line == f"error: -o {tmp_path}: a folder; name the file to write"
+    assert line == f"error: {tmp_path} is a folder; name the file to write (e.g. {tmp_path}/<name>)"
 
 
 def test_force_still_replaces_an_ordinary_file_the_user_named(results, tmp_path):
