@@ -139,7 +139,6 @@ class _Half:
     a_us: list = field(default_factory=list)
     b_us: list = field(default_factory=list)
     order: list = field(default_factory=list)
-    rounds: int = 0
     done: bool = False
 
 
@@ -153,10 +152,8 @@ class _Cell:
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
     bad_soak: int = 0
-    soak: bool = False
     stale: int = 0
     checked: int = 0
-    made: int = 0  # calls of side a after its outputs were poisoned
     state: dict = field(default_factory=dict)
     fresh: list = field(default_factory=list)  # (buffer set, FreshInput) of the replay
     batch: int = -1
@@ -191,7 +188,6 @@ class _Batch:
     new: list = field(default_factory=list)  # cells whose first segment this is
     errors: list = field(default_factory=list)  # rows of cells that failed before queueing
     next_counter: int = 0
-    exec: Any = None
     done_event: Any = None
     clock_token: Any = None
 
@@ -300,14 +296,9 @@ class BatchedExecutor(GpuExecutor):
             if (*key, side, warm) not in self._base_graphs:
                 self._baseline_graphs(self.baseline_launch(dtype, b, n, side), key, side, stop)
         calls = self._base_calls[key]
-        cu = cuda_driver()
         batch = _Batch(parity, self._batches, LaunchQueue())
         self._batches += 1
-        counters = self._counters[parity]
-        check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, self.bench.h))
-        fresh_counters = self._fresh_counters[parity]
-        check(cu.cuMemsetD32Async(device_pointer(fresh_counters), 0, fresh_counters.size,
-                                  self.bench.h))  # fmt: skip
+        self._zero_counters(parity)
         state = self.bench.persisting_state()  # a reset can wait for the batch in flight
         if state["limit"] != 0 or state["window_bytes"] != 0:
             self.bench.reset_persisting()
@@ -335,16 +326,22 @@ class BatchedExecutor(GpuExecutor):
             self._launch(batch, zero=False)
         return batch
 
+    def _zero_counters(self, parity: int) -> None:
+        """Queue the clearing of one parity's check and fresh-input counters."""
+        cu, h = cuda_driver(), self.bench.h
+        counters, fresh = self._counters[parity], self._fresh_counters[parity]
+        check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, h))
+        check(cu.cuMemsetD32Async(device_pointer(fresh), 0, fresh.size, h))
+
     def _launch(self, batch: _Batch, zero: bool = True) -> None:
-        """Launch the batch's graph, then queue the copy of its counters to the host and the
+        """Queue the batch behind one hold, then the copy of its counters to the host and the
         event the host waits for. `zero`: clear the counters first (a repeated launch; the
         first launch's are cleared before its pre-checks are queued)."""
         cu, h = cuda_driver(), self.bench.h
         counters = self._counters[batch.parity]
         fresh_counters = self._fresh_counters[batch.parity]
         if zero:
-            check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, h))
-            check(cu.cuMemsetD32Async(device_pointer(fresh_counters), 0, fresh_counters.size, h))
+            self._zero_counters(batch.parity)
         batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
@@ -402,10 +399,9 @@ class BatchedExecutor(GpuExecutor):
         """The mismatch count of side's output into counter j of the batch's counters."""
         y = b.side(side)[1]
         counter = self._counters[parity][j : j + 1]
-        blocks = min(4096, (b.words + 255) // 256)
 
         def count(s):
-            self._mismatch[blocks, 256, s](y.view(np.uint32), b.expected.view(np.uint32), counter)
+            self.count_mismatches(y, b, counter, s)
 
         return self._size_graph(f"check-{side}-{parity}-{j}", key,
                                 lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
@@ -428,10 +424,7 @@ class BatchedExecutor(GpuExecutor):
                     self._poison(b.y_a)
                     launch(s)
                     j = self._counter(batch, cell, "pre")
-                    self._mismatch[min(4096, (b.words + 255) // 256), 256, s](
-                        b.y_a.view(np.uint32), b.expected.view(np.uint32),
-                        self._counters[batch.parity][j : j + 1],
-                    )  # fmt: skip
+                    self.count_mismatches(b.y_a, b, self._counters[batch.parity][j : j + 1], s)
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
                 cell.graphs[f"timed-{side}"] = chain(units[side], calls)
@@ -453,7 +446,6 @@ class BatchedExecutor(GpuExecutor):
             self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True)
         made = sum(2 * rounds * (calls + 1) for _ in cell.halves)
         if made < SOAK_CALLS:
-            cell.soak = True
             g = batch.graph
             g.child(self._poison_graph(b, key, "B"))
             soak = chain(cell.graphs["unit-B"], SOAK_CALLS - made)

@@ -446,13 +446,16 @@ class GpuExecutor:
     def _mismatches_all(self, ys, b: Buffers) -> int:
         return sum(self._mismatches(y, b) for y in ys)
 
+    def count_mismatches(self, y, b: Buffers, counter, stream) -> None:
+        """Queue the count of y's 32-bit words that differ from the reference into `counter`
+        (a uint64 device array of one element, added to), on `stream`; no sync."""
+        blocks = min(4096, (b.words + 255) // 256)
+        self._mismatch[blocks, 256, stream](y.view(np.uint32), b.expected.view(np.uint32), counter)
+
     def _mismatches(self, y, b: Buffers) -> int:
         cu = cuda_driver()
         check(cu.cuMemsetD32Async(device_pointer(self._count), 0, 2, self.bench.h))  # one uint64
-        blocks = min(4096, (b.words + 255) // 256)
-        self._mismatch[blocks, 256, self.bench.stream](
-            y.view(np.uint32), b.expected.view(np.uint32), self._count
-        )
+        self.count_mismatches(y, b, self._count, self.bench.stream)
         self.bench.sync()
         return int(self._count.copy_to_host()[0])
 
