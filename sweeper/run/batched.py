@@ -207,6 +207,7 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_rooms: dict[tuple, FreshInput] = {}
+        self._fresh_rooms_made: list[tuple] = []  # a room's serial: its index here
         # per size: the poison and check graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -373,13 +374,17 @@ class BatchedExecutor(GpuExecutor):
         batch.counters.append((cell, what, j))
         return j
 
-    def _size_graph(self, name: str, key: tuple, make):
-        """The instantiated graph `make()` builds, once per size."""
+    def _size_entry(self, name: str, key: tuple, make):
+        """(graph, instantiated graph) that `make()` builds, once per size."""
         k = (*key, name)
         if k not in self._size_graphs:
             g = make()
             self._size_graphs[k] = (g, check(cuda_driver().cuGraphInstantiate(g, 0)))
-        return self._size_graphs[k][1]
+        return self._size_graphs[k]
+
+    def _size_graph(self, name: str, key: tuple, make):
+        """The instantiated graph `make()` builds, once per size."""
+        return self._size_entry(name, key, make)[1]
 
     def _exec(self, cell: _Cell, name: str, calls: int):
         """The cell's graph `name` instantiated (from the pool: updated where the driver
@@ -420,11 +425,12 @@ class BatchedExecutor(GpuExecutor):
             units = {}
             for side in "AB":
                 launch = self.candidate_launch(cell.launcher, b, n, side)
-                if side == "A":  # the pre-check, uncaptured: poison, one call, count
-                    self._poison(b.y_a)
-                    launch(s)
+                if side == "A":  # the pre-check: poison, one uncaptured call, count
+                    cu = cuda_driver()
+                    check(cu.cuGraphLaunch(self._poison_graph(b, key, "A"), h))
+                    launch(s)  # loads the kernel's module outside any capture
                     j = self._counter(batch, cell, "pre")
-                    self.count_mismatches(b.y_a, b, self._counters[batch.parity][j : j + 1], s)
+                    check(cu.cuGraphLaunch(self._check_graph(b, key, "A", batch.parity, j), h))
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
                 cell.graphs[f"timed-{side}"] = chain(units[side], calls)
@@ -454,22 +460,28 @@ class BatchedExecutor(GpuExecutor):
             g.child(
                 self._check_graph(b, key, "B", batch.parity, self._counter(batch, cell, "soak"))
             )
-        for side, fresh in cell.fresh:
+        for side, fresh, restore in cell.fresh:
             g = batch.graph
             g.child(self._exec(cell, f"warm-{side}", warm))
             g.child(self._exec(cell, f"fresh-{side}", calls))
-            g.child(self._exec(cell, f"restore-{side}", 1))
+            g.child(restore)
             batch.fresh.append((cell, fresh))
         if cell.state["limit"] != 0 or cell.state["window_bytes"] != 0:
             self.bench.reset_persisting()
         return cell
 
     def _fresh_units(self, cell: _Cell, b, n, key, batch: _Batch, slot: int, calls, warm):
-        """The fresh-input replay's tables (queued now) and graphs of one cell."""
+        """The fresh-input replay of one cell: its tables (queued now), its replay chains and
+        the restore graphs, as (buffer set, FreshInput, instantiated restore graph).
+
+        A replay unit is [rewrite, the cell's captured one-call graph, check]: the replay runs
+        the very graph that is timed. The rewrite, check and restore graphs depend only on the
+        room (its tables' device buffers and counters) and the size's buffers, so they are
+        captured once per room and size."""
         words = b.nbytes // 4
         if not words:
             return []
-        s, h = self.bench.stream, self.bench.h
+        cu, s, h = cuda_driver(), self.bench.stream, self.bench.h
         expected = self._host.get(key[0], n)[1]
         index = self._fresh_cells
         self._fresh_cells += 1
@@ -484,27 +496,34 @@ class BatchedExecutor(GpuExecutor):
                 fresh = FreshInput(self.cuda, room,
                                    counters=self._fresh_counters[batch.parity][c : c + 2])  # fmt: skip
                 fresh.counter_index = c
+                fresh.serial = len(self._fresh_rooms_made)
+                self._fresh_rooms_made.append(room_key)
                 self._fresh_rooms[room_key] = fresh
             fresh.set_table(table, s)
             x, y, _ = b.side(side)
             if not self._fresh_loaded:  # modules loaded outside any capture
                 fresh.load(x, y, b.src, s)
                 self._fresh_loaded = True
+            room = f"{fresh.serial}-{fresh.table.calls}x{fresh.table.words}"
 
-            def unit(st, x=x, y=y, fresh=fresh):
-                fresh.rewrite(x, st)
-                cell.launcher(x, y, n, st)
-                fresh.check(y, st)
+            def graph_of(what, launch, room=room):
+                return self._size_entry(f"fresh-{what}-{room}", key,
+                                        lambda: capture(launch, 1, s, h))  # fmt: skip
 
-            u = capture(unit, 1, s, h)
+            rewrite = graph_of("rewrite", lambda st, x=x, fresh=fresh: fresh.rewrite(x, st))[0]
+            checked = graph_of("check", lambda st, y=y, fresh=fresh: fresh.check(y, st))[0]
+            restore = graph_of("restore",
+                               lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st))[1]  # fmt: skip
+            u = check(cu.cuGraphCreate(0))
             try:
+                prev = None
+                for part in (rewrite, cell.graphs[f"unit-{side}"], checked):
+                    deps = [prev] if prev is not None else None
+                    prev = check(cu.cuGraphAddChildGraphNode(u, deps, len(deps or ()), part))
                 cell.graphs[f"fresh-{side}"] = chain(u, calls)
             finally:
-                cuda_driver().cuGraphDestroy(u)
-            cell.graphs[f"restore-{side}"] = capture(
-                lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st), 1, s, h
-            )
-            out.append((side, fresh))
+                cu.cuGraphDestroy(u)
+            out.append((side, fresh, restore))
         return out
 
     def _segment(self, batch, cell, hf: _Half, h: int, b, key, calls, warm, rounds,

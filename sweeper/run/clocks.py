@@ -145,6 +145,7 @@ class ClockMonitor:
         self._mem: list[int] = []
         self._reasons: dict[str, int] = {}
         self._violation_ns: dict[str, int] = {}
+        self._last: dict[str, int] | None = None  # the violation counters as last read
         try:
             if nvml is None:
                 import pynvml as nvml  # nvidia-ml-py
@@ -218,13 +219,17 @@ class ClockMonitor:
         return out
 
     def begin(self) -> ClockToken | None:
-        """Read the reasons and violation counters before a launch (None when disabled)."""
+        """Read the reasons before a launch, and take the violation counters as `end` last read
+        them (None when disabled). Reading a violation counter costs the host about 1 ms per
+        policy; the last reading was taken before this launch, so the window from it to this
+        batch's `end` still holds the whole batch (a batch in flight at that reading can share
+        a violation with this one: both are flagged)."""
         if not self.available:
             return None
         try:
-            return ClockToken(
-                int(self._event_reasons(self._handle)), self._violations(), time.monotonic()
-            )
+            if self._last is None:
+                self._last = self._violations()
+            return ClockToken(int(self._event_reasons(self._handle)), self._last, time.monotonic())
         except Exception as e:
             self._disable(f"NVML failed mid-run: {e}")
             return None
@@ -237,7 +242,7 @@ class ClockMonitor:
         nvml, h = self._nvml, self._handle
         try:
             mask = token.reasons | int(self._event_reasons(h))
-            after = self._violations()
+            after = self._last = self._violations()
             sm = int(nvml.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM))
             mem = int(nvml.nvmlDeviceGetClockInfo(h, NVML_CLOCK_MEM))
         except Exception as e:

@@ -217,3 +217,31 @@ def test_reason_names_reads_every_bit():
     assert reason_names(0) == ()
     assert reason_names(0x1 | 0x40) == ("gpu_idle", "hw_thermal_slowdown")
     assert reason_names(0x800) == ("bit0x800",)
+
+
+def test_overlapping_batches_read_the_violation_counters_once_per_batch_and_miss_nothing():
+    """The executor launches batch k+1 before it waits for batch k. begin() takes the counters
+    as the last end() read them: one read per batch, and a window that still holds the whole
+    batch, so a violation while k+1 was queued behind k flags k+1 (and k, which shared it)."""
+    nvml = FakeNVML()
+    mon = ClockMonitor(nvml=nvml)
+    reads = {"n": 0}
+    real = nvml.nvmlDeviceGetViolationStatus
+
+    def counted(h, policy):
+        reads["n"] += 1
+        return real(h, policy)
+
+    nvml.nvmlDeviceGetViolationStatus = counted
+    t0 = mon.begin()
+    first = reads["n"]  # the first begin has no earlier reading
+    assert first > 0
+    t1 = mon.begin()  # batch 1 queued while batch 0 runs
+    assert reads["n"] == first
+    nvml.violation[1] += 2_000_000  # thermal, after batch 1 was queued, before batch 0 ended
+    r0 = mon.end(t0)
+    t2 = mon.begin()
+    r1 = mon.end(t1)
+    r2 = mon.end(t2)
+    assert r0.throttled and r1.throttled and not r2.throttled
+    assert reads["n"] == first + 3 * first  # one reading per end()
