@@ -1,6 +1,8 @@
-"""Does the shape of a timed graph change what it measures? On a GPU: per call time of the same
-`calls` launches as one flat capture and as the batched executor's doubling chain of child
-graphs (sweeper.run.batched.chain), for a few candidate configs and the baseline, alternated.
+"""Does the shape or the history of a timed graph change what it measures? On a GPU: per call
+time of the same `calls` launches as one flat capture, as the batched executor's doubling chain
+of child graphs (sweeper.run.batched.chain), and as that chain written by cuGraphExecUpdate
+into an instantiated chain of the previous launch (what an ExecPool hands out), for the
+baseline and a few candidate configs, alternated.
 
     python benchmarks/chain_shape.py [--mib 45] [--calls 64] [--reps 41]
 """
@@ -35,7 +37,8 @@ def main() -> None:
     launches += [(v.id, ex.candidate_launch(get_launcher(v), b, n, "A")) for v in picks]
     e0, e1 = ex.cuda.event(timing=True), ex.cuda.event(timing=True)
     print(f"fp32 {a.mib} MiB, {a.calls} calls per graph, {a.reps} alternated replays")
-    print(f"{'launch':40s} {'flat us':>9s} {'chain us':>9s} {'chain/flat':>10s}")
+    print(f"{'launch':50s} {'flat us':>8s} {'chain/flat':>10s} {'updated/flat':>12s}")
+    prev = None
     for name, launch in launches:
         launch(s)
         flat = capture(launch, a.calls, s, h)
@@ -44,21 +47,36 @@ def main() -> None:
         execs = {
             k: check(cu.cuGraphInstantiate(g, 0)) for k, g in (("flat", flat), ("chain", nested))
         }
-        got = {"flat": [], "chain": []}
+        kinds = ["flat", "chain"]
+        if prev is not None:  # the previous launch's chain, instantiated, then updated to this one
+            up = check(cu.cuGraphInstantiate(prev, 0))
+            if cu.cuGraphExecUpdate(up, nested)[0] == cu.CUresult.CUDA_SUCCESS:
+                execs["updated"] = up
+                kinds.append("updated")
+            else:
+                cu.cuGraphExecDestroy(up)
+        got = {k: [] for k in kinds}
         for i in range(a.reps):
-            for k in ("flat", "chain") if i % 2 == 0 else ("chain", "flat"):
+            for k in kinds if i % 2 == 0 else kinds[::-1]:
                 check(cu.cuGraphLaunch(execs[k], h))  # warm
                 e0.record(s)
                 check(cu.cuGraphLaunch(execs[k], h))
                 e1.record(s)
                 e1.synchronize()
                 got[k].append(ex.cuda.event_elapsed_time(e0, e1) * 1e3 / a.calls)
-        f, c = statistics.median(got["flat"]), statistics.median(got["chain"])
-        print(f"{name:40s} {f:9.3f} {c:9.3f} {c / f:10.4f}")
+        med = {k: statistics.median(v) for k, v in got.items()}
+        f = med["flat"]
+        upd = f"{med['updated'] / f:12.4f}" if "updated" in med else f"{'-':>12s}"
+        print(f"{name:50s} {f:8.3f} {med['chain'] / f:10.4f} {upd}")
         for x in execs.values():
             cu.cuGraphExecDestroy(x)
-        for g in (flat, unit, nested):
+        for g in (flat, unit):
             cu.cuGraphDestroy(g)
+        if prev is not None:
+            cu.cuGraphDestroy(prev)
+        prev = nested
+    if prev is not None:
+        cu.cuGraphDestroy(prev)
 
 
 if __name__ == "__main__":
