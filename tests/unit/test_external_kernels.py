@@ -315,16 +315,6 @@ def test_a_source_edited_after_it_was_read_is_refused(tmp_path):
 # ---- CLI: up to the GPU ---------------------------------------------------------------------
 
 
-def _has_gpu() -> bool:
-    try:
-        from sweeper.plan.gpus import detect
-
-        detect()
-        return True
-    except Exception:  # noqa: BLE001 (no driver, no device: what this machine lacks)
-        return False
-
-
 def test_kernels_check_compiles_for_a_cc_without_a_gpu():
     res = CliRunner().invoke(app, ["kernels", "check", f"{V2}:relu_v2", "--cc", "89"])
     assert res.exit_code == 0, res.output
@@ -334,7 +324,7 @@ def test_kernels_check_compiles_for_a_cc_without_a_gpu():
     )
 
 
-@pytest.mark.skipif(_has_gpu(), reason="checks the no-GPU refusal; this machine has a GPU")
+@pytest.mark.no_gpu
 @pytest.mark.parametrize(
     "args",
     [

@@ -238,16 +238,6 @@ def test_the_clock_in_another_kernel_of_the_file_is_found_in_that_kernel(tmp_pat
 # ---- the CLI: one line, non-zero exit, nothing written ---------------------------------------
 
 
-def _has_gpu() -> bool:
-    try:
-        from sweeper.plan.gpus import detect
-
-        detect()
-        return True
-    except Exception:  # noqa: BLE001 (no driver, no device: what this machine lacks)
-        return False
-
-
 @pytest.mark.parametrize("command", ["audit", "run --kernel", "run --baseline", "kernels check"])
 def test_the_cli_refuses_a_stateful_kernel_in_one_line_and_writes_nothing(command, tmp_path):
     path = _write(tmp_path, CHEAT)
@@ -283,7 +273,7 @@ def test_kernels_check_accepts_a_stateful_kernel_with_the_opt_in(tmp_path):
     assert res.output.strip() == "ext-k-b256-stride1: k_fp32 compile for sm_90"
 
 
-@pytest.mark.skipif(_has_gpu(), reason="checks the no-GPU refusal; this machine has a GPU")
+@pytest.mark.no_gpu
 @pytest.mark.parametrize("command", ["audit", "run --kernel", "run --baseline"])
 def test_with_the_opt_in_a_stateful_kernel_gets_to_the_gpu(command, tmp_path):
     path = _write(tmp_path, CHEAT)
