@@ -39,6 +39,7 @@ Falls back to GpuExecutor's cells for cold and after-write modes and the allocat
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -207,8 +208,8 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_rooms: dict[tuple, FreshInput] = {}
-        self._fresh_rooms_made: list[tuple] = []  # a room's serial: its index here
-        # per size: the poison and check graphs, (graph, instantiated graph)
+        self._room_serials = itertools.count()  # a room's name in the size graphs' keys
+        # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
         self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
@@ -496,8 +497,7 @@ class BatchedExecutor(GpuExecutor):
                 fresh = FreshInput(self.cuda, room,
                                    counters=self._fresh_counters[batch.parity][c : c + 2])  # fmt: skip
                 fresh.counter_index = c
-                fresh.serial = len(self._fresh_rooms_made)
-                self._fresh_rooms_made.append(room_key)
+                fresh.serial = next(self._room_serials)
                 self._fresh_rooms[room_key] = fresh
             fresh.set_table(table, s)
             x, y, _ = b.side(side)

@@ -220,7 +220,7 @@ class ClockMonitor:
 
     def begin(self) -> ClockToken | None:
         """Read the reasons before a launch, and take the violation counters as `end` last read
-        them (None when disabled). Reading a violation counter costs the host about 1 ms per
+        them (None when disabled). A violation counter is the slowest NVML read here, one per
         policy; the last reading was taken before this launch, so the window from it to this
         batch's `end` still holds the whole batch (a batch in flight at that reading can share
         a violation with this one: both are flagged)."""

@@ -142,7 +142,7 @@ class FreshInput:
         k, m = table.words, table.calls * table.words
         self._staged[:k] = table.positions
         self._staged[k : k + m] = table.values.reshape(-1)
-        if self._views[0] != (k, m):  # device views of the table's size (slicing costs ~50 us)
+        if self._views[0] != (k, m):  # device views of the table's size, cut once per size
             self._views = ((k, m), self._pos[:k], self._vals[:m])
         self.pos, self.vals = self._views[1], self._views[2]
         self.pos.copy_to_device(self._staged[:k], stream=stream)
