@@ -176,3 +176,85 @@ def position_line(result: Mapping[str, Any]) -> str:
         f"removed){first_s}. A position effect is a CI that excludes 0 with the effect at "
         f"least {result.get('min_effect_pct', MIN_EFFECT_PCT):g}%."
     )
+
+
+def segment_start(rows: Any, boot: int = BOOT, seed: int = SEED) -> dict[str, Any]:
+    """Does the first a-sample of a hot round read differently from the second? The slot test.
+
+    A hot round times side a twice: slots 0 and 3 of a b b a in a cell's first half, 1 and 2
+    of b a a b in its second. Per ok hot candidate row (`samples_us`, `base_samples_us` and
+    `sample_parts`, samples in the order they were timed), per half, the mean over rounds of
+    log(first / second); the cell's figure is the mean of its halves' (in one half the first
+    a-sample follows b's slot, in the other a's own or the start of the segment, so what
+    precedes a round is what is left). `effect_pct` is the median over cells (its 95% CI a
+    bootstrap over cells), `base_pct` the same for side b. Verdict "slot effect" when the CI
+    excludes 0 with the effect at least MIN_EFFECT_PCT, "none found", or None without samples.
+    """
+    df = _frame(rows)
+    out: dict[str, Any] = {"verdict": None, "effect_pct": None, "ci_pct": None,
+                           "base_pct": None, "cells": 0, "min_effect_pct": MIN_EFFECT_PCT,
+                           "why": ""}  # fmt: skip
+    need = ("samples_us", "base_samples_us", "sample_parts", "mode")
+    if df.empty or any(c not in df.columns for c in need):
+        out["why"] = "no per-sample times in the trial rows"
+        return out
+    keep = df["mode"] == "hot"
+    if "role" in df.columns:
+        keep &= df["role"] == "candidate"
+    if "status" in df.columns:
+        keep &= df["status"] == "ok"
+    cand, base = [], []
+    for a, b, parts in df.loc[keep, ["samples_us", "base_samples_us", "sample_parts"]].itertuples(
+        index=False
+    ):
+        fa, fb = _first_second(a, parts), _first_second(b, parts)
+        if fa is not None and fb is not None:
+            cand.append(fa)
+            base.append(fb)
+    if not cand:
+        out["why"] = "no ok hot candidate row with two a-samples in each half"
+        return out
+    c, bb = np.array(cand), np.array(base)
+    out["cells"] = len(c)
+    out["effect_pct"], out["base_pct"] = _pct(np.median(c)), _pct(np.median(bb))
+    rng = np.random.default_rng(seed)
+    meds = np.median(c[rng.integers(0, len(c), (boot, len(c)))], axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    out["ci_pct"] = [_pct(lo), _pct(hi)]
+    big = abs(out["effect_pct"]) >= MIN_EFFECT_PCT
+    out["verdict"] = "slot effect" if (lo > 0 or hi < 0) and big else "none found"
+    return out
+
+
+def _first_second(samples: Any, parts: Any) -> float | None:
+    """The mean over halves of each half's mean log(first / second a-sample) over its rounds;
+    None where a half has fewer than two samples or the parts do not add up."""
+    if not isinstance(samples, list | tuple | np.ndarray) or not isinstance(
+        parts, list | tuple | np.ndarray
+    ):
+        return None
+    s = np.asarray(samples, dtype="float64")
+    k = [int(p) for p in parts]
+    if not k or sum(k) != s.size or min(k) < 2 or not np.all(s > 0):
+        return None
+    halves, off = [], 0
+    for n in k:
+        h = s[off : off + n - n % 2]
+        halves.append(float(np.mean(np.log(h[0::2] / h[1::2]))))
+        off += n
+    return float(np.mean(halves))
+
+
+def segment_line(result: Mapping[str, Any]) -> str:
+    """The report's one line for a segment_start result."""
+    why = str(result.get("why") or "")
+    if result.get("verdict") is None:
+        return f"**Slot order: not measured.** {why[:1].upper()}{why[1:]}."
+    lo, hi = result["ci_pct"]
+    return (
+        f"**Slot order: {result['verdict']}.** A round's first candidate sample against its "
+        f"second: {result['effect_pct']:+.2f}% (95% CI {lo:+.2f}% to {hi:+.2f}%, bootstrap over "
+        f"{result['cells']} cells; the baseline's {result['base_pct']:+.2f}%), the two halves' "
+        f"slot orders averaged. A slot effect is a CI that excludes 0 with the effect at least "
+        f"{result.get('min_effect_pct', MIN_EFFECT_PCT):g}%."
+    )

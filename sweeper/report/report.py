@@ -447,17 +447,25 @@ def pairing_check(
 def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     """What batching could have done to the cells: the batch-position test
     (sweeper.analyze.position) and the clocks the run recorded around its batches."""
-    from sweeper.analyze.position import position_effect, position_line
+    from sweeper.analyze.position import (
+        position_effect,
+        position_line,
+        segment_line,
+        segment_start,
+    )
 
     executor = (manifest.get("harness") or {}).get("executor", "classic")
     clocks = (manifest.get("timing") or {}).get("clocks")
     pos = position_effect(results)
+    slots = segment_line(segment_start(results))
     if executor != "batched" and pos["cells"] == 0 and not clocks:
         return [
             f"This run timed its cells one at a time ({executor} executor): there are no batch "
-            "positions to test, and the clocks were not recorded."
+            "positions to test, and the clocks were not recorded.",
+            "",
+            slots,
         ]
-    return [position_line(pos), "", clocks_line(clocks)]
+    return [position_line(pos), "", slots, "", clocks_line(clocks)]
 
 
 def clocks_line(clocks: Mapping[str, Any] | None) -> str:

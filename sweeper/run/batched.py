@@ -13,9 +13,10 @@ of their launches and the slots' events, queued behind one hold of the stream (t
 kernel) and released once all of it is queued, so no slot can time the host submitting. Per
 new cell, in order:
 
-  half 1   L2 normalizer, warm-up of a on A and of b on B, a's outputs poisoned; R rounds of
-           slots a b b a, each slot [normalizer, warm-up, event, `calls` calls, event]; a's
-           output on A compared with the reference, the mismatches counted on the device
+  half 1   L2 normalizer, warm-up of a on A and of b on B, a's timed graph replayed once
+           untimed (the settle replay), a's outputs poisoned; R rounds of slots a b b a, each
+           slot [normalizer, warm-up, event, `calls` calls, event]; a's output on A compared
+           with the reference, the mismatches counted on the device
   half 2   the same with the buffer sets swapped, rounds b a a b
   soak     where the timed calls are fewer than SOAK_CALLS: untimed calls on B, then checked
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
@@ -25,8 +26,9 @@ Queued before the hold: each cell's pre-check (poison, one call on A, count) and
 fresh-input tables; after the batch, one device-to-host copy of every counter. The host reads
 the batch's events and counters once, then decides each half's stopping rule as GpuExecutor
 does (the same rule, after each round from the second on); a half that needs more samples gets
-a top-up segment (a's outputs poisoned, one round, checked) in a later batch. A cell's row is
-the classic executor's row, plus its batch, its position in the batch and the batch's SM clock.
+a top-up segment (the settle replay, a's outputs poisoned, one round, checked) in a later
+batch. A cell's row is the classic executor's row, plus its batch, its position in the batch
+and the batch's SM clock.
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
@@ -540,6 +542,11 @@ class BatchedExecutor(GpuExecutor):
                 g.child(between)
             g.child(sides["A"][0])
             g.child(sides["B"][0])
+        # The settle replay: side a's timed graph once, untimed, before the poison. Without it
+        # the first a-slot of every segment follows other work than a's (the previous cell,
+        # the batch's start) and read 3-7% slower than the second at 40-50 MiB fp32 on the
+        # H200, the baseline's not at all (docs/timing.md, "The settle replay").
+        g.child(sides["A"][1])
         g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
