@@ -811,7 +811,9 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most
     `tolerance`, overall and per range of working set (`by_size`: each range's cells and
-    both shares); and where both folders hold a policy.json, how their picks compare at
+    both shares); the median signed difference b / a - 1 (`shift`) of the time, of the
+    baseline's time in the same cells (`base_time_us`) and of the ratio, which a bias of
+    one run against the other moves and noise does not; and where both folders hold a policy.json, how their picks compare at
     every size both measured (`policies`, sweeper.analyze.policy.policy_agreement)."""
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
@@ -827,13 +829,19 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
            "policies": policies}  # fmt: skip
     if m.empty:
         return out
-    devs = {col: (m[f"{col}_b"] / m[f"{col}_a"] - 1).abs() for col in ("time_us", "ratio")}
+    signed = {col: m[f"{col}_b"] / m[f"{col}_a"] - 1 for col in ("time_us", "ratio")}
+    devs = {col: d.abs() for col, d in signed.items()}
     for col, dev in devs.items():
         out[col] = {
             "within": float((dev <= tolerance).mean()),
             "median_dev": float(dev.median()),
             "p95_dev": float(dev.quantile(0.95)),
+            "shift": float(signed[col].median()),
         }
+    if "base_time_us_a" in m:
+        base = (m["base_time_us_b"] / m["base_time_us_a"] - 1).dropna()
+        if not base.empty:
+            out["base_time_us"] = {"shift": float(base.median()), "cells": int(len(base))}
     edges = [0, 1, 4, 16, 64, 256, float("inf")]
     mib = m["ws_bytes_a"] / 2**20
     for lo, hi in zip(edges, edges[1:], strict=False):

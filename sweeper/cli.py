@@ -884,8 +884,10 @@ def compare_cmd(
             r = rep[col]
             typer.echo(
                 f"{col}: {r['within']:.1%} within {tolerance:.0%}; median |diff| "
-                f"{r['median_dev']:.2%}, p95 {r['p95_dev']:.2%}"
+                f"{r['median_dev']:.2%}, p95 {r['p95_dev']:.2%}; median B/A - 1 {r['shift']:+.2%}"
             )
+    if "base_time_us" in rep:
+        typer.echo(f"base_time_us: median B/A - 1 {rep['base_time_us']['shift']:+.2%}")
     for row in rep["by_size"]:
         typer.echo(
             f"  ws {row['mib']} MiB: {row['cells']} cells; within {tolerance:.0%}: "

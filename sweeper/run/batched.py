@@ -544,7 +544,7 @@ class BatchedExecutor(GpuExecutor):
             g.child(sides["B"][0])
         # The settle replay: side a's timed graph once, untimed, before the poison. Without it
         # the first a-slot of every segment follows other work than a's (the previous cell,
-        # the batch's start) and read 3-7% slower than the second at 40-50 MiB fp32 on the
+        # the batch's start) and read 4.6% slower than the second over 36-52 MiB fp32 on the
         # H200, the baseline's not at all (docs/timing.md, "The settle replay").
         g.child(sides["A"][1])
         g.child(self._poison_graph(b, key, hf.sa))

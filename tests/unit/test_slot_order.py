@@ -89,9 +89,16 @@ def _trials(run: str) -> pd.DataFrame:
 
 
 def test_the_recorded_ab_batched_run_without_the_settle_replay_has_the_effect():
-    """lab/h200/executor-ab/batched was timed before the settle replay: its first a-sample
-    reads several % slow; the classic run of the same sweep has none."""
-    b = segment_start(_trials("lab/h200/executor-ab/batched"))
-    c = segment_start(_trials("lab/h200/executor-ab/classic"))
+    """lab/h200/no-settle-ab/batched was timed by a batched executor with no settle replay:
+    its first a-sample reads several % slow; the classic run of the same sweep has none."""
+    b = segment_start(_trials("lab/h200/no-settle-ab/batched"))
+    c = segment_start(_trials("lab/h200/no-settle-ab/classic"))
     assert b["verdict"] == "slot effect" and b["effect_pct"] > 3
     assert c["verdict"] == "none found" and abs(c["effect_pct"]) < 1
+
+
+def test_the_recorded_ab_batched_run_with_the_settle_replay_has_none():
+    """lab/h200/executor-ab/batched, the same sweep with the settle replay: no slot effect, and
+    the candidates' first a-sample within a fraction of a percent of the second."""
+    b = segment_start(_trials("lab/h200/executor-ab/batched"))
+    assert b["verdict"] == "none found" and abs(b["effect_pct"]) < 0.5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -128,6 +130,38 @@ def test_compare_reports_agreement_of_two_runs(tmp_path):
     assert small and small[0]["time_us"] < 1.0
     assert all(r["time_us"] == r["ratio"] == 1.0 for r in same["by_size"])
     assert sum(r["cells"] for r in rep["by_size"]) == rep["common_cells"]
+    assert same["time_us"]["shift"] == same["ratio"]["shift"] == 0.0
+
+
+def test_compare_names_a_bias_of_one_run_against_the_other(tmp_path, monkeypatch):
+    """Every time 2% longer in b, its baselines' unchanged: the signed shift says +2% for the
+    time, -1.96% for the ratio and 0 for the baseline, where the unsigned deviation alone
+    could be noise."""
+    import dataclasses
+    import shutil
+
+    from sweeper.analyze import store
+
+    a = _run(tmp_path, "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    real = store.load_run
+
+    def load(run):
+        data = real(run)
+        if Path(run) != b:
+            return data
+        r = data.results.copy()
+        r["time_us"] *= 1.02
+        r["ratio"] /= 1.02
+        return dataclasses.replace(data, results=r)
+
+    monkeypatch.setattr(store, "load_run", load)
+    rep = api.compare(a, b)
+    assert rep["time_us"]["shift"] == pytest.approx(0.02, abs=1e-12)
+    assert rep["ratio"]["shift"] == pytest.approx(1 / 1.02 - 1, abs=1e-12)
+    assert rep["base_time_us"] == {"shift": 0.0, "cells": rep["common_cells"]}
+    assert rep["time_us"]["within"] == 1.0  # 2% is inside the 3% agreement
 
 
 def test_a_baseline_other_than_torch_is_named_in_selection_report_and_plots(tmp_path):
