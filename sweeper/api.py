@@ -813,8 +813,9 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     `tolerance`, overall and per range of working set (`by_size`: each range's cells and
     both shares); the median signed difference b / a - 1 (`shift`) of the time, of the
     baseline's time in the same cells (`base_time_us`) and of the ratio, which a bias of
-    one run against the other moves and noise does not; and where both folders hold a policy.json, how their picks compare at
-    every size both measured (`policies`, sweeper.analyze.policy.policy_agreement)."""
+    one run against the other moves and noise does not; and where both folders hold a
+    policy.json, how their picks compare at every size both measured (`policies`,
+    sweeper.analyze.policy.policy_agreement)."""
     from sweeper.analyze.store import load_run
     from sweeper.errors import SweeperError
 
