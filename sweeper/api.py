@@ -200,7 +200,7 @@ class RunRequest:
     baseline_grid: str = "stride1"
     allow_stateful: bool = False
     policy: str = "none"
-    executor: str = "classic"
+    executor: str | None = None  # None: a new run's "classic", a resumed run's recorded one
 
     def __post_init__(self) -> None:
         from sweeper.analyze.columns import MODES
@@ -214,7 +214,7 @@ class RunRequest:
             object.__setattr__(self, "modes", ("hot",))
         if self.plan_path is not None:
             object.__setattr__(self, "plan_path", str(self.plan_path))
-        if self.executor not in EXECUTORS:
+        if self.executor is not None and self.executor not in EXECUTORS:
             raise SweeperError(f"--executor {self.executor!r}: use {' or '.join(EXECUTORS)}")
         if self.producer not in ("sm", "memcpy"):
             raise SweeperError(f"--producer {self.producer!r}: use sm or memcpy")
@@ -252,6 +252,7 @@ class _Measure:
     dispatch: object = None
     resume_dir: object | None = None
     plan: object = None
+    executor: str = "classic"
 
 
 def run(
@@ -302,7 +303,7 @@ def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measur
         allocating=req.allocating, full=req.full, stopping=quick if req.quick else Stopping(),
         search=search, producer=req.producer, configs=tuple(req.configs or ()),
         ws_range=parse_ws_range(req.sizes) if req.sizes else None, kernels=kernels,
-        baseline_kernel=baseline_kernel,
+        baseline_kernel=baseline_kernel, executor=req.executor or "classic",
     )  # fmt: skip
 
 
@@ -311,7 +312,9 @@ def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
     stopping, search, producer, slice, users' kernels and policies' dispatch."""
     from pathlib import Path
 
+    from sweeper.analyze.gpuwork import executor_kind
     from sweeper.analyze.store import load_manifest
+    from sweeper.errors import SweeperError
     from sweeper.run.dispatch import dispatch_from_manifest
     from sweeper.run.external import kernels_from_manifest
     from sweeper.run.search import search_params
@@ -323,6 +326,12 @@ def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
     )
     man = load_manifest(resume_dir)
     recorded = man.get("slice") or {}
+    executor = executor_kind(man)
+    if req.executor is not None and req.executor != executor:
+        raise SweeperError(
+            f"{resume_dir} is measured by the {executor} executor; resume it with that one "
+            f"(leave --executor out) or start a new run with --executor {req.executor}"
+        )
     kernels, baseline_kernel = kernels_from_manifest(man, req.allow_stateful)
     return _Measure(
         plan_path=req.plan_path or man["plan"]["path"], grid=man["grid"],
@@ -333,7 +342,7 @@ def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
         configs=tuple(recorded.get("configs") or ()),
         ws_range=tuple(recorded["ws_range"]) if recorded.get("ws_range") else None,
         kernels=kernels, baseline_kernel=baseline_kernel,
-        dispatch=dispatch_from_manifest(man), resume_dir=resume_dir,
+        dispatch=dispatch_from_manifest(man), resume_dir=resume_dir, executor=executor,
     )  # fmt: skip
 
 
@@ -409,7 +418,7 @@ def _run_config(req: RunRequest, m: _Measure):
 
 def _gpu_executor(req: RunRequest, m: _Measure, cfg):
     """The executor that times on the GPU; users' kernels are checked on the device first."""
-    if req.executor == "batched":
+    if m.executor == "batched":
         from sweeper.run.batched import BatchedExecutor as GpuExecutor
     else:
         from sweeper.run.executor import GpuExecutor

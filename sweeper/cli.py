@@ -379,10 +379,12 @@ def run_cmd(
     allow_stateful: bool = typer.Option(False, "--allow-stateful", help=_ALLOW_STATEFUL_HELP),
     policy: str = typer.Option("none", "--policy", metavar="WHICH", help=_POLICY_HELP),
     executor_name: str = typer.Option(
-        "classic",
+        None,
         "--executor",
         metavar="classic|batched",
-        help="How hot cells are timed: one at a time, or a size's cells in CUDA graph batches.",
+        help="How hot cells are timed: one at a time (classic), or a size's cells in CUDA "
+        "graph batches (batched). A resumed run keeps its own.",
+        show_default="classic; a resumed run's own",
     ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),

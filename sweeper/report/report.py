@@ -447,6 +447,7 @@ def pairing_check(
 def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     """What batching could have done to the cells: the batch-position test
     (sweeper.analyze.position) and the clocks the run recorded around its batches."""
+    from sweeper.analyze.gpuwork import executor_kind
     from sweeper.analyze.position import (
         position_effect,
         position_line,
@@ -454,7 +455,7 @@ def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str
         segment_start,
     )
 
-    executor = (manifest.get("harness") or {}).get("executor", "classic")
+    executor = executor_kind(manifest)
     clocks = (manifest.get("timing") or {}).get("clocks")
     pos = position_effect(results)
     slots = segment_line(segment_start(results))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sweeper import __version__
+from sweeper.analyze.gpuwork import executor_kind
 from sweeper.analyze.store import (
     TRIALS,
     TrialWriter,
@@ -856,6 +857,10 @@ def check_resumable(manifest: dict, cfg: RunConfig, device: dict, grid: str | No
             problems.append(
                 f"{what} {was!r} != {now!r}; resume it with the version that started it"
             )
+    if "harness" in device:  # a GPU executor's (a replay records none)
+        was, now = executor_kind(manifest), executor_kind(device)
+        if was != now:
+            problems.append(f"executor {was} != {now}")
     old, new = manifest["device"], device["device"]
     for f in ("name", "l2_bytes", "sm_count"):
         if old.get(f) != new.get(f):

@@ -247,6 +247,37 @@ def test_resume_refuses_a_run_whose_halves_ordered_the_sides_otherwise(plan, tmp
     assert load_manifest(run_dir)["status"] == "complete"
 
 
+def test_resume_keeps_the_executor_that_measured_the_run(plan, tmp_path):
+    """A run's cells all come from one executor: a resume with another is refused before
+    anything runs, at the runner (the executor's harness) and at the API, where a request
+    that names none resumes with the one the manifest records."""
+    from sweeper import api
+
+    class Batched(ModelExecutor):
+        def describe(self) -> dict:
+            return {**super().describe(), "harness": {"executor": "batched"}}
+
+    class Classic(ModelExecutor):
+        def describe(self) -> dict:
+            return {**super().describe(), "harness": {}}
+
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), Batched(CURVES, l2_bytes=L2, baseline=baseline, copy=copy,
+                                           interrupt_after=10))  # fmt: skip
+    run_dir = tmp_path / "h200" / "r1"
+    classic = Classic(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
+    with pytest.raises(PlanMismatchError, match="executor batched != classic"):
+        start(cfg(plan, tmp_path), classic, resume=run_dir)
+    assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
+    with pytest.raises(SweeperError, match="measured by the batched executor"):
+        api._resumed(api.RunRequest(resume=str(run_dir), executor="classic"), None)
+    assert api._resumed(api.RunRequest(resume=str(run_dir)), None).executor == "batched"
+    assert api._resumed(api.RunRequest(resume=str(run_dir), executor="batched"), None).executor
+    start(cfg(plan, tmp_path), Batched(CURVES, l2_bytes=L2, baseline=baseline, copy=copy),
+          resume=run_dir)  # fmt: skip
+    assert load_manifest(run_dir)["status"] == "complete"
+
+
 def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
     """The grid's name is not its content: a config added to it since the run started would
     be screened by the resume alone, so the resume is refused; a manifest written before the
