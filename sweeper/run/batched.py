@@ -120,15 +120,13 @@ class LaunchQueue:
         self.ops.append(("graph", exec_))
 
     def event(self, ev) -> None:
-        self.ops.append(("event", ev))
+        self.ops.append(("event", int(ev.handle)))
 
     def run(self, stream, h) -> None:
         cu = cuda_driver()
+        launch, record = cu.cuGraphLaunch, cu.cuEventRecord
         for kind, x in self.ops:
-            if kind == "graph":
-                check(cu.cuGraphLaunch(x, h))
-            else:
-                x.record(stream)
+            check(launch(x, h) if kind == "graph" else record(x, h))
 
 
 @dataclass(eq=False)
@@ -193,6 +191,7 @@ class _Batch:
     next_counter: int = 0
     done_event: Any = None
     clock_token: Any = None
+    clocks: Any = None  # a Future of its BatchClocks (ClockMonitor.end_after)
 
 
 class BatchedExecutor(GpuExecutor):
@@ -218,6 +217,11 @@ class BatchedExecutor(GpuExecutor):
         from sweeper.run.clocks import ClockMonitor
 
         self.clocks = ClockMonitor(pci_bus_id())  # disabled (and says why) without NVML
+        self._context = check(cuda_driver().cuCtxGetCurrent())
+
+    def _context_current(self) -> None:
+        """Make this executor's CUDA context current on the calling thread."""
+        check(cuda_driver().cuCtxSetCurrent(self._context))
 
     def describe(self) -> dict:
         doc = super().describe()
@@ -359,8 +363,15 @@ class BatchedExecutor(GpuExecutor):
         for host, dev in copies:
             check(cu.cuMemcpyDtoHAsync(host[batch.parity].ctypes.data, device_pointer(dev),
                                        dev.nbytes, h))  # fmt: skip
-        batch.done_event = self.cuda.event(timing=False)
-        batch.done_event.record(self.bench.stream)
+        batch.done_event = done = self.cuda.event(timing=False)
+        done.record(self.bench.stream)
+        # the batch's clocks are read on the monitor's worker once it completed, while this
+        # thread builds the next batch
+        batch.clocks = self.clocks.end_after(
+            batch.clock_token,
+            wait=lambda: check(cu.cuEventSynchronize(int(done.handle))),
+            start=self._context_current,
+        )
 
     def _slot_events(self, batch: _Batch):
         pool = self._events[batch.parity]
@@ -578,7 +589,8 @@ class BatchedExecutor(GpuExecutor):
             if host is None:  # the checks' counts: the first launch's
                 host = self._counters_host[batch.parity].copy()
                 fresh_host = self._fresh_host[batch.parity].copy()
-            res = self.clocks.end(batch.clock_token)
+            with self.bench.clock("batch-clocks"):
+                res = batch.clocks.result()
             sm = res.sm_mhz if self.clocks.available else None
             throttled = bool(res.throttled)
             last = attempt == THROTTLE_REPEATS

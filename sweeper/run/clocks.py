@@ -4,7 +4,9 @@ The batched executor times many cells in one CUDA graph launch (a batch). A batc
 slowed down in the middle of would bias every cell in it, so around each launch it asks:
 
     token = mon.begin()           # before the launch
-    res = mon.end(token)          # after the launch has completed
+    res = mon.end(token)          # after the launch has completed, or, off the host's path:
+    fut = mon.end_after(token, wait)   # a worker thread runs wait() (the launch completing),
+    res = fut.result()                 # then end(token)
     if res.throttled: ...         # repeat the batch (up to twice), then keep it and mark it
     mon.note(res, kept=...)       # count it
     mon.summary()                 # -> manifest `timing.clocks`
@@ -35,6 +37,12 @@ counter grew during the batch. Recorded, never disqualifying:
   (`violation_ms.power`) and does not disqualify either; a HW power brake shows as its own
   reason.
 
+A violation counter costs about 1 ms per policy to read on the H200 (three per batch), as much
+host time as building a cell's graphs, so the batched executor reads a batch's end on a worker
+thread (`end_after`) while it builds the next batch: the worker waits for the batch to complete
+(a CUDA event; the wait releases the interpreter) and reads then, so the window still closes
+after the batch; readings run one at a time in the order the batches were launched.
+
 The monitor never raises into a run: without pynvml, or when NVML fails at start, it is
 disabled and `summary()` says `{"available": false, "why": ...}`; a failure mid-run disables
 it from there on (counted batches are kept, and `why` says what failed).
@@ -44,7 +52,10 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,6 +157,8 @@ class ClockMonitor:
         self._reasons: dict[str, int] = {}
         self._violation_ns: dict[str, int] = {}
         self._last: dict[str, int] | None = None  # the violation counters as last read
+        self._worker: ThreadPoolExecutor | None = None  # end_after's readings, in order
+        self._worker_thread: int | None = None
         try:
             if nvml is None:
                 import pynvml as nvml  # nvidia-ml-py
@@ -199,7 +212,10 @@ class ClockMonitor:
         self.close()
 
     def close(self) -> None:
-        """Shut NVML down (the monitor is disabled afterwards)."""
+        """Shut NVML down (the monitor is disabled afterwards), once pending readings ran."""
+        worker, self._worker = self._worker, None
+        if worker is not None:  # a reading that fails disables the monitor from the worker
+            worker.shutdown(wait=threading.get_ident() != self._worker_thread)
         nvml, self._nvml, self._handle = self._nvml, None, None
         if nvml is not None:
             with contextlib.suppress(Exception):
@@ -265,6 +281,35 @@ class ClockMonitor:
             why=", ".join(bad),
             seconds=time.monotonic() - token.t0,
         )
+
+    def end_after(
+        self, token: ClockToken | None, wait: Callable[[], object], start: Callable[[], object]
+    ) -> Future:
+        """`end(token)` on the monitor's worker thread once `wait()` has returned there (the
+        launch it brackets has completed); a Future of its BatchClocks. `start()` runs once on
+        the worker before its first reading (e.g. making a CUDA context current). Readings run
+        one at a time, in the order they were asked for, so each `end` sets the counters the
+        next `begin` takes. A `wait` that raises makes the Future raise. Disabled or no token:
+        a completed Future of NOT_MEASURED (`wait` is not called)."""
+        if token is None or not self.available:
+            done: Future = Future()
+            done.set_result(NOT_MEASURED)
+            return done
+        if self._worker is None:
+
+            def first() -> None:
+                self._worker_thread = threading.get_ident()
+                start()
+
+            self._worker = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="sweeper-clocks", initializer=first
+            )
+
+        def read() -> BatchClocks:
+            wait()
+            return self.end(token)
+
+        return self._worker.submit(read)
 
     def note(self, res: BatchClocks, kept: bool) -> None:
         """Count one batch: `kept` False when the executor repeats it."""

@@ -93,8 +93,10 @@ class Buffers:
         self.nbytes = n * st.itemsize
         x, expected = host.get(dtype, n)
         self.x_a = cuda.to_device(x)
-        self.x_b = cuda.to_device(x)
-        self.src = cuda.to_device(x)
+        self.x_b = cuda.device_array_like(self.x_a)  # the other copies device to device
+        self.x_b.copy_to_device(self.x_a)
+        self.src = cuda.device_array_like(self.x_a)
+        self.src.copy_to_device(self.x_a)
         self.y_a = cuda.device_array(n, dtype=st)
         self.y_b = cuda.device_array(n, dtype=st)
         # The allocating call pattern keeps the previous output alive, so a caching

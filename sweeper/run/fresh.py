@@ -116,8 +116,9 @@ class FreshInput:
         if words > 1024:
             raise ValueError(f"at most 1024 fresh words per call, got {words}")
         self.capacity = (calls, words)
-        self._pos = cuda.device_array(words, np.uint32)
-        self._vals = cuda.device_array(calls * words, np.uint32)
+        # one device buffer and one pinned staging for a table: positions, then values, so a
+        # table is one copy
+        self._table = cuda.device_array(words + calls * words, np.uint32)
         self._staged = cuda.pinned_array(words + calls * words, np.uint32)
         if counters is None:
             counters = cuda.to_device(np.zeros(2, np.uint32))
@@ -134,19 +135,28 @@ class FreshInput:
         return table.calls <= self.capacity[0] and table.words <= self.capacity[1]
 
     def set_table(self, table: FreshTable, stream) -> None:
-        """Queue the copy of `table` into the device buffers on `stream`. The pinned staging
-        is rewritten here, so the previous table's copy must have completed (the executor
-        synchronises after every replay)."""
+        """Queue the copy of `table` into the device buffer on `stream` (one asynchronous copy
+        from pinned memory, through the driver). The pinned staging is rewritten here, so the
+        previous table's copy must have completed (the executors synchronise after every
+        replay, or wait for the batch that used the room before)."""
+        from sweeper_kernels.intrinsics import simulator
+
+        from sweeper.run.timers import check, cuda_driver
+
         if not self.fits(table):
             raise ValueError(f"a {table.calls} x {table.words} table exceeds {self.capacity}")
         k, m = table.words, table.calls * table.words
         self._staged[:k] = table.positions
         self._staged[k : k + m] = table.values.reshape(-1)
         if self._views[0] != (k, m):  # device views of the table's size, cut once per size
-            self._views = ((k, m), self._pos[:k], self._vals[:m])
+            self._views = ((k, m), self._table[:k], self._table[k : k + m])
         self.pos, self.vals = self._views[1], self._views[2]
-        self.pos.copy_to_device(self._staged[:k], stream=stream)
-        self.vals.copy_to_device(self._staged[k : k + m], stream=stream)
+        if simulator():  # the simulator has no driver
+            self._table[: k + m].copy_to_device(self._staged[: k + m], stream=stream)
+        else:
+            cu = cuda_driver()
+            check(cu.cuMemcpyHtoDAsync(_ptr(self._table), self._staged.ctypes.data,
+                                       4 * (k + m), cu.CUstream(int(stream.handle))))  # fmt: skip
         self.threads = max(32, -(-k // 32) * 32)
         self.table = table
 

@@ -101,6 +101,7 @@ class PhaseClock:
 # CUDA plumbing (imported lazily)
 
 
+@cache
 def cuda_driver():
     from cuda.bindings import driver
 
@@ -109,9 +110,9 @@ def cuda_driver():
 
 def check(result):
     """Unpack a cuda-bindings (err, *values) tuple; raise on error."""
-    cu = cuda_driver()
     err = result[0]
-    if err != cu.CUresult.CUDA_SUCCESS:
+    if err:  # CUresult is an int; CUDA_SUCCESS is 0
+        cu = cuda_driver()
         _, name = cu.cuGetErrorName(err)
         raise SweeperError(f"CUDA driver error {name.decode() if name else err}")
     rest = result[1:]

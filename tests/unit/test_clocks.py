@@ -245,3 +245,64 @@ def test_overlapping_batches_read_the_violation_counters_once_per_batch_and_miss
     r2 = mon.end(t2)
     assert r0.throttled and r1.throttled and not r2.throttled
     assert reads["n"] == first + 3 * first  # one reading per end()
+
+
+def test_end_after_reads_on_a_worker_once_the_wait_returned_in_launch_order():
+    """end_after: the reading runs on another thread after wait() returned, readings run in
+    the order asked, and each sets the counters the next begin() takes."""
+    import threading
+
+    nvml = FakeNVML()
+    mon = ClockMonitor(nvml=nvml)
+    started, waited, read_on = [], [], []
+    real = nvml.nvmlDeviceGetViolationStatus
+
+    def tracked(h, policy):
+        read_on.append(threading.get_ident())
+        return real(h, policy)
+
+    nvml.nvmlDeviceGetViolationStatus = tracked
+    gate = threading.Event()
+    t0 = mon.begin()
+    del read_on[:]  # the first begin reads on the caller's thread
+    f0 = mon.end_after(
+        t0, wait=lambda: (gate.wait(5), waited.append(0)), start=lambda: started.append(1)
+    )
+    t1 = mon.begin()  # batch 1 queued while batch 0 runs: its window opens before batch 0's end
+    f1 = mon.end_after(t1, wait=lambda: waited.append(1), start=lambda: started.append(1))
+    nvml.violation[1] += 2_000_000  # thermal, while both are in flight
+    assert not f0.done() and not f1.done()  # both wait for batch 0's completion
+    gate.set()
+    r0, r1 = f0.result(5), f1.result(5)
+    assert waited == [0, 1] and started == [1]
+    assert r0.throttled and r1.throttled
+    assert read_on and threading.get_ident() not in read_on
+    t2 = mon.begin()
+    assert not mon.end_after(t2, wait=lambda: None, start=lambda: None).result(5).throttled
+    mon.close()
+    assert nvml.shutdown == 1
+
+
+def test_end_after_a_failed_wait_raises_through_its_future_and_disabled_calls_nothing():
+    nvml = FakeNVML()
+    mon = ClockMonitor(nvml=nvml)
+
+    def broken():
+        raise RuntimeError("sticky CUDA error")
+
+    fut = mon.end_after(mon.begin(), wait=broken, start=lambda: None)
+    with pytest.raises(RuntimeError, match="sticky"):
+        fut.result(5)
+    called = []
+    off = ClockMonitor(nvml=FakeNVML(fail_init=True))
+    res = off.end_after(off.begin(), wait=lambda: called.append(1), start=lambda: None)
+    assert res.result(0) is NOT_MEASURED and not called
+
+
+def test_a_reading_that_fails_on_the_worker_disables_the_monitor_without_hanging():
+    nvml = FakeNVML()
+    mon = ClockMonitor(nvml=nvml)
+    tok = mon.begin()
+    nvml.fail_reads = True
+    assert mon.end_after(tok, wait=lambda: None, start=lambda: None).result(5) is NOT_MEASURED
+    assert not mon.available and nvml.shutdown == 1
