@@ -12,6 +12,7 @@ Caches, all keyed by the kernel source fingerprint (see source.source_fingerprin
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
@@ -154,12 +155,37 @@ def _kernel_job(key: CompileKey) -> tuple[str, bool, float]:
     return key.slug, sum(stats.cache_misses.values()) > 0, time.perf_counter() - t0
 
 
-def warm_kernels(keys, workers: int | None = None) -> list[tuple[str, bool, float]]:
-    """GPU: compile every key's kernel that is not yet in Numba's disk cache in a spawned
-    process pool (one CUDA context per worker), then load them all in this process.
-    Returns (slug, compiled?, seconds) per key."""
+_POOL: list = []  # [(the compile pool, its workers)] while one is open
+
+
+def compile_pool(workers: int):
+    """The process's compile pool: spawned processes (one CUDA context each once they have
+    compiled), made on first use and kept, so every later call (a search's every round)
+    finds its workers started and their imports done; a call for more workers than it has
+    replaces it. Processes start on demand, up to `workers`."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    if _POOL and _POOL[0][1] >= workers:
+        return _POOL[0][0]
+    close_compile_pool()
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    _POOL.append((pool, workers))
+    return pool
+
+
+@atexit.register
+def close_compile_pool() -> None:
+    """Shut the compile pool down (its processes exit; the next call starts a new one)."""
+    while _POOL:
+        _POOL.pop()[0].shutdown()
+
+
+def warm_kernels(keys, workers: int | None = None) -> list[tuple[str, bool, float]]:
+    """GPU: compile every key's kernel that is not yet in Numba's disk cache in the compile
+    pool (compile_pool), then load them all in this process.
+    Returns (slug, compiled?, seconds) per key."""
+    from concurrent.futures.process import BrokenProcessPool
 
     from numba import cuda
 
@@ -168,10 +194,12 @@ def warm_kernels(keys, workers: int | None = None) -> list[tuple[str, bool, floa
     missing = [k for k in keys if not built_marker(k, cc).exists()]
     done: dict[CompileKey, tuple[str, bool, float]] = {}
     if missing:
-        workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        pool = compile_pool(max(1, workers or os.cpu_count() or 1))
+        try:
             done.update(zip(missing, pool.map(_kernel_job, missing, chunksize=1), strict=True))
+        except BrokenProcessPool:  # a worker died: the next call starts a new pool
+            close_compile_pool()
+            raise
     out = []
     for k in keys:
         slug, _, secs = _kernel_job(k)  # loads from the disk cache filled above
