@@ -97,6 +97,7 @@ class Buffers:
         self.x_b.copy_to_device(self.x_a)
         self.src = cuda.device_array_like(self.x_a)
         self.src.copy_to_device(self.x_a)
+        cuda.synchronize()  # a device-to-device copy returns before it completes
         self.y_a = cuda.device_array(n, dtype=st)
         self.y_b = cuda.device_array(n, dtype=st)
         # The allocating call pattern keeps the previous output alive, so a caching
