@@ -21,7 +21,15 @@ from sweeper.report.plots import _plots_stale, plot_order, render_plots
 from sweeper.report.summary import SHOWN, first_screen, target_result
 from sweeper.report.tables import best_per_size, dtypes_in, facets, md_cell, md_table
 from sweeper.run.search import climb_trades
-from sweeper.runfolder import CELL_PHASES, PLOTS, REPLAY_GRAPHS, REPORT, baseline_of, is_audit
+from sweeper.runfolder import (
+    CELL_PHASES,
+    PLOTS,
+    REPLAY_GRAPHS,
+    REPORT,
+    baseline_of,
+    is_audit,
+    user_configs,
+)
 from sweeper.units import fmt_bytes, fmt_mib
 
 if TYPE_CHECKING:
@@ -1167,6 +1175,39 @@ def audit_section(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[st
     return ["### The cliff", "", "```", *lines, "```", ""]
 
 
+def _l2(manifest: Mapping[str, Any]) -> int:
+    return int((manifest.get("device") or {}).get("l2_bytes") or
+               (manifest.get("plan") or {}).get("l2_bytes") or 0)  # fmt: skip
+
+
+def hot_only(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """Hot against the run's other mode, per range of working set (sweeper.analyze.modegain);
+    nothing for a run of one mode."""
+    from sweeper.analyze.modegain import hot_only_lines
+
+    lines = hot_only_lines(results, _l2(manifest), show=user_configs(manifest))
+    return ["### Hot-only gains", "", *lines] if lines else []
+
+
+def hot_only_warning(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+    """An audit's first screen: the users' kernels whose hot gain the other mode does not see."""
+    from sweeper.analyze.modegain import mode_gains
+
+    mine = set(user_configs(manifest))
+    bad = [r for r in mode_gains(results, _l2(manifest)) if r["flagged"] and r["config"] in mine]
+    if not bad:
+        return []
+    where = "; ".join(
+        f"{r['dtype']} {r['range']}: hot {r['hot']:.3f}x, {r['other_mode']} {r['other']:.3f}x"
+        for r in bad
+    )
+    return [
+        "",
+        f"**Hot-only gain**: the kernel's hot ratios are not seen in the other mode where both "
+        f"time the same traffic ({where}); its hot figures are not to be trusted (Guards).",
+    ]
+
+
 def build_report(
     run_dir: str | os.PathLike,
     manifest: Mapping[str, Any],
@@ -1197,6 +1238,7 @@ def build_report(
     if is_audit(manifest):  # an audit's first screen: the cliff of the user's kernel, its verdict
         word, why = verdict(manifest, f)
         top = [*audit_section(results, manifest), f"**Verdict: {word}.** {why[0].upper()}{why[1:]}"]
+        top += hot_only_warning(results, manifest)
     cliff = [] if is_audit(manifest) else audit_section(results, manifest)  # users' kernels
     bodies = {
         "Summary": [*cliff, *summary(run_dir, manifest, results, f, missing, headline)],
@@ -1213,7 +1255,7 @@ def build_report(
         "Targets": targets_section(f),
         "Verify": verify_section(run_dir, verify_table, f.verify, results),
         "Plots": plots_section(run_dir, plot_files, headline),
-        "Guards": guards(results, manifest, f.pairing),
+        "Guards": [*guards(results, manifest, f.pairing), *hot_only(results, manifest)],
         "Batch position and clocks": batch_checks(results, manifest),
         "Pruned": pruned(manifest),
         "Timing": timing(manifest, results),

@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.analyze.cliff",
             "sweeper.analyze.columns",
             "sweeper.analyze.gpuwork",
+            "sweeper.analyze.modegain",
             "sweeper.analyze.policy",
             "sweeper.analyze.position",
             "sweeper.analyze.select",
