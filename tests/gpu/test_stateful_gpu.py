@@ -1,0 +1,93 @@
+"""A kernel that skips work only inside back-to-back calls: refused by the PTX scan, and, timed
+anyway (--allow-stateful), flagged by measurement as a hot-only gain (sweeper.analyze.modegain)
+where hot and after-write time the same traffic (from 2 x L2 on)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper import api
+from sweeper.analyze.modegain import mode_gains
+from sweeper.analyze.store import load_manifest, load_run
+from sweeper.errors import USER_ERRORS
+
+# One call in four skips its work when it starts within 2 us of the previous call's end (read
+# on the GPU's global timer): inside a back-to-back graph replay, never after a producer
+# kernel or a flush. SKIP 0 is the same kernel, honest.
+SOURCE = r"""
+__device__ unsigned long long last_end;
+__device__ unsigned int calls;
+__device__ unsigned int blocks_done;
+
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+extern "C" __global__ void skip_fp32(const float* x, float* y, unsigned long long n) {
+  __shared__ int skip;
+  if (threadIdx.x == 0) {
+    unsigned long long start = now_ns();
+    unsigned long long prev = *(volatile unsigned long long*)&last_end;
+    unsigned int call = *(volatile unsigned int*)&calls;
+    skip = SKIP && start - prev < 2000ull && call % 4u == 3u;
+  }
+  __syncthreads();
+  if (!skip)
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+      y[i] = x[i] > 0.f ? x[i] : 0.f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&blocks_done, 1u) == gridDim.x - 1) {  // the call's last block
+      blocks_done = 0;
+      calls = calls + 1;
+      __threadfence();
+      last_end = now_ns();
+    }
+  }
+}
+"""
+
+
+def _kernel(tmp_path, skip: int) -> str:
+    path = tmp_path / f"skip{skip}.cu"
+    path.write_text(SOURCE.replace("SKIP", str(skip)))
+    return f"{path}:skip"
+
+
+def _audit(tmp_path, kernel: str, run_id: str):
+    run_dir, _ = api.audit(
+        kernel,
+        kernel_grid="stride1",
+        modes=["hot", "after-write"],
+        dtypes=["fp32"],
+        quick=True,
+        sizes="120:300",  # 2 x L2 and up on the H200 (L2 60 MiB): six planned sizes
+        policy="none",
+        allow_stateful=True,
+        out_root=str(tmp_path / "runs"),
+        run_id=run_id,
+    )
+    data = load_run(run_dir)
+    l2 = load_manifest(run_dir)["device"]["l2_bytes"]
+    mine = [g for g in mode_gains(data.results, l2) if g["config"].startswith("ext-skip")]
+    return [g for g in mine if g["range"] == ">= 2 L2"]
+
+
+def test_the_scan_refuses_it(tmp_path):
+    with pytest.raises(USER_ERRORS, match="globaltimer"):
+        api.audit(_kernel(tmp_path, 1), modes=["hot"], dtypes=["fp32"], quick=True,
+                  sizes="120:130", policy="none", out_root=str(tmp_path / "runs"))  # fmt: skip
+
+
+def test_timed_anyway_its_hot_only_gain_is_flagged_and_the_honest_twin_is_not(tmp_path):
+    (cheat,) = _audit(tmp_path, _kernel(tmp_path, 1), "skip")
+    (honest,) = _audit(tmp_path, _kernel(tmp_path, 0), "noskip")
+    print(f"\n  hot / after-write from 2 x L2: skipping {cheat['excess']:+.1%} "
+          f"(hot {cheat['hot']:.3f}, aw {cheat['other']:.3f}, {cheat['sizes']} sizes); "
+          f"honest {honest['excess']:+.1%} (hot {honest['hot']:.3f}, aw {honest['other']:.3f})")  # fmt: skip
+    assert cheat["flagged"], cheat
+    assert not honest["flagged"], honest
