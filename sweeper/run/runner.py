@@ -370,12 +370,6 @@ class Runner:
     def _refs(self) -> list[tuple[str, str]]:
         return [("copy", "copy"), ("baseline", baseline_of(self.manifest))]
 
-    def _has_size(self, mode: str, dtype: str, n: int) -> bool:
-        return any(
-            r["mode"] == mode and r["dtype"] == dtype and r["n"] == n and r["role"] == "candidate"
-            for r in self.rows.values()
-        )
-
     def _rows_for(self, mode: str, dtype: str, ns: set[int] | None = None) -> list[dict]:
         return [
             r
@@ -524,28 +518,30 @@ class Runner:
         self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
+        # Each round below decides on the survivors' rows at the sizes decided before it: the
+        # planned sizes, then every earlier round's points. A resumed run goes through the
+        # rounds from the first, as the run in one go did (the cells an earlier segment
+        # recorded are skipped, a size it stopped in is completed), so every round decides on
+        # the same rows, and the budgets count the run's points, not a segment's. A size begun
+        # but not finished decides nothing before its round has completed it.
+        decided = {e["n"] for e in entries}
 
         def survivor_rows() -> list[dict]:
-            return [r for r in self._rows_for(mode, dtype) if r["config"] in kept]
+            return [r for r in self._rows_for(mode, dtype, decided) if r["config"] in kept]
 
-        # The refinement's budget is the run's, not a segment's, so a resumed run refines no
-        # further than one run in one go: a stage an earlier segment finished (its count is in
-        # the manifest) is not run again, one it stopped in counts the sizes it refined so far.
-        recorded = self.manifest.get("timing", {}).get(f"{mode}/{dtype}/refine_points")
-        start_points = added = (
-            int(recorded)
-            if recorded is not None
-            else len({r["n"] for r in self._rows_for(mode, dtype) if r.get("phase") == "refine"})
-        )
-        for _ in range(cfg.search.max_refine_rounds if recorded is None else 0):
-            rows = survivor_rows()
-            points = refinement_points(rows, plan.l2_bytes, itemsize, cfg.search)
-            points = points[: max(0, cfg.search.max_refine_points - added)]
-            if not points:
-                break
+        def measure(points: list[int]) -> None:
             self._total += len(points) * len(chosen)
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
+            decided.update(points)
+
+        added = 0
+        for _ in range(cfg.search.max_refine_rounds):
+            points = refinement_points(survivor_rows(), plan.l2_bytes, itemsize, cfg.search)
+            points = points[: max(0, cfg.search.max_refine_points - added)]
+            if not points:
+                break
+            measure(points)
             added += len(points)
         # Then close every gap the policy would need a boundary in (policy_sample_points),
         # with the project targets' floors kept in ties as `sweeper policy build` keeps them.
@@ -555,7 +551,7 @@ class Runner:
         ceiling = (self.manifest.get("ceiling") or {}).get("gbps")
         bracketed, closed = 0, False
         for round_ in range(cfg.search.max_bracket_rounds + 1):
-            copies = [r for r in self._rows_for(mode, dtype) if r["role"] == "copy"]
+            copies = [r for r in self._rows_for(mode, dtype, decided) if r["role"] == "copy"]
             brackets, singles = policy_sample_points(
                 survivor_rows() + copies,
                 plan.l2_bytes,
@@ -566,20 +562,19 @@ class Runner:
                 floors=floors,
                 ceiling_gbps=ceiling,
             )
-            points = [n for n in brackets if not self._has_size(mode, dtype, n)]
+            points = [n for n in brackets if n not in decided]
             closed = not points
             # then a second sample beside every band that rests on one measured size
-            points += [n for n in singles if n not in points and not self._has_size(mode, dtype, n)]
+            points += [n for n in singles if n not in points and n not in decided]
             points = points[: max(0, cfg.search.max_refine_points - bracketed)]
             if not points or round_ == cfg.search.max_bracket_rounds:
                 break
-            self._total += len(points) * len(chosen)
-            for n in points:
-                self._measure_size(mode, dtype, n, chosen, "refine")
+            measure(points)
             bracketed += len(points)
         self._add(f"{mode}/{dtype}/refine_s", time.perf_counter() - t)
-        self._add(f"{mode}/{dtype}/refine_points", added - start_points)
-        self._add(f"{mode}/{dtype}/bracket_points", bracketed)
+        # counts of the run's points (every segment's), as the rounds above count them
+        self.manifest.setdefault("timing", {})[f"{mode}/{dtype}/refine_points"] = added
+        self.manifest["timing"][f"{mode}/{dtype}/bracket_points"] = bracketed
         # where `sweeper policy build` will refuse a boundary: the gap is still open
         opened = [k for k in self.manifest.get("open_brackets", []) if k != f"{mode}/{dtype}"]
         self.manifest["open_brackets"] = opened + ([] if closed else [f"{mode}/{dtype}"])
