@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The decision mutations of docs/mutation-testing.md, each applied to a copy of the
 # tree; the mutated module's own test file must fail on each. Exit status 1 if one survives.
+# The mutations run side by side, one per core ($JOBS, default nproc); their lines are
+# printed in the order below.
 #   tools/decision_mutations.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
+JOBS=${JOBS:-$(nproc)}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-status=0
+count=0
 
-mutate() {  # NAME FILE OLD NEW TESTFILE
-  local name=$1 file=$2 old=$3 new=$4 test=$5 copy="$WORK/tree"
-  rm -rf "$copy" && mkdir -p "$copy"
+check() {  # N NAME FILE OLD NEW TESTFILE: one mutation in $WORK/N; prints its line
+  local n=$1 name=$2 file=$3 old=$4 new=$5 test=$6 copy="$WORK/$1/tree"
+  mkdir -p "$copy"
   cp -r "$ROOT"/sweeper "$ROOT"/tests "$ROOT"/sweeps "$ROOT"/results "$ROOT"/pyproject.toml "$copy"/
   ln -s "$ROOT/kernels" "$copy/sweeper_kernels"
   if ! "$PY" - "$copy/$file" "$old" "$new" <<'PYCODE'
@@ -24,16 +27,21 @@ open(path, "w").write(text.replace(old, new))
 PYCODE
   then
     echo "MISSING   $name: update the mutation to the code ($file)"
-    status=1
     return
   fi
   if (cd "$copy" && PYTHONPATH="$copy" timeout 600 "$PY" -m pytest -q -x -p no:cacheprovider \
-      "$test" > "$WORK/log" 2>&1); then
+      "$test" > "$WORK/$n/log" 2>&1); then
     echo "SURVIVED  $name ($test)"
-    status=1
   else
-    echo "caught    $name: $(grep -m1 -E '^(FAILED|ERROR)' "$WORK/log")"
+    echo "caught    $name: $(grep -m1 -E '^(FAILED|ERROR)' "$WORK/$n/log")"
   fi
+  rm -rf "$copy"
+}
+
+mutate() {  # NAME FILE OLD NEW TESTFILE: starts the check once a core is free
+  count=$((count + 1))
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  check "$count" "$@" > "$WORK/$count.out" 2>&1 &
 }
 
 mutate "the dense band's start rounded inward" sweeper/plan/ladder.py \
@@ -65,4 +73,10 @@ mutate "a round's moves decided from every climbed cell, not the rounds before i
 mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \
   'if grid is not None and manifest.get("grid_hash", grid) != grid:' \
   'if False and manifest.get("grid_hash", grid) != grid:' tests/unit/test_runner.py
+wait
+status=0
+for n in $(seq 1 "$count"); do
+  cat "$WORK/$n.out"
+  grep -q -E '^(MISSING|SURVIVED)' "$WORK/$n.out" && status=1
+done
 exit $status

@@ -12,6 +12,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The modules that compile the PTX of the default grid (each key for sm_89 and sm_90, in a
+# process pool, into the PTX disk cache) run in one pytest-xdist worker, in file order: the
+# grid is compiled once, and test_kernels_ptxas reads the sm_90 half from the cache. Spread
+# over the workers, each worker compiled the whole grid for itself.
+PTX_MODULES = ("test_kernels_ptx.py", "test_kernels_ptxas.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in PTX_MODULES and item.path.parent == ROOT / "tests" / "unit":
+            item.add_marker(pytest.mark.xdist_group("ptx"))
+
 
 @pytest.fixture
 def planted_run(tmp_path) -> Callable[..., Path]:
