@@ -685,13 +685,20 @@ def policy_build(
     from sweeper.analyze.targets import load_targets
     from sweeper.analyze.targets import targets as project_targets
     from sweeper.errors import SweeperError
-    from sweeper.runfolder import POLICY, resolve_run
+    from sweeper.runfolder import MANIFEST, POLICY, resolve_run
 
     if targets is not None and not floors:
         raise SweeperError("--targets sets the floors a tie keeps; it has no use with --no-floors")
     chosen = load_targets(targets) if targets is not None else None  # before any work
     data = load_run(resolve_run(run, root))
     pol.check_complete(data.path, data.manifest)
+    planned = data.manifest["plan"].get("resolution")
+    if resolution is not None and planned is not None and resolution != planned:
+        raise SweeperError(
+            f"--resolution {resolution}: the run's plan has resolution {planned} "
+            f"({data.path / MANIFEST} plan.resolution); a policy's brackets are checked "
+            "against the plan's, leave --resolution out"
+        )
     if tolerance == "verify":
         tolerance = verify_tolerance(data.path)  # one per range of working set
     elif tolerance is None:

@@ -39,9 +39,9 @@ MIGRATIONS: dict[tuple[str, int], Callable[[dict], dict]] = {
 Validator = Callable[[dict], None]
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: Any, allow_nan: bool = False) -> str:
     """Stable JSON text (sorted keys, no spaces): what hashes are computed over."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=allow_nan)
 
 
 def content_hash(obj: Any, length: int = 12) -> str:

@@ -8,7 +8,10 @@ four-dtype run); it is written again at the current version, which keeps the lis
 pruned.jsonl beside it and changes no other field. trials.jsonl and pruned.jsonl are then
 compressed with `xz -9e` (what sweeper reads as the run's archive; `unxz` both to resume the
 run). The figures are drawn from the manifest and the pruned list, so `sweeper plot` the
-folder again afterwards. A folder whose manifest does not load is left as it is.
+folder again afterwards. A manifest without "records" (a run finished before manifests
+recorded their files) gains them: the count and sha256 of its logs as they are, and of its
+own other fields; no other byte of it changes. A folder whose manifest does not load is left
+as it is.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweeper.analyze.store import load_manifest, write_manifest
+from sweeper.analyze.store import RECORDS, load_manifest, with_records, write_manifest
 from sweeper.errors import SweeperError
 from sweeper.runfolder import MANIFEST, PRUNED, TRIALS
-from sweeper.schema import VERSIONS
+from sweeper.schema import VERSIONS, dump
 
 
 def archive(run: Path) -> list[str]:
@@ -32,8 +35,11 @@ def archive(run: Path) -> list[str]:
     manifest = load_manifest(run)  # refuses a damaged folder before anything is written
     raw = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
     if raw.get("schema_version") != VERSIONS["manifest"]:
-        write_manifest(run, manifest)
+        write_manifest(run, manifest, finished=True)
         done.append(f"{MANIFEST}: version {raw.get('schema_version')} -> {VERSIONS['manifest']}")
+    elif RECORDS not in raw:
+        dump("manifest", with_records(run, raw), run / MANIFEST)
+        done.append(f"{MANIFEST}: {RECORDS} of its logs and itself added")
     for log in (TRIALS, PRUNED):
         if (run / log).exists():
             subprocess.run(["xz", "-9e", "-f", str(run / log)], check=True)

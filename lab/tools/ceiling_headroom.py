@@ -4,7 +4,7 @@
     python lab/tools/ceiling_headroom.py results/h200/hot-7 results/h200/cold-6 \\
         --ceiling-from results/h200/hot-7
 
-Per run and mode, for each ceiling that `sweeper.run.ceilings` applies (the L2-resident ceiling
+Per run and mode, for each ceiling that `sweeper.analyze.ceilings` applies (the L2-resident ceiling
 at every size; the copy kernel at the same size and the DRAM peak from 2 x L2), the ok candidate
 cell closest to it: its ratio, dtype, working set and config; and the same over the copy kernel
 below 2 x L2, where it bounds nothing. `--ceiling-from RUN` gives runs whose manifest has no
@@ -18,9 +18,9 @@ import argparse
 import sys
 from dataclasses import replace
 
+from sweeper.analyze.ceilings import COPY, DRAM_PEAK, L2_RESIDENT, ceilings_of, ratios
 from sweeper.analyze.store import load_run
 from sweeper.errors import SweeperError
-from sweeper.run.ceilings import COPY, DRAM_PEAK, L2_RESIDENT, ceilings_of, ratios
 from sweeper.units import MiB
 
 IN_BAND = "copy kernel below 2 x L2 (no bound)"

@@ -47,7 +47,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
 # columns a results table written before them lacks: read as empty
 ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled")
 
-# above-ceiling: above a ceiling of the run (sweeper.run.ceilings); above-peak (cold above the
+# above-ceiling: above a ceiling of the run (sweeper.analyze.ceilings); above-peak (cold above the
 # DRAM peak) is read from trial files written before that check replaced it
 STATUSES = ("ok", "mismatch", "guard", "above-ceiling", "above-peak", "error")
 ROLES = ("candidate", "baseline", "copy")

@@ -569,6 +569,8 @@ def load_policy(path: str | os.PathLike) -> dict:
 
 
 def check_against_run(path: str | os.PathLike, doc: dict) -> None:
+    """A policy in its run's folder is that run's: its GPU and device record, compute
+    capability, plan resolution, plan hash and L2 size are the manifest's."""
     from sweeper.analyze.store import load_manifest
     from sweeper.errors import SchemaError
     from sweeper.runfolder import MANIFEST
@@ -580,11 +582,15 @@ def check_against_run(path: str | os.PathLike, doc: dict) -> None:
     prov = doc["provenance"]
     if manifest["run_id"] not in prov["run_ids"]:
         return  # a policy of another run, kept here
-    plan = manifest["plan"]
+    plan, device = manifest["plan"], manifest["device"]
+    # the GPU the bands were measured on: an export dispatches them there and nowhere else
     for field, have, want in (
+        ("provenance.gpu", prov["gpu"], manifest["gpu"]),
+        ("provenance.device", prov["device"], device),
+        ("cc", doc["cc"], device.get("cc")),
         ("provenance.resolution", prov["resolution"], plan.get("resolution")),
         ("provenance.plan_hash", prov["plan_hash"], plan["plan_hash"]),
-        ("l2_bytes", doc["l2_bytes"], plan.get("l2_bytes", manifest["device"]["l2_bytes"])),
+        ("l2_bytes", doc["l2_bytes"], plan.get("l2_bytes", device["l2_bytes"])),
     ):
         if want is not None and have != want:
             raise SchemaError(

@@ -12,9 +12,12 @@ reported), any other bad line is an error naming the file and line.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +35,15 @@ from sweeper.runfolder import (
     log_archive,
     read_log,
 )
-from sweeper.schema import atomic_write_text, check_header, dump, load, require, stamp
+from sweeper.schema import (
+    atomic_write_text,
+    canonical_json,
+    check_header,
+    dump,
+    load,
+    require,
+    stamp,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +94,9 @@ def validate_manifest(doc: dict) -> None:
         if m not in MODES:
             raise FieldError("modes", f"unknown mode {m!r} (known: {', '.join(MODES)})")
     harness = doc.get("harness") or {}
-    if "ceiling_check" in harness:  # the physical-limit check's parameters (sweeper.run.ceilings)
+    if (
+        "ceiling_check" in harness
+    ):  # the physical-limit check's parameters (sweeper.analyze.ceilings)
         check = require(harness, "ceiling_check", dict, "harness.")
         for f in ("margin", "copy_from_x_l2"):
             v = require(check, f, (int, float), "harness.ceiling_check.")
@@ -97,19 +110,108 @@ def validate_manifest(doc: dict) -> None:
     ):
         if f in doc and doc[f] is not None:
             require(doc, f, typ)
+    if RECORDS in doc:
+        records = require(doc, RECORDS, dict)
+        for name in (TRIALS, PRUNED, MANIFEST):
+            rec = require(records, name, dict, f"{RECORDS}.")
+            digest = require(rec, "sha256", str, f"{RECORDS}.{name}.")
+            if not re.fullmatch("[0-9a-f]{64}", digest):
+                raise FieldError(f"{RECORDS}.{name}.sha256", f"not a sha256: {digest!r}")
+            if name != MANIFEST and not (_is_int(rec.get("count")) and rec["count"] >= 0):
+                raise FieldError(
+                    f"{RECORDS}.{name}.count", f"expected a line count, found {rec.get('count')!r}"
+                )
+
+
+# ---- what a finished run recorded of its files ----------------------------------------------
+#
+# A finished run's manifest ends with "records": the line count and sha256 of its trial log and
+# pruned log (their text, whether on disk as is or archived), and the sha256 of the manifest's
+# other fields (canonical JSON, so its layout may change, not its contents). Every reader
+# checks them: a log cut short, replaced or mixed with another and a manifest edited after its
+# run are refused, naming the file. A manifest without the field (written before it existed,
+# or by a run still going) is read as it is: nothing was recorded to check against.
+
+RECORDS = "records"
+
+
+def file_record(data: bytes) -> dict:
+    """The record of a log's text: its line count and sha256."""
+    return {"count": data.count(b"\n"), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def manifest_sha256(doc: dict) -> str:
+    """The sha256 of a manifest's fields other than its records (canonical JSON; a NaN an
+    edit put there hashes, as text, to what no run wrote)."""
+    fields = {k: v for k, v in doc.items() if k != RECORDS}
+    return hashlib.sha256(canonical_json(fields, allow_nan=True).encode()).hexdigest()
+
+
+def with_records(run_dir: str | os.PathLike, doc: dict) -> dict:
+    """The manifest `doc` (as written: "pruned" names its file) with the records of the trial
+    and pruned logs of `run_dir` as they are now, and of its own other fields, last."""
+    out = {k: v for k, v in stamp("manifest", doc).items() if k != RECORDS}
+    records = {}
+    for log in (TRIALS, PRUNED):
+        got = read_log(run_dir, log)
+        records[log] = file_record(got[1] if got is not None else b"")
+    records[MANIFEST] = {"sha256": manifest_sha256(out)}
+    return {**out, RECORDS: records}
+
+
+def check_manifest_record(run_dir: Path, doc: dict) -> None:
+    """The manifest's fields are the ones its run recorded (records.manifest.json)."""
+    rec = doc.get(RECORDS)
+    if rec is None:
+        return
+    want, have = rec[MANIFEST]["sha256"], manifest_sha256(doc)
+    if have != want:
+        raise SchemaError(
+            run_dir / MANIFEST,
+            f"{RECORDS}.{MANIFEST}",
+            f"its fields hash to {have[:12]}..., the run recorded {want[:12]}...: the manifest "
+            "was changed after its run; restore the run's manifest",
+        )
+
+
+def check_log_record(run_dir: Path, log: str, rec: dict | None, got) -> None:
+    """The log `log` as read (`got`: read_log's answer) is the one the run recorded (`rec`,
+    the manifest's records entry; None: nothing recorded)."""
+    if rec is None:
+        return
+    field = f"{RECORDS}.{log}"
+    if got is None:
+        raise SchemaError(
+            run_dir / MANIFEST,
+            field,
+            f"the run recorded {rec['count']} lines of {log}, which is not in the run folder; "
+            "restore it",
+        )
+    have = file_record(got[1])
+    if have != {"count": rec["count"], "sha256": rec["sha256"]}:
+        raise SchemaError(
+            got[0],
+            field,
+            f"{have['count']} lines (sha256 {have['sha256'][:12]}...), the run recorded "
+            f"{rec['count']} (sha256 {rec['sha256'][:12]}...): not the log the run wrote; "
+            "restore the file",
+        )
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:
+def write_manifest(run_dir: str | os.PathLike, manifest: dict, finished: bool = False) -> Path:
     """Write the manifest; its list of pruned configs goes to pruned.jsonl beside it (one line
-    each, written first), which the manifest's "pruned" names. Nothing is written when the
-    manifest is not valid."""
+    each, written first), which the manifest's "pruned" names. With `finished` (the run's last
+    write), the manifest records its logs and itself (RECORDS); without, it drops a record it
+    had (a resumed run appends to its logs). Nothing is written when the manifest is not
+    valid."""
     run_dir = Path(run_dir)
     pruned = [stamp("pruned", p) for p in manifest.get("pruned") or []]
-    doc = {**manifest, "pruned": PRUNED}
+    doc = {k: v for k, v in manifest.items() if k != RECORDS}
+    doc["pruned"] = PRUNED
     validate_manifest(stamp("manifest", doc))
     for i, p in enumerate(pruned):
         try:
@@ -118,6 +220,8 @@ def write_manifest(run_dir: str | os.PathLike, manifest: dict) -> Path:
             raise SchemaError(run_dir / PRUNED, e.field, f"entry {i + 1}: {e}") from None
     lines = (json.dumps(p, allow_nan=False, separators=(",", ":")) for p in pruned)
     atomic_write_text(run_dir / PRUNED, "".join(f"{line}\n" for line in lines))
+    if finished:
+        doc = with_records(run_dir, doc)
     return dump("manifest", doc, run_dir / MANIFEST)
 
 
@@ -128,9 +232,10 @@ def load_manifest(run_dir: str | os.PathLike) -> dict:
     if not run_dir.is_dir():
         raise SweeperError(f"{run_dir}: no such run folder")
     doc = load(run_dir / MANIFEST, "manifest", validate_manifest)
+    check_manifest_record(run_dir, doc)
     check_plan_record(run_dir, doc)
     if isinstance(doc.get("pruned"), str):
-        doc["pruned"] = read_pruned(run_dir, doc["pruned"])
+        doc["pruned"] = read_pruned(run_dir, doc["pruned"], (doc.get(RECORDS) or {}).get(PRUNED))
     return doc
 
 
@@ -146,13 +251,14 @@ def validate_pruned(doc: dict) -> None:
             require(doc, f, typ)
 
 
-def read_pruned(run_dir: Path, name: str) -> list[dict]:
+def read_pruned(run_dir: Path, name: str, record: dict | None = None) -> list[dict]:
     """The pruned configs of a run folder: the lines of `name` (as the manifest names it),
     else of its archive; SchemaError naming the file and line of a bad line, or the manifest
-    when neither file is there."""
+    when neither file is there; the log must be the one the run recorded (`record`)."""
     if name != PRUNED:
         raise SchemaError(run_dir / MANIFEST, "pruned", f"expected {PRUNED!r}, found {name!r}")
     got = read_log(run_dir, name)
+    check_log_record(run_dir, PRUNED, record, got)
     if got is None:
         raise SchemaError(
             run_dir / MANIFEST, "pruned", f"names {name}, which is not in the run folder"
@@ -232,6 +338,111 @@ def validate_trial(doc: dict) -> None:
         raise FieldError("status", f"unknown status {doc['status']!r}")
     if doc["mode"] not in MODES:
         raise FieldError("mode", f"unknown mode {doc['mode']!r}")
+    if doc["status"] == "ok":
+        _check_measured(doc)
+
+
+def _finite_positive(doc: dict, f: str) -> Any:
+    v = doc[f]
+    if not (v > 0 and v != float("inf")):  # False for NaN
+        raise FieldError(f, f"{v!r} is not a time or rate a cell can measure (finite, > 0)")
+    return v
+
+
+def _check_measured(doc: dict) -> None:
+    """A cell measured ok has a finite positive time and rate, which agree (GB/s = working set
+    bytes / time) where it has both, confidence intervals low <= high, a finite positive ratio to the baseline
+    and at least one sample."""
+    for f in ("time_us", "gbps", "time_lo_us", "time_hi_us", "base_time_us", "ratio"):
+        if doc.get(f) is not None:
+            _finite_positive(doc, f)
+    for f in ("ratio_lo", "ratio_hi"):
+        if doc.get(f) is not None and not (doc[f] >= 0 and doc[f] != float("inf")):
+            raise FieldError(f, f"{doc[f]!r} is not a ratio (finite, >= 0)")
+    if doc.get("time_us") is not None and doc.get("gbps") is not None:
+        want = doc["ws_bytes"] / doc["time_us"] / 1e3
+        if abs(doc["gbps"] / want - 1) > 1e-4:
+            raise FieldError("gbps", f"{doc['gbps']!r} is not ws_bytes / time_us ({want:.7g} GB/s)")
+    for lo, hi in (("time_lo_us", "time_hi_us"), ("ratio_lo", "ratio_hi")):
+        if doc.get(lo) is not None and doc.get(hi) is not None and doc[lo] > doc[hi]:
+            raise FieldError(lo, f"{doc[lo]!r} is above {hi} ({doc[hi]!r})")
+    if doc.get("n_samples") is not None and doc["n_samples"] < 1:
+        raise FieldError("n_samples", f"{doc['n_samples']} samples behind a measured time")
+
+
+def _check_config_name(doc: dict) -> None:
+    """A candidate of sweeper's kernels names a config of them, and its variant fields are
+    the ones its name says (a user's kernel, "ext-...", or a policy's dispatch, "policy-...",
+    has no such name)."""
+    from sweeper_kernels.external import PREFIX
+
+    from sweeper.runfolder import POLICY_PREFIX
+
+    if doc["config"].startswith((PREFIX, POLICY_PREFIX)):
+        return
+    fields = _config_fields(doc["dtype"], doc["config"])
+    if isinstance(fields, str):
+        raise FieldError("config", fields)
+    for f, want in fields.items():
+        if doc.get(f) is not None and doc[f] != want:
+            raise FieldError(f, f"{doc[f]!r} is not the {f} its config {doc['config']} names "
+                             f"({want!r})")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _config_fields(dtype: str, config: str) -> dict | str:
+    """The variant fields a config name stands for; the reason, when it names none."""
+    from sweeper_kernels import Variant
+    from sweeper_kernels.errors import KernelError
+    from sweeper_kernels.variants import AXIS_NAMES
+
+    try:
+        v = Variant.parse(f"{dtype}-{config}")
+    except KernelError as e:
+        return f"{config!r} is not a config of sweeper's kernels ({e})"
+    return {f: getattr(v, f) for f in AXIS_NAMES}
+
+
+def check_trial_in_run(doc: dict, manifest: dict) -> None:
+    """A trial of a run folder is of that run: its run id, one of its modes and dtypes, and
+    in a run of sweeper's kernels (its manifest names their source) a candidate's config one
+    of them."""
+    if doc["run_id"] != manifest["run_id"]:
+        raise FieldError("run_id", f"{doc['run_id']!r} is not the run's ({manifest['run_id']!r})")
+    if doc["mode"] not in manifest["modes"]:
+        raise FieldError("mode", f"{doc['mode']!r} is not one of the run's modes "
+                         f"({', '.join(manifest['modes'])})")  # fmt: skip
+    dtypes = manifest.get("dtypes")
+    if isinstance(dtypes, list) and doc["dtype"] not in dtypes:
+        raise FieldError("dtype", f"{doc['dtype']!r} is not one of the run's dtypes "
+                         f"({', '.join(map(str, dtypes))})")  # fmt: skip
+    if doc["role"] == "candidate" and manifest.get("kernel_source"):  # sweeper's kernels
+        _check_config_name(doc)
+
+
+def check_ceilings(path: Path, trials: list[dict], manifest: dict) -> None:
+    """No cell measured ok is above a ceiling its run measured (sweeper.analyze.ceilings: the
+    L2-resident ceiling, and the copy kernel at the cell's size from COPY_FROM_X_L2 x L2 up,
+    as the run checked each cell it recorded): SchemaError naming the line otherwise. The
+    device spec's DRAM peak, a figure the run did not measure, is left to the run's check."""
+    import dataclasses
+
+    from sweeper.analyze import ceilings
+
+    bounds = dataclasses.replace(ceilings.ceilings_of(manifest), dram_peak_gbps=None)
+    copy = {
+        (t["mode"], t["dtype"], t["n"]): t["gbps"]
+        for t in trials
+        if t["role"] == "copy" and t["status"] == "ok"
+    }
+    for i, t in enumerate(trials, 1):
+        if t["status"] != "ok":
+            continue
+        status, detail = ceilings.check(t, bounds, copy.get((t["mode"], t["dtype"], t["n"])))
+        if status != "ok":
+            raise SchemaError(
+                f"{path}:{i}", "gbps", f"{detail}: a run records such a cell as {status}"
+            )
 
 
 # Significant digits a trial's figures keep (times, rates, ratios, samples): a relative 1e-7,
@@ -288,10 +499,26 @@ class TrialWriter:
         self.close()
 
 
-def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
-    """All trial records, and whether a truncated last line (a crash mid-write) was dropped."""
+def read_trials(
+    run_dir: str | os.PathLike, manifest: dict | None = None
+) -> tuple[list[dict], bool]:
+    """All trial records, and whether a truncated last line (a crash mid-write) was dropped.
+    With the run's `manifest`: the log must be the one it recorded, every trial of that run
+    (check_trial_in_run) and below its ceilings (check_ceilings), and a run whose manifest
+    says it is complete holds trials and no truncated line."""
+    run_dir = Path(run_dir)
     got = read_log(run_dir, TRIALS)
-    if got is None:
+    if manifest is not None:
+        check_log_record(run_dir, TRIALS, (manifest.get(RECORDS) or {}).get(TRIALS), got)
+    complete = manifest is not None and manifest.get("status") == "complete"
+    if got is None or not got[1]:
+        if complete:
+            what = "no trial log" if got is None else f"an empty {got[0].name}"
+            raise SchemaError(
+                run_dir / MANIFEST,
+                "status",
+                f"the run is complete but its folder holds {what}; restore the run's trials",
+            )
         return [], False
     path, text = got[0], text_of(got[0], got[1])
     lines = text.split("\n")
@@ -300,6 +527,13 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
         lines.pop()
     elif lines:
         # No trailing newline: the last write did not complete.
+        if complete:
+            raise SchemaError(
+                f"{path}:{len(lines)}",
+                None,
+                "the last line is incomplete, in a run its manifest says is complete; "
+                "restore the file",
+            )
         lines.pop()
         truncated = True
     out = []
@@ -313,6 +547,8 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
         doc = check_header(doc, "trial", where)
         try:
             validate_trial(doc)
+            if manifest is not None:
+                check_trial_in_run(doc, manifest)
         except FieldError as e:
             raise SchemaError(where, e.field, str(e)) from None
         key = trial_key(doc)
@@ -325,6 +561,8 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[dict], bool]:
             )
         seen[key] = i
         out.append(doc)
+    if manifest is not None:
+        check_ceilings(path, out, manifest)
     return out, truncated
 
 
@@ -422,7 +660,7 @@ def load_run(path: str | os.PathLike) -> RunData:
     and the manifest must name the kernel source its variant ids were made with."""
     path = Path(path)
     manifest = load_manifest(path)
-    trials, _ = read_trials(path)
+    trials, _ = read_trials(path, manifest)
     check_kernel_source(path, manifest, trials)
     results = trials_to_frame(trials)
     if (path / RESULTS).exists():
@@ -512,11 +750,12 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
 
 
 def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) -> Path:
-    """Write a complete run folder from a manifest and a results table (tests, imports)."""
+    """Write a complete run folder from a manifest and a results table (tests, imports); its
+    trials are the run's (the manifest's run id)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     write_manifest(path, manifest)
-    df = coerce(results)
+    df = coerce(results).assign(run_id=str(manifest["run_id"]))
     trials_path = path / TRIALS
     lines = []
     for row in df.to_dict(orient="records"):

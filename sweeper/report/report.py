@@ -377,7 +377,7 @@ def _more(n: int, where: str) -> list[str]:
 
 def physical_limits(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     """The physical-limit check's ceilings and margin as the run applied them."""
-    from sweeper.run.ceilings import ABOVE_CEILING, ceilings_of
+    from sweeper.analyze.ceilings import ABOVE_CEILING, ceilings_of
 
     if "ceiling_check" not in (manifest.get("harness") or {}):
         return ["**Physical limits.** This run was recorded without the physical-limit check.", ""]
@@ -887,7 +887,7 @@ def summary(
 ) -> list[str]:
     """The run in one line, what it measured against, what failed and where, the headline
     figure and the way to every section."""
-    from sweeper.run.ceilings import ABOVE_CEILING
+    from sweeper.analyze.ceilings import ABOVE_CEILING
 
     cand = results[results["role"] == "candidate"]
     per = cand.groupby(["mode", "dtype"])["ws_bytes"].nunique() if len(cand) else None

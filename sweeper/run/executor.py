@@ -26,7 +26,7 @@ preceded by the flush or the producer (2 x FRESH_BLOCKED_CALLS candidate calls),
 one by one. No host sync inside the replay; one at its end to read the stale count. It runs
 after the timing and restores the input, so it never changes what is timed.
 
-The runner then compares the cell's throughput with the run's ceilings (sweeper.run.ceilings).
+The runner then compares the cell's throughput with the run's ceilings (sweeper.analyze.ceilings).
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ class GpuExecutor:
         included."""
         from sweeper_kernels import Variant
 
-        from sweeper.run.ceilings import CEILING_CONFIGS
+        from sweeper.analyze.ceilings import CEILING_CONFIGS
 
         return [Variant.parse(f"{dtype}-{c}") for c in CEILING_CONFIGS]
 

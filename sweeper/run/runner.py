@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sweeper import __version__
+from sweeper.analyze import ceilings
 from sweeper.analyze.gpuwork import executor_kind
 from sweeper.analyze.store import (
     TRIALS,
@@ -36,7 +37,6 @@ from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.files import folder_to_write
 from sweeper.plan.planfile import Plan
-from sweeper.run import ceilings
 from sweeper.run.search import (
     SearchParams,
     climb_moves,
@@ -307,8 +307,9 @@ class Runner:
         row = rounded(row)  # the figures the run decides on are the ones its log holds
         if tag and row["role"] == "candidate":
             row.update(tag)
-        row.setdefault("run_id", self.manifest["run_id"])
-        row.setdefault("gpu", self.manifest["gpu"])
+        # the run's own record, whoever answered the cell (a replay answers with another run's)
+        row["run_id"] = self.manifest["run_id"]
+        row["gpu"] = self.manifest["gpu"]
         row.setdefault("pattern", self.cfg.pattern)
         row["phase"] = phase
         key = row_key(row)
@@ -677,7 +678,8 @@ class Runner:
         )
         trials, _ = read_trials(self.run_dir)
         write_results(self.run_dir, trials_to_frame(trials))
-        write_manifest(self.run_dir, self.manifest)
+        # the last write: the manifest records its trial and pruned logs and itself
+        write_manifest(self.run_dir, self.manifest, finished=True)
 
 
 def start(

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
+from sweeper.analyze.ceilings import CEILING_MARGIN
 from sweeper.analyze.store import load_manifest, load_run, read_trials
 from sweeper.plan.gpus import detect, spec_for_device
 from sweeper.plan.planfile import make_plan
-from sweeper.run.ceilings import CEILING_MARGIN
 from sweeper.run.executor import GpuExecutor
 from sweeper.run.runner import RunConfig, start
 from sweeper.stats import Stopping

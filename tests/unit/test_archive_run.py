@@ -29,6 +29,7 @@ def v1_run(tmp_path) -> Path:
     m = load_manifest(src)
     raw = json.loads((src / "manifest.json").read_text())
     raw["schema_version"], raw["pruned"] = 1, m["pruned"]
+    del raw["records"]  # a version 1 manifest predates them
     (run / "manifest.json").write_text(json.dumps(raw, indent=1) + "\n")
     with lzma.open(src / "trials.jsonl.xz", "rt") as f:
         (run / "trials.jsonl").write_text("".join(next(f) for _ in range(50)))
@@ -45,15 +46,19 @@ def test_a_version_1_folder_is_archived_at_the_current_version_and_reads_the_sam
         "pruned.jsonl.xz",
         "trials.jsonl.xz",
     ]
-    assert load_manifest(v1_run) == before and len(before["pruned"]) == 7937
-    assert read_trials(v1_run)[0] == trials
+    after = load_manifest(v1_run)
+    assert {k: v for k, v in after.items() if k != "records"} == before
+    assert len(before["pruned"]) == 7937
+    assert read_trials(v1_run, after)[0] == trials  # the log the manifest now records
     now = json.loads((v1_run / "manifest.json").read_text())
     assert now["schema_version"] == 2 and now["pruned"] == "pruned.jsonl"
-    assert {k: v for k, v in now.items() if k not in ("schema_version", "pruned")} == {
+    assert now["records"]["trials.jsonl"]["count"] == 50
+    assert now["records"]["pruned.jsonl"]["count"] == 7937
+    assert {k: v for k, v in now.items() if k not in ("schema_version", "pruned", "records")} == {
         k: v for k, v in raw.items() if k not in ("schema_version", "pruned")
     }
     assert ar.main([str(v1_run)]) == 0  # a second time finds nothing to do
-    assert load_manifest(v1_run) == before
+    assert load_manifest(v1_run) == after
 
 
 def test_a_folder_whose_manifest_does_not_load_is_left_as_it_is(v1_run, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The physical-limit check (sweeper.run.ceilings) on synthetic rows: each ceiling, the margin's
+"""The physical-limit check (sweeper.analyze.ceilings) on synthetic rows: each ceiling, the margin's
 edge, a missing DRAM peak, a missing L2-resident ceiling."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sweeper.run.ceilings import (
+from sweeper.analyze.ceilings import (
     ABOVE_CEILING,
     CEILING_MARGIN,
     COPY,

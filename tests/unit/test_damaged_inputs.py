@@ -41,7 +41,9 @@ def base(tmp_path_factory) -> Path:
     """hot-7 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
     (dtypes, pruned, climb, timing), the selection and policy that `sweeper select` and
     `sweeper policy build` make from them, and the shipped PNGs (the plot case checks that
-    they are kept). The whole run has 51020 cells; its fp32 part has 15514."""
+    they are kept). The whole run has 51020 cells; its fp32 part has 15514. Its manifest has
+    no records of its files (write_manifest of a run not finished leaves them out): a run
+    folder of before they were recorded, whose trials are checked line by line."""
     root = tmp_path_factory.mktemp("base") / "results"
     run = root / "h200" / "hot-7"
     (run / "plots").mkdir(parents=True)
@@ -374,6 +376,12 @@ def _rewrite_log(path: Path, fn) -> None:
     path.write_bytes(lzma.compress(fn(lzma.decompress(path.read_bytes())), preset=0))
 
 
+def _unrecord(run: Path) -> None:
+    """Remove the manifest's records of its files: the run folder as one written before
+    manifests recorded them, whose logs are checked line by line alone."""
+    edit_json(run / "manifest.json", lambda d: d.pop("records"))
+
+
 # -- bytes that are not UTF-8 ------------------------------------------------------------------
 
 NOT_UTF8 = {
@@ -399,6 +407,7 @@ def test_bytes_that_are_not_utf8_are_refused_in_one_line(shipped, tmp_path, run_
     path = run / name
     if name.endswith(".xz"):
         _rewrite_log(path, lambda b: _with_bad_byte(b, b'"config":"'))
+        _unrecord(run)
     else:
         path.write_bytes(
             _with_bad_byte(path.read_bytes(), b'"' if name != "selection.csv" else b",")
@@ -618,6 +627,7 @@ def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
         return "".join(lines).encode()
 
     _rewrite_log(log, edit)
+    _unrecord(run)
     line = one_line(["select", run], tmp_path, log)
     assert f"field '{field}': expected " in line
 
@@ -642,3 +652,262 @@ def test_a_resume_refuses_an_unreadable_trial_log_before_repairing_it(tmp_path, 
         e.value
     )
     assert hashes(tmp_path) == before
+
+
+# ---- every record checked against its run ---------------------------------------------------
+#
+# The trial log and the manifest of a copy of a shipped run, changed after the run: each is
+# refused in one line naming the file, before anything is written (policy build would replace
+# policy.json). The trial-level probes change a record of the fp32 cut (`run`) as a run could
+# have written it, and are refused by the validation of the trial on read.
+
+
+def _trial_lines(path: Path) -> list[str]:
+    return lzma.decompress(path.read_bytes()).decode().splitlines(keepends=True)
+
+
+def _log_of_half(data: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[: len(lines) // 2])
+
+
+def _log_cut_mid_line(data: bytes) -> bytes:
+    return data[: len(data) * 3 // 7]  # at a byte inside a line, as a killed copy leaves it
+
+
+def _log_emptied(data: bytes) -> bytes:
+    return b""
+
+
+def _log_one_trial_less(data: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[:100] + lines[101:])
+
+
+TRUNCATIONS = {
+    "cut to its first half": _log_of_half,
+    "cut at a byte inside a line": _log_cut_mid_line,
+    "emptied": _log_emptied,
+    "one trial removed": _log_one_trial_less,
+}
+
+
+@pytest.mark.parametrize("cut", list(TRUNCATIONS))
+def test_a_trial_log_cut_short_in_a_complete_run_is_refused(shipped, tmp_path, cut):
+    run = _copy(shipped, tmp_path, "hot-7")
+    log = run / "trials.jsonl.xz"
+    _rewrite_log(log, TRUNCATIONS[cut])
+    line = one_line(["policy", "build", run], tmp_path, log)
+    assert "field 'records.trials.jsonl'" in line
+    assert line.endswith("restore the file")
+
+
+def test_a_complete_run_without_its_trial_log_is_refused(shipped, tmp_path):
+    run = _copy(shipped, tmp_path, "cold-6")
+    (run / "trials.jsonl.xz").unlink()
+    line = one_line(["policy", "build", run], tmp_path, run / "manifest.json")
+    assert "field 'records.trials.jsonl': " in line
+    assert "which is not in the run folder" in line
+
+
+@pytest.mark.parametrize("cut", ["cut to its first half", "one trial removed"])
+def test_a_partial_trials_jsonl_beside_the_full_archive_is_refused(shipped, tmp_path, cut):
+    run = _copy(shipped, tmp_path, "aw-4")
+    partial = run / "trials.jsonl"
+    partial.write_bytes(TRUNCATIONS[cut](lzma.decompress((run / "trials.jsonl.xz").read_bytes())))
+    line = one_line(["select", run], tmp_path, partial)
+    assert "field 'records.trials.jsonl'" in line
+
+
+def test_an_unpacked_trial_log_beside_its_archive_is_read(shipped, tmp_path):
+    """The same log in both forms (unxz -k) is the run's: nothing to refuse."""
+    run = _copy(shipped, tmp_path, "aw-4")
+    (run / "trials.jsonl").write_bytes(lzma.decompress((run / "trials.jsonl.xz").read_bytes()))
+    assert read_trials(run)[0]
+    load_manifest(run)
+
+
+def test_a_pruned_log_cut_short_is_refused(shipped, tmp_path):
+    run = _copy(shipped, tmp_path, "hot-7")
+    log = run / "pruned.jsonl.xz"
+    _rewrite_log(log, _log_of_half)
+    line = one_line(["select", run], tmp_path, log)
+    assert "field 'records.pruned.jsonl'" in line
+
+
+MANIFEST_EDITS = {
+    "gpu": lambda d: d.__setitem__("gpu", "4090"),
+    "run_id": lambda d: d.__setitem__("run_id", "hot-8"),
+    "baseline": lambda d: d.__setitem__("baseline", "cupy"),
+    "plan.plan_hash": lambda d: d["plan"].__setitem__("plan_hash", "000000000000"),
+    "plan.resolution": lambda d: d["plan"].__setitem__("resolution", 1),
+    "modes": lambda d: d.__setitem__("modes", ["hot", "cold"]),
+    "dtypes": lambda d: d.__setitem__("dtypes", ["fp32"]),
+    "status": lambda d: d.pop("status"),
+    "device.sm_count": lambda d: d["device"].__setitem__("sm_count", 114),
+}
+
+
+@pytest.mark.parametrize("field", list(MANIFEST_EDITS))
+def test_a_manifest_edited_after_its_run_is_refused(shipped, tmp_path, monkeypatch, field):
+    """Not even where the plan file the manifest names is not at hand (run from elsewhere)."""
+    run = _copy(shipped, tmp_path, "hot-7")
+    manifest = run / "manifest.json"
+    edit_json(manifest, MANIFEST_EDITS[field])
+    monkeypatch.chdir(tmp_path)
+    line = one_line(["policy", "build", run], tmp_path, manifest)
+    assert "field 'records.manifest.json'" in line
+    assert "restore the run's manifest" in line
+
+
+def test_a_manifest_rewritten_with_other_whitespace_is_read(shipped, tmp_path):
+    """The record is of the manifest's contents, not of its layout."""
+    run = _copy(shipped, tmp_path, "hot-7")
+    manifest = run / "manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=4))
+    assert load_manifest(run)["run_id"] == "hot-7"
+
+
+def test_a_coarser_resolution_than_the_plans_is_refused_before_writing(shipped, tmp_path):
+    run = _copy(shipped, tmp_path, "hot-7")
+    line = one_line(["policy", "build", run, "--resolution", "1"], tmp_path, "--resolution 1")
+    assert "the run's plan has resolution 32" in line
+
+
+# -- the policy of a run names that run's GPU ---------------------------------------------------
+
+
+def _other_gpu(doc):
+    doc["provenance"]["gpu"] = "4090"
+
+
+def _other_cc(doc):
+    doc["cc"] = [8, 9]
+
+
+def _other_device(doc):
+    doc["provenance"]["device"]["name"] = "NVIDIA GeForce RTX 4090"
+    doc["provenance"]["device"]["sm_count"] = 128
+
+
+GPU_CLAIMS = {
+    "provenance.gpu": _other_gpu,
+    "cc": _other_cc,
+    "provenance.device": _other_device,
+}
+
+
+@pytest.mark.parametrize("field", list(GPU_CLAIMS))
+@pytest.mark.parametrize("command", ["export", "show"])
+def test_a_policy_that_claims_another_gpu_is_refused(run, tmp_path, field, command):
+    policy = run / "policy.json"
+    edit_json(policy, GPU_CLAIMS[field])
+    out = tmp_path / "out" / "relu_policy.cuh"
+    args = ["export", policy, "-o", out] if command == "export" else ["policy", "show", policy]
+    line = one_line(args, tmp_path, policy)
+    assert f"field '{field}': " in line
+    assert "is not the run's" in line
+    assert not out.parent.exists()
+
+
+# -- trial records a run could not have measured -------------------------------------------------
+
+
+def _edit_trial(run: Path, pick, change) -> int:
+    """Apply `change` to the first trial line `pick` accepts (its dict); return its line."""
+    log = run / "trials.jsonl.xz"
+    lines = _trial_lines(log)
+    k = next(i for i, line in enumerate(lines) if pick(json.loads(line)))
+    doc = json.loads(lines[k])
+    change(doc)
+    lines[k] = json.dumps(doc, separators=(",", ":")) + "\n"
+    log.write_bytes(lzma.compress("".join(lines).encode(), preset=0))
+    return k + 1
+
+
+def _candidate(doc) -> bool:
+    return doc["role"] == "candidate" and doc["status"] == "ok"
+
+
+def _set(field, value):
+    return lambda d: d.__setitem__(field, value)
+
+
+def _at_rate(gbps):
+    """A rate with a time that agrees with it (bytes / time), as a timer would report it."""
+
+    def change(d):
+        d["gbps"] = gbps
+        d["time_us"] = d["ws_bytes"] / gbps / 1e3
+
+    return change
+
+
+def _another_run(d):
+    d["run_id"] = "hot-6"
+
+
+def _another_mode(d):
+    d["mode"] = "cold"
+    d["cell_key"] = d["cell_key"].replace("hot|", "cold|", 1)
+
+
+def _ratio_lo_above_hi(d):
+    d["ratio_lo"], d["ratio_hi"] = d["ratio_hi"] * 1.5, d["ratio_lo"]
+
+
+def _time_lo_above_hi(d):
+    d["time_lo_us"], d["time_hi_us"] = d["time_hi_us"] * 2, d["time_lo_us"]
+
+
+def _no_grid_config(d):
+    d["config"] = d["config"].replace("v16-", "v32-", 1).replace("v8-", "v32-", 1)
+    d["variant_id"] = f"{d['dtype']}-{d['config']}-{d['variant_id'][-8:]}"
+
+
+def _block_not_the_names(d):
+    d["block"] = 1024 if d["block"] != 1024 else 128
+
+
+def _hint_not_the_names(d):
+    d["store_hint"] = "default" if d["store_hint"] != "default" else "cs"
+
+
+IMPOSSIBLE = {
+    # change -> the field the refusal names
+    "gbps 1e12": (_set("gbps", 1e12), "gbps"),
+    "gbps NaN": (_set("gbps", float("nan")), "gbps"),
+    "gbps inf": (_set("gbps", float("inf")), "gbps"),
+    "gbps -inf": (_set("gbps", float("-inf")), "gbps"),
+    "gbps 0": (_set("gbps", 0.0), "gbps"),
+    "gbps negative": (_set("gbps", -1070.5), "gbps"),
+    "time_us NaN": (_set("time_us", float("nan")), "time_us"),
+    "time_us 0": (_set("time_us", 0.0), "time_us"),
+    "ratio inf": (_set("ratio", float("inf")), "ratio"),
+    "ratio negative": (_set("ratio", -0.9), "ratio"),
+    "above the L2 ceiling": (_at_rate(20_000.0), "gbps"),
+    "ratio_lo > ratio_hi": (_ratio_lo_above_hi, "ratio_lo"),
+    "time_lo_us > time_hi_us": (_time_lo_above_hi, "time_lo_us"),
+    "n_samples 0": (_set("n_samples", 0), "n_samples"),
+    "a config no grid has": (_no_grid_config, "config"),
+    "block not the name's": (_block_not_the_names, "block"),
+    "store_hint not the name's": (_hint_not_the_names, "store_hint"),
+    "another run's trial": (_another_run, "run_id"),
+    "another mode's trial": (_another_mode, "mode"),
+}
+
+
+@pytest.mark.parametrize("case", list(IMPOSSIBLE))
+def test_a_trial_a_run_could_not_have_measured_is_refused(run, tmp_path, case):
+    change, field = IMPOSSIBLE[case]
+    k = _edit_trial(run, _candidate, change)
+    log = run / "trials.jsonl.xz"
+    line = one_line(["policy", "build", run], tmp_path, f"{log}:{k}")
+    assert f"field '{field}': " in line
+
+
+def test_a_baseline_faster_than_the_l2_ceiling_is_refused(run, tmp_path):
+    k = _edit_trial(run, lambda d: d["role"] == "baseline", _at_rate(50_000.0))
+    line = one_line(["select", run], tmp_path, f"{run / 'trials.jsonl.xz'}:{k}")
+    assert "field 'gbps': " in line
+    assert "L2-resident ceiling" in line

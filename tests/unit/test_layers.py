@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "sweeper.analyze",
             "sweeper.analyze.bands",
+            "sweeper.analyze.ceilings",
             "sweeper.analyze.cliff",
             "sweeper.analyze.columns",
             "sweeper.analyze.gpuwork",
@@ -90,7 +91,6 @@ LAYERS: list[tuple[str, list[str]]] = [
         "run",
         [
             "sweeper.run",
-            "sweeper.run.ceilings",
             "sweeper.run.clocks",
             "sweeper.run.dispatch",
             "sweeper.run.executor",

@@ -211,12 +211,14 @@ def test_check_output_refuses_every_record_name_anywhere(tmp_path, name):
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    """A replay source made from hot-7: its manifest, its pruned log and its first
-    REPLAY_CELLS trials."""
+    """A replay source made from hot-7: its manifest (without the records of hot-7's logs,
+    which these are not), its pruned log and its first REPLAY_CELLS trials."""
     run = tmp_path_factory.mktemp("source") / "hot-7"
     run.mkdir()
-    for name in ("manifest.json", "pruned.jsonl.xz"):
-        shutil.copy2(SHIPPED / "hot-7" / name, run / name)
+    shutil.copy2(SHIPPED / "hot-7" / "pruned.jsonl.xz", run / "pruned.jsonl.xz")
+    manifest = json.loads((SHIPPED / "hot-7" / "manifest.json").read_text())
+    manifest.pop("records")
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     with lzma.open(SHIPPED / "hot-7" / "trials.jsonl.xz", "rt") as f:
         lines = [next(f) for _ in range(REPLAY_CELLS)]
     (run / "trials.jsonl").write_text("".join(lines))

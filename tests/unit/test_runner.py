@@ -25,6 +25,12 @@ L2 = lookup("h200").l2_bytes
 CROSS = 0.9 * L2  # where "keep" stops winning and "stream" starts
 
 
+def unrecorded(manifest: dict) -> dict:
+    """A manifest as a run wrote it before manifests recorded their files (no "records"):
+    what these tests edit to stand for a run of an earlier version."""
+    return {k: v for k, v in manifest.items() if k != "records"}
+
+
 def keep(ws, l2):  # fast while the data fits comfortably in L2, DRAM-bound after
     return 9000.0 if ws < CROSS else 3600.0
 
@@ -169,7 +175,7 @@ def test_interrupted_run_resumes_without_repeating_or_losing_cells(plan, tmp_pat
     stages = [k for k in m1["timing"] if k.endswith("_s") and k != "total_s"]
     assert stages
     m1["timing"] = {**m1["timing"], **{k: 1000.0 for k in stages}}
-    (run_dir / "manifest.json").write_text(json.dumps(m1))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m1)))
     ex2 = model()
     start(cfg(plan, tmp_path), ex2, resume=run_dir)
     timing = load_manifest(run_dir)["timing"]
@@ -218,7 +224,7 @@ def test_resume_refuses_a_hot_run_warmed_up_otherwise(plan, tmp_path):
     assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
     m = load_manifest(run_dir)
     m["harness"] = {"hot_warm_calls": WARM_RULE}
-    (run_dir / "manifest.json").write_text(json.dumps(m))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     start(cfg(plan, tmp_path), warmed, resume=run_dir)
     assert load_manifest(run_dir)["status"] == "complete"
 
@@ -242,7 +248,7 @@ def test_resume_refuses_a_run_whose_halves_ordered_the_sides_otherwise(plan, tmp
     assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
     m = load_manifest(run_dir)
     m["harness"] = {"halves_first_side": list(HALVES_FIRST)}
-    (run_dir / "manifest.json").write_text(json.dumps(m))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     start(cfg(plan, tmp_path), alt, resume=run_dir)
     assert load_manifest(run_dir)["status"] == "complete"
 
@@ -292,7 +298,7 @@ def test_resume_refuses_a_grid_whose_configs_changed(plan, tmp_path):
     assert load_manifest(run_dir)["status"] == "interrupted"  # refused before anything ran
     m = load_manifest(run_dir)
     del m["grid_hash"]
-    (run_dir / "manifest.json").write_text(json.dumps(m))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     start(cfg(plan, tmp_path), grown, resume=run_dir)
     assert load_manifest(run_dir)["status"] == "complete"
 
@@ -311,7 +317,7 @@ def test_a_run_recorded_without_its_grids_fingerprint_resumes_with_the_seed_it_s
     assert any(t["phase"] == "sweep" for t in trials)  # stopped in the sweep
     m = load_manifest(run_dir)
     del m["grid_hash"]
-    (run_dir / "manifest.json").write_text(json.dumps(m))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     grown = ModelExecutor({**CURVES, "new": stream}, l2_bytes=L2,
                           baseline=baseline, copy=copy, fail={"bad": "mismatch"})  # fmt: skip
     start(cfg(plan, tmp_path), grown, resume=run_dir)
@@ -424,9 +430,9 @@ def test_a_manifest_of_version_1_holding_its_pruned_list_reads_the_same(complete
     want = load_manifest(run_dir)
     m = json.loads((run_dir / "manifest.json").read_text())
     m["schema_version"], m["pruned"] = 1, want["pruned"]
-    (run_dir / "manifest.json").write_text(json.dumps(m, indent=1))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m), indent=1))
     (run_dir / "pruned.jsonl").unlink()
-    assert load_manifest(run_dir) == want
+    assert load_manifest(run_dir) == unrecorded(want)
     assert load_run(run_dir).manifest["pruned"] == want["pruned"]
 
 
@@ -449,6 +455,8 @@ def test_a_damaged_pruned_list_is_refused_by_file_and_line(complete, tmp_path, d
     from sweeper.errors import SchemaError
 
     run_dir = _copy_run(complete[0], tmp_path)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     path = run_dir / "pruned.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     docs = [json.loads(line) for line in lines]
@@ -457,7 +465,7 @@ def test_a_damaged_pruned_list_is_refused_by_file_and_line(complete, tmp_path, d
     elif damage == "renamed":
         m = json.loads((run_dir / "manifest.json").read_text())
         m["pruned"] = "other.jsonl"
-        (run_dir / "manifest.json").write_text(json.dumps(m))
+        (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
     elif damage == "cut":
         path.write_text(lines[0] + lines[1][:-10])
     elif damage == "not json":
@@ -775,7 +783,7 @@ def test_a_run_without_hot_mode_measures_the_ceiling_in_hot_mode(plan, tmp_path)
     assert {t["mode"] for t in read_trials(run_dir)[0]} == {"cold"}  # no hot cell recorded
 
 
-# ---- the physical-limit check (sweeper.run.ceilings) ----------------------------------------
+# ---- the physical-limit check (sweeper.analyze.ceilings) ----------------------------------------
 
 
 def cheat(ws, l2):
@@ -800,9 +808,9 @@ def cheat_model(**kw) -> ModelExecutor:
 
 
 def test_an_impossible_throughput_is_refused_in_every_mode_and_never_selected(plan, tmp_path):
+    from sweeper.analyze.ceilings import CEILING_MARGIN, COPY, COPY_FROM_X_L2, L2_RESIDENT
     from sweeper.analyze.policy import build_policy
     from sweeper.analyze.select import select
-    from sweeper.run.ceilings import CEILING_MARGIN, COPY, COPY_FROM_X_L2, L2_RESIDENT
 
     run_dir = start(cfg(plan, tmp_path, full=True, modes=("hot", "cold")), cheat_model())
     data = load_run(run_dir)
@@ -858,7 +866,7 @@ def test_a_resumed_run_keeps_recorded_statuses_and_checks_new_cells(plan, tmp_pa
     m = load_manifest(run_dir)
     del m["harness"]["ceiling_check"]
     m["guards"] = []
-    (run_dir / "manifest.json").write_text(json.dumps(m))
+    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
 
     start(cfg(plan, tmp_path, full=True), cheat_model(), resume=run_dir)
     trials = {t["cell_key"]: t for t in read_trials(run_dir)[0]}
@@ -987,3 +995,38 @@ def test_a_trials_figures_are_recorded_to_seven_digits_and_decided_on_as_recorde
         "b": 0.0001234568,
         "c": "x",
     }
+
+
+def test_a_finished_run_records_its_logs_and_a_resume_drops_the_record(plan, tmp_path):
+    """The manifest's last write records the trial and pruned logs as they are (line count,
+    sha256) and its own other fields; a resumed run appends to its logs, so its manifest
+    holds no record until it finishes again."""
+    import hashlib
+
+    from sweeper.analyze.store import manifest_sha256
+
+    with pytest.raises(KeyboardInterrupt):
+        start(cfg(plan, tmp_path), model(interrupt_after=10))
+    run_dir = tmp_path / "h200" / "r1"
+    interrupted = json.loads((run_dir / "manifest.json").read_text())
+    log = (run_dir / "trials.jsonl").read_bytes()
+    assert interrupted["records"]["trials.jsonl"] == {
+        "count": log.count(b"\n"),
+        "sha256": hashlib.sha256(log).hexdigest(),
+    }
+    start(cfg(plan, tmp_path), model(), resume=run_dir)
+    done = json.loads((run_dir / "manifest.json").read_text())
+    log = (run_dir / "trials.jsonl").read_bytes()
+    pruned = (run_dir / "pruned.jsonl").read_bytes()
+    assert list(done)[-1] == "records"
+    assert done["records"] == {
+        "trials.jsonl": {"count": log.count(b"\n"), "sha256": hashlib.sha256(log).hexdigest()},
+        "pruned.jsonl": {
+            "count": pruned.count(b"\n"),
+            "sha256": hashlib.sha256(pruned).hexdigest(),
+        },
+        "manifest.json": {"sha256": manifest_sha256(done)},
+    }
+    assert (
+        done["records"]["trials.jsonl"]["count"] > interrupted["records"]["trials.jsonl"]["count"]
+    )
