@@ -94,9 +94,8 @@ def validate_manifest(doc: dict) -> None:
         if m not in MODES:
             raise FieldError("modes", f"unknown mode {m!r} (known: {', '.join(MODES)})")
     harness = doc.get("harness") or {}
-    if (
-        "ceiling_check" in harness
-    ):  # the physical-limit check's parameters (sweeper.analyze.ceilings)
+    # the physical-limit check's parameters (sweeper.analyze.ceilings)
+    if "ceiling_check" in harness:
         check = require(harness, "ceiling_check", dict, "harness.")
         for f in ("margin", "copy_from_x_l2"):
             v = require(check, f, (int, float), "harness.ceiling_check.")
@@ -351,8 +350,8 @@ def _finite_positive(doc: dict, f: str) -> Any:
 
 def _check_measured(doc: dict) -> None:
     """A cell measured ok has a finite positive time and rate, which agree (GB/s = working set
-    bytes / time) where it has both, confidence intervals low <= high, a finite positive ratio to the baseline
-    and at least one sample."""
+    bytes / time) where it has both, confidence intervals low <= high, a finite positive ratio
+    to the baseline and at least one sample."""
     for f in ("time_us", "gbps", "time_lo_us", "time_hi_us", "base_time_us", "ratio"):
         if doc.get(f) is not None:
             _finite_positive(doc, f)

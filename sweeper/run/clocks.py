@@ -5,8 +5,8 @@ slowed down in the middle of would bias every cell in it, so around each launch 
 
     token = mon.begin()           # before the launch
     res = mon.end(token)          # after the launch has completed, or, off the host's path:
-    fut = mon.end_after(token, wait)   # a worker thread runs wait() (the launch completing),
-    res = fut.result()                 # then end(token)
+    fut = mon.end_after(token, wait, start)  # a worker thread runs wait() (the launch
+    res = fut.result()                       # completing), then end(token)
     if res.throttled: ...         # repeat the batch (up to twice), then keep it and mark it
     mon.note(res, kept=...)       # count it
     mon.summary()                 # -> manifest `timing.clocks`
@@ -37,11 +37,12 @@ counter grew during the batch. Recorded, never disqualifying:
   (`violation_ms.power`) and does not disqualify either; a HW power brake shows as its own
   reason.
 
-A violation counter costs about 1 ms per policy to read on the H200 (three per batch), as much
-host time as building a cell's graphs, so the batched executor reads a batch's end on a worker
-thread (`end_after`) while it builds the next batch: the worker waits for the batch to complete
-(a CUDA event; the wait releases the interpreter) and reads then, so the window still closes
-after the batch; readings run one at a time in the order the batches were launched.
+A violation counter costs about 1 ms per policy to read on the H200 (three per batch; 17.8 s
+of a profiled 235 s fp32 run, lab/h200/executor-cost), so the batched executor reads a batch's
+end on a worker thread (`end_after`) while it builds the next batch: the worker waits for the
+batch to complete (a CUDA event; the wait releases the interpreter) and reads then, so the
+window still closes after the batch; readings run one at a time in the order the batches were
+launched.
 
 The monitor never raises into a run: without pynvml, or when NVML fails at start, it is
 disabled and `summary()` says `{"available": false, "why": ...}`; a failure mid-run disables
