@@ -159,3 +159,33 @@ class Launcher:
         if self._simulator:  # the simulator's kernels index arrays, not addresses
             px, py = x, y
         self._kernel[s.blocks, s.threads, stream](px, py, n, s.nvec, s.ntiles, s.shift)
+
+
+def closest_to_launch(dtype: str, n: int, blocks: int, threads: int) -> tuple[Variant, bool]:
+    """The grid's config closest to a kernel launch of `blocks` x `threads` on `n` elements
+    (a baseline's, read from its captured graph), and whether its own launch for `n` has that
+    very shape (same blocks, same threads).
+
+    The bytes per thread are n x itemsize / (blocks x threads), rounded up to a power of two;
+    the vector is the widest those bytes allow (16 B at most, as a vectorised elementwise
+    kernel loads where the pointers are aligned), unrolled to cover them (at most 8); the
+    block size the grid's closest (in log2) to `threads`; the shape loop-free with 32-bit
+    indices (`flat32`, a grid covering n in one pass), default cache hints. A launch whose
+    grid does not cover n in one pass at 8 vectors per thread is a grid-stride kernel, which
+    the closest loop-free config only approximates (not exact)."""
+    from sweeper_kernels.variants import BLOCKS, UNROLLS, VEC_BYTES
+
+    if n < 1 or blocks < 1 or threads < 1:
+        raise KernelError(f"launch shape {blocks} x {threads} on n={n}: all must be >= 1")
+    per_thread = -(-n * itemsize(dtype) // (blocks * threads))
+    nbytes = 1 << max(0, (per_thread - 1).bit_length())  # the next power of two
+    vec = min(max(VEC_BYTES), max(min(VEC_BYTES), nbytes))
+    unroll = min(max(UNROLLS), max(min(UNROLLS), nbytes // vec))
+    block = min(BLOCKS, key=lambda b: (abs((b.bit_length() - 1) - (threads.bit_length() - 1)), b))
+    v = Variant(dtype=dtype, vec_bytes=vec, unroll=unroll, block=block, grid="flat32")
+    try:
+        ours = launch_shape(v, n, sm_count=1, max_threads_per_sm=2048)
+    except KernelError:  # more slots than 32-bit indices hold: the 64-bit form
+        v = Variant(dtype=dtype, vec_bytes=vec, unroll=unroll, block=block, grid="flat")
+        ours = launch_shape(v, n, sm_count=1, max_threads_per_sm=2048)
+    return v, (ours.blocks, ours.threads) == (blocks, threads)

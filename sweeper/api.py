@@ -295,8 +295,10 @@ def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measur
 
     search = SearchParams()
     replayed = getattr(executor, "manifest", {}).get("search")
-    if replayed:  # a replay climbs with the moves of the run it answers from
-        search = SearchParams(climb_trades=climb_trades(replayed))
+    if replayed:  # a replay searches as the run it answers from did
+        search = SearchParams(climb_trades=climb_trades(replayed),
+                              floor=bool(replayed.get("floor", False)),
+                              confirm=int(replayed.get("confirm", 0)))  # fmt: skip
     quick = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
     return _Measure(
         plan_path=req.plan_path, grid=req.grid, dtypes=req.dtypes, modes=req.modes,

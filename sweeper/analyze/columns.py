@@ -15,7 +15,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "dtype": ("str", "fp32 | fp16 | bf16 | int8"),
     "n": ("int64", "elements"),
     "ws_bytes": ("int64", "working set = input + output bytes = 2 * n * itemsize"),
-    "role": ("str", "candidate | baseline | copy"),
+    "role": ("str", "candidate | confirm (a candidate's second measurement) | baseline | copy"),
     "config": ("str", "dtype-free readable config name; 'torch' / 'copy' for those roles"),
     "variant_id": ("str", "full stable id (dtype, config, kernel-source hash); '' for others"),
     "vec_bytes": ("Int64", "bytes per access (candidates only)"),
@@ -24,7 +24,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "store_hint": ("str", "store cache operator, e.g. 'default', 'cs'"),
     "block": ("Int64", "threads per block"),
     "grid": ("str", "grid shape, e.g. 'stride4' (4 waves/SM, grid-stride) or 'onepass'"),
-    "phase": ("str", "screen | sweep | refine"),
+    "phase": ("str", "screen | sweep | refine | confirm"),
     "status": ("str", "ok | mismatch | guard | above-ceiling | error (above-peak: older files)"),
     "status_detail": ("str", "why, when status != ok"),
     "time_us": ("float64", "median time per call, microseconds"),
@@ -43,14 +43,20 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "batch_cells": ("Int64", "cells in that batch"),
     "sm_mhz": ("Int64", "SM clock (NVML) when the batch ended; empty without NVML"),
     "clock_throttled": ("Int64", "1 where its batch throttled on every repeat and was kept"),
+    # the floor of the search (sweeper.analyze.select, "The floor")
+    "floor": (
+        "Int64",
+        "1 on the rows of the floor config: the grid's closest to the baseline's launch",
+    ),
 }
 # columns a results table written before them lacks: read as empty
-ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled")
+ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled", "floor")
 
 # above-ceiling: above a ceiling of the run (sweeper.analyze.ceilings); above-peak (cold above the
 # DRAM peak) is read from trial files written before that check replaced it
 STATUSES = ("ok", "mismatch", "guard", "above-ceiling", "above-peak", "error")
-ROLES = ("candidate", "baseline", "copy")
+ROLES = ("candidate", "confirm", "baseline", "copy")
+MEASURED = ("candidate", "confirm")  # the roles of a config's cells
 MODES = ("hot", "cold", "after-write")
 
 

@@ -21,6 +21,24 @@ inside the noise, never goes to a config that loses to the baseline when a tied 
    c. 'onepass' grids before grid-stride ones (the grid does not depend on the SM count);
    d. smaller vector width (less alignment required: fewer inputs take the scalar fallback);
    e. block size closest to 256 (the conventional default), then the name (determinism).
+
+The floor and the confirmation round. A run searched with a floor (sweeper.run.search,
+SearchParams.floor) tags the rows of its floor config, the grid's config closest to the
+baseline's own launch shape (`floor` = 1), and measures it at every size; its confirmation
+round times, at every size, the configs tied with the fastest and the floor a second time, in
+another order (role `confirm`). Where a size has both measurements of the floor, the tied set
+of the rule above is replaced by one that must survive the second measurement:
+
+* a config BEATS the floor when its ratio to the baseline over the floor's ratio exceeds
+  1 + the pass-to-pass noise in BOTH measurements (ratios are paired with the baseline cell
+  by cell, so drift between the cells cancels); the noise is the p95 of |second ratio /
+  first ratio - 1| over the run's confirmed cells in the working set's range
+  (TOLERANCE_RANGES_MIB, as verify's tolerance is measured; `pass_noise`);
+* no config beats the floor: the floor alone is acceptable there, whatever the first
+  measurement's ranking (six configs that each tie the baseline inside the noise do not
+  make six bands, and none of them can lose to it where the floor's shape does not);
+* otherwise the acceptable set is the configs that beat the floor and are tied with the
+  best of them by the geometric mean of their two ratios (`tolerance` relative).
 """
 
 from __future__ import annotations
@@ -168,6 +186,126 @@ def tolerance_at(tolerance, ws_bytes: int) -> float:
     return float(tolerance[-1][1])
 
 
+# ---- the floor and the confirmation round (module docstring) --------------------------------
+
+
+def floor_config(results: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(mode, pattern, dtype) -> the floor config its rows are tagged with (`floor` = 1)."""
+    if "floor" not in results:
+        return {}
+    tagged = results[(results["floor"] == 1) & results["role"].isin(("candidate", "confirm"))]
+    out: dict[tuple[str, str, str], str] = {}
+    for key, grp in tagged.groupby(list(GROUP), sort=True):
+        names = sorted(set(grp["config"]))
+        if len(names) != 1:
+            raise SweeperError(
+                f"{'/'.join(map(str, key))}: {len(names)} configs are tagged as the floor "
+                f"({', '.join(names)}); a run has one floor per dtype"
+            )
+        out[tuple(key)] = names[0]  # type: ignore[index]
+    return out
+
+
+def confirmations(results: pd.DataFrame) -> dict[tuple[str, str, str], dict[int, dict]]:
+    """(mode, pattern, dtype) -> {ws_bytes: {config: its confirmation row}} (ok rows)."""
+    conf = results[(results["role"] == "confirm") & (results["status"] == "ok")]
+    conf = conf[conf["ratio"].notna() & (conf["ratio"] > 0)]
+    out: dict[tuple[str, str, str], dict[int, dict]] = {}
+    for r in conf.to_dict("records"):
+        key = (r["mode"], r["pattern"], r["dtype"])
+        out.setdefault(key, {}).setdefault(int(r["ws_bytes"]), {})[r["config"]] = r
+    return out
+
+
+def pass_noise(first: dict[int, dict], second: dict[int, dict]):
+    """The pass-to-pass noise of one (mode, pattern, dtype): per range of working set
+    (TOLERANCE_RANGES_MIB) the p95 of |second ratio / first ratio - 1| over the configs
+    measured twice there, as [(hi_bytes, value), ..., (None, value)] (`tolerance_at` reads
+    it); a range with fewer than TOLERANCE_MIN_SIZES such values takes the p95 over all, and
+    fewer than that in all the default tolerance. first/second: {ws: {config: row}}."""
+    import numpy as np
+
+    devs = [
+        (ws, abs(float(r2["ratio"]) / float(first[ws][c]["ratio"]) - 1.0))
+        for ws, confirmed in second.items()
+        for c, r2 in confirmed.items()
+        if c in first.get(ws, {}) and float(first[ws][c]["ratio"]) > 0
+    ]
+    overall = (
+        float(np.percentile([d for _, d in devs], 95))
+        if len(devs) >= TOLERANCE_MIN_SIZES
+        else DEFAULT_TOLERANCE
+    )
+    out, lo = [], 0
+    for hi_mib in (*TOLERANCE_RANGES_MIB, None):
+        hi = None if hi_mib is None else hi_mib << 20
+        inside = [d for ws, d in devs if ws > lo and (hi is None or ws <= hi)]
+        p95 = float(np.percentile(inside, 95)) if len(inside) >= TOLERANCE_MIN_SIZES else overall
+        out.append((hi, p95))
+        lo = hi or 0
+    return out
+
+
+def confirmed_set(
+    recs: list[dict], confirmed: dict[str, dict], floor: str | None, tolerance: float,
+    noise: float,
+) -> tuple[list[dict], str] | None:  # fmt: skip
+    """The acceptable configs at one size under the floor and the confirmation round (module
+    docstring), best first, and "floor" (nothing beats it) or "confirmed"; None where the
+    size lacks either measurement of the floor (the one-measurement rule applies). `recs`:
+    the first measurement's rows, one per config."""
+    first = {r["config"]: r for r in recs}
+    if floor is None or floor not in first or floor not in confirmed:
+        return None
+    f1, f2 = float(first[floor]["ratio"]), float(confirmed[floor]["ratio"])
+    if not (f1 > 0 and f2 > 0):
+        return None
+    score = {}
+    for c, r2 in confirmed.items():
+        if c == floor or c not in first:
+            continue
+        q1, q2 = float(first[c]["ratio"]) / f1, float(r2["ratio"]) / f2
+        if min(q1, q2) > 1.0 + noise:
+            score[c] = math.sqrt(float(first[c]["ratio"]) * float(r2["ratio"]))
+    if not score:
+        return [first[floor]], "floor"
+    top = max(score.values())
+    tied = sorted(
+        (c for c in score if score[c] >= top * (1.0 - tolerance)), key=lambda c: -score[c]
+    )
+    return [first[c] for c in tied], "confirmed"
+
+
+def _acceptable(recs: list[dict], ws: int, tolerance, confirm: dict) -> tuple[list[dict], str]:
+    """The acceptable configs at one size (recs: one row per config, fastest first) and how
+    they were found: "" (the one-measurement rule), "floor" or "confirmed"."""
+    tol = tolerance_at(tolerance, ws)
+    got = None
+    if confirm:
+        got = confirmed_set(recs, confirm["by_ws"].get(ws, {}), confirm["floor"], tol,
+                            tolerance_at(confirm["noise"], ws))  # fmt: skip
+    return got if got is not None else (tied_set(recs, tol), "")
+
+
+def confirm_context(results: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
+    """Per (mode, pattern, dtype) with a floor and confirmation rows: its floor config, its
+    confirmation rows by size and its pass-to-pass noise."""
+    floors, conf = floor_config(results), confirmations(results)
+    out = {}
+    for key, by_ws in conf.items():
+        if key not in floors:
+            continue
+        first: dict[int, dict] = {}
+        mode, pattern, dtype = key
+        own = ok_candidates(results)
+        own = own[(own["mode"] == mode) & (own["pattern"] == pattern) & (own["dtype"] == dtype)]
+        for ws, cell in own.groupby("ws_bytes", sort=True):
+            recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config")
+            first[int(ws)] = {r["config"]: r for r in recs.to_dict("records")}
+        out[key] = {"floor": floors[key], "by_ws": by_ws, "noise": pass_noise(first, by_ws)}
+    return out
+
+
 def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """One row per (mode, pattern, dtype, size): the chosen config and why.
 
@@ -180,12 +318,13 @@ def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.Da
     check_tolerance(tolerance)
     cands = ok_candidates(results)
     copies = _copy_lookup(results)
+    context = confirm_context(results)
     rows: list[dict] = []
     for key, grp in cands.groupby(list(GROUP), sort=True):
         mode, pattern, dtype = key
         previous: str | None = None
         for ws, cell in grp.groupby("ws_bytes", sort=True):
-            row = _select_cell(cell, previous, tolerance)
+            row = _select_cell(cell, previous, tolerance, context.get(tuple(key)))
             copy = copies.get((mode, pattern, int(ws)), copies.get((mode, "", int(ws))))
             if copy is None:
                 col = cell.loc[cell["config"] == row["config"], "copy_gbps"]
@@ -203,19 +342,25 @@ def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.Da
     return pd.DataFrame(rows, columns=cols)
 
 
-def _select_cell(cell: pd.DataFrame, previous: str | None, tolerance: float) -> dict:
+def _select_cell(
+    cell: pd.DataFrame, previous: str | None, tolerance: float, confirm: dict | None = None
+) -> dict:
     # One row per config (a config measured twice at one size keeps its best-CI row).
     recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config").to_dict("records")
     fastest = recs[0]
-    tied = tied_set(recs, tolerance)
+    tied, how = _acceptable(recs, int(fastest["ws_bytes"]), tolerance, confirm or {})
     names = {r["config"] for r in tied}
-    if previous in names:
+    if how == "floor":
+        chosen, reason = tied[0], "floor: none beats it in both measurements"
+    elif previous in names:
         chosen = next(r for r in tied if r["config"] == previous)
         reason = "fastest" if chosen is fastest else "tie: neighbour"
     else:
         chosen = min(tied, key=simplicity_key)
         reason = "fastest" if chosen is fastest else "tie: simpler"
-    if fastest not in tied:
+    if how == "confirmed":
+        reason += ", confirmed"
+    elif not how and fastest not in tied:
         reason += " (fastest below baseline)"
     others = [r for r in recs if r is not chosen]
     runner = others[0] if others else None
@@ -257,6 +402,7 @@ def fracs_of_best(
     / fastest gbps}: `tied` the acceptable_sets entry, `measured` every config measured at
     that size (what a band that must span two sizes may fall back on, bands.segment)."""
     check_tolerance(tolerance)
+    context = confirm_context(results)
     out: dict[tuple[str, str, str], list[tuple[int, dict[str, float], dict[str, float]]]] = {}
     for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
         seq = []
@@ -268,7 +414,7 @@ def fracs_of_best(
             )
             best = float(recs[0]["gbps"])
             frac = {r["config"]: float(r["gbps"]) / best for r in recs}
-            tied = tied_set(recs, tolerance_at(tolerance, int(ws)))
+            tied, _ = _acceptable(recs, int(ws), tolerance, context.get(tuple(key)) or {})
             seq.append((int(ws), {r["config"]: frac[r["config"]] for r in tied}, frac))
         out[tuple(key)] = seq  # type: ignore[index]
     return out

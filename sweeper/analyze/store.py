@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MODES, ROLES, STATUSES
+from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MEASURED, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
 from sweeper.files import file_bytes, read_text, text_of
 from sweeper.runfolder import (
@@ -415,7 +415,7 @@ def check_trial_in_run(doc: dict, manifest: dict) -> None:
     if isinstance(dtypes, list) and doc["dtype"] not in dtypes:
         raise FieldError("dtype", f"{doc['dtype']!r} is not one of the run's dtypes "
                          f"({', '.join(map(str, dtypes))})")  # fmt: skip
-    if doc["role"] == "candidate" and manifest.get("kernel_source"):  # sweeper's kernels
+    if doc["role"] in MEASURED and manifest.get("kernel_source"):  # sweeper's kernels
         _check_config_name(doc)
 
 
@@ -726,7 +726,7 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
     hashes: dict[tuple[str, str], str] = {}
     for t in trials:
         vid = t.get("variant_id") or ""
-        if t["role"] != "candidate" or not vid.startswith(f"{t['dtype']}-{t['config']}-"):
+        if t["role"] not in MEASURED or not vid.startswith(f"{t['dtype']}-{t['config']}-"):
             continue
         if t["config"].startswith((PREFIX, POLICY_PREFIX)):
             kind = "external" if t["config"].startswith(PREFIX) else "dispatch"

@@ -205,6 +205,50 @@ def selection(
     return out + selection_summary(table, l2_bytes)
 
 
+def floor_section(
+    results: pd.DataFrame, manifest: Mapping[str, Any], sel: pd.DataFrame | None
+) -> list[str]:
+    """The floor of each dtype (how it was found) and the confirmation round: cells timed
+    twice, the pass-to-pass noise per range of working set, and the sizes the floor serves
+    because nothing beat it in both measurements (sweeper.analyze.select, "The floor")."""
+    from sweeper.analyze.select import confirm_context
+
+    floors = manifest.get("floor") or {}
+    if not floors:
+        return []
+    out = ["", "### Floor and confirmation", ""]
+    for dtype in sorted(floors, key=lambda d: _rank(d, DTYPES)):
+        doc = floors[dtype] or {}
+        if not doc.get("config"):
+            out.append(f"- {dtype}: no floor ({doc.get('why', 'none found')}).")
+            continue
+        how = doc.get("source", "")
+        k = (doc.get("launches") or [{}])[0]
+        if k.get("grid"):
+            how += (f": {k['grid'][0]} blocks x {k['block'][0]} threads at n = {doc['n']}"
+                    f" ({'the same launch' if doc.get('exact') else 'the closest, not the same'})")  # fmt: skip
+        out.append(f"- {dtype}: `{doc['config']}` ({how}).")
+    context = confirm_context(results)
+    if not context:
+        return out
+    out += ["", "| mode | dtype | sizes confirmed | cells timed twice | pass-to-pass noise (p95) "
+            "| sizes served by the floor |", "|---|---|---:|---:|---|---:|"]  # fmt: skip
+    for (mode, _, dtype), c in sorted(context.items()):
+        cells = sum(len(v) for v in c["by_ws"].values())
+        noise = ", ".join(
+            f"{'<=' if hi is not None else '>'} {fmt_bytes(hi if hi is not None else prev)}: "
+            f"{100 * v:.2f}%"
+            for (hi, v), prev in zip(c["noise"], [0, *[h for h, _ in c["noise"][:-1]]],
+                                     strict=True)
+        )  # fmt: skip
+        served = "-"
+        if sel is not None and "reason" in sel:
+            part = sel[(sel["mode"] == mode) & (sel["dtype"] == dtype)]
+            served = str(int(part["reason"].astype(str).str.startswith("floor").sum()))
+        out.append(f"| {mode} | {dtype} | {len(c['by_ws'])} | {cells} | {noise} | {served} |")
+    return out
+
+
 # ranges of working set the selection's ratios are summarised over, as multiples of L2
 RANGES = ((0, 1 / 8, "<= L2/8"), (1 / 8, 1 / 2, "L2/8 - L2/2"), (1 / 2, 1, "L2/2 - L2"),
           (1, 4, "L2 - 4 x L2"), (4, math.inf, "> 4 x L2"))  # fmt: skip
@@ -1244,12 +1288,15 @@ def build_report(
         "Summary": [*cliff, *summary(run_dir, manifest, results, f, missing, headline)],
         "Environment": environment(manifest),
         "Plan coverage": coverage(results, manifest),
-        "Selection": selection(
-            results,
-            selection_table,
-            manifest.get("device", {}).get("l2_bytes"),
-            baseline_of(manifest),
-        ),
+        "Selection": [
+            *selection(
+                results,
+                selection_table,
+                manifest.get("device", {}).get("l2_bytes"),
+                baseline_of(manifest),
+            ),
+            *floor_section(results, manifest, selection_table),
+        ],
         "Policy": policy(policy_doc),
         "Project targets": project_targets(manifest, results, f),
         "Targets": targets_section(f),

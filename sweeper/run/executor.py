@@ -46,8 +46,10 @@ from sweeper.run.timers import (
     ExecPool,
     Graph,
     as_graph,
+    capture,
     check,
     cuda_driver,
+    kernel_launches,
 )
 from sweeper.runfolder import EXTERNAL_GRID
 from sweeper.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_rule
@@ -281,6 +283,37 @@ class GpuExecutor:
     def neighbours(self, variant: Any) -> list[Any]:
         """The search's climb moves: every extended-grid variant one axis away."""
         return variant.neighbours()
+
+    def baseline_shape(self, dtype: str, n: int) -> dict:
+        """The floor of a search (sweeper.run.runner): the grid's config closest to the
+        baseline's own launch at n elements. A baseline that is a grid config is its own
+        floor; otherwise one baseline call is captured and its graph's kernel nodes read
+        (grid and block dimensions, the kernel's name): one kernel launch on a 1-D grid maps
+        to `sweeper_kernels.launch.closest_to_launch`. {"config": None, "why": ...} where the
+        baseline has no single launch shape to match (several kernels, a 2-D grid)."""
+        from sweeper_kernels import Variant
+        from sweeper_kernels.launch import closest_to_launch
+
+        if self.torch is None and self.baseline_kernel is None:
+            Variant.parse(f"{dtype}-{self.baseline_name}")  # a grid config by construction
+            return {"config": self.baseline_name, "exact": True,
+                    "source": "the baseline is this config"}  # fmt: skip
+        b = self.buffers(dtype, n)
+        graph = capture(self.baseline_launch(dtype, b, n, "B"), 1, self.bench.stream, self.bench.h)
+        try:
+            launches = kernel_launches(graph)
+        finally:
+            cuda_driver().cuGraphDestroy(graph)
+        doc = {"n": n, "launches": launches, "source": "the baseline's captured launch"}
+        if len(launches) != 1:
+            return {**doc, "config": None,
+                    "why": f"the baseline launches {len(launches)} kernels per call"}  # fmt: skip
+        k = launches[0]
+        if k["grid"][1:] != [1, 1] or k["block"][1:] != [1, 1]:
+            return {**doc, "config": None,
+                    "why": f"the baseline's launch is not 1-D ({k['grid']} x {k['block']})"}  # fmt: skip
+        v, exact = closest_to_launch(dtype, n, k["grid"][0], k["block"][0])
+        return {**doc, "config": v.config, "exact": exact}
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
         """The grid's variants, the users' kernels and the policies' dispatch (for the dtypes

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.analyze.columns import MEASURED
 from sweeper.analyze.store import isna, load_run
 from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import SweeperError
@@ -48,7 +49,11 @@ class ModelExecutor:
     `fail` maps config -> status to report (e.g. "mismatch"), to exercise guard bookkeeping.
     `interrupt_after` raises KeyboardInterrupt after that many candidate cells (resume tests).
     `dram_peak_gbps` is the device's DRAM peak as describe() reports it (None: unknown).
+    `floor` is the config `baseline_shape` names (None: the model has no launch shape). A
+    confirmation cell (`role` "confirm", set by the runner) draws its own noise.
     """
+
+    role = "candidate"
 
     def __init__(
         self,
@@ -63,6 +68,7 @@ class ModelExecutor:
         device_name: str = "Model GPU",
         baseline_name: str = "torch",
         dram_peak_gbps: float | None = None,
+        floor: str | None = None,
     ):
         self.curves = curves
         self.l2 = l2_bytes
@@ -74,6 +80,7 @@ class ModelExecutor:
         self.device_name = device_name
         self.baseline_name = baseline_name
         self.dram_peak_gbps = dram_peak_gbps
+        self.floor = floor
         self.calls: list[tuple] = []
 
     def describe(self) -> dict:
@@ -93,6 +100,11 @@ class ModelExecutor:
 
     def release(self, dtype: str, n: int) -> None:
         pass
+
+    def baseline_shape(self, dtype: str, n: int) -> dict:
+        if self.floor is None:
+            return {"config": None, "why": "the model has no launch shape"}
+        return {"config": self.floor, "exact": True, "source": "the model's"}
 
     def _time(self, curve, ws: int, key: str) -> tuple[float, float, float]:
         t = ws / curve(ws, self.l2) / 1e3 * _noise(key, self.noise)
@@ -137,7 +149,7 @@ class ModelExecutor:
             raise KeyboardInterrupt
         self.calls.append((mode, dtype, n, variant.config))
         ws = 2 * n * ITEMSIZE[dtype]
-        key = f"{mode}|{dtype}|{n}"
+        key = f"{mode}|{dtype}|{n}" + ("|confirm" if self.role == "confirm" else "")
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         t = self._time(self.curves[variant.config], ws, key + "|" + variant.config)
         row = self._row(mode, dtype, n, "candidate", variant.config, t, base_t)
@@ -162,6 +174,7 @@ class ReplayExecutor:
     """
 
     replays = True  # its cells cost nothing to answer again: a failed new run leaves no folder
+    role = "candidate"  # the role `measure` answers: the runner sets "confirm" for its round
 
     def __init__(self, run_dir: str | Path):
         from sweeper_kernels import Variant
@@ -172,7 +185,7 @@ class ReplayExecutor:
         self.rows: dict[tuple, dict] = {}
         current: dict[str, str] = {}  # recorded id -> this checkout's (one parse per id)
         for r in df.to_dict(orient="records"):
-            if r["role"] == "candidate" and (vid := r["variant_id"]):
+            if r["role"] in MEASURED and (vid := r["variant_id"]):
                 if vid not in current:
                     current[vid] = Variant.current_id(vid) or vid
                 r["variant_id"] = current[vid]
@@ -236,6 +249,11 @@ class ReplayExecutor:
             recorded_id=f"{dtype}-{config}-unrecorded",
         )  # fmt: skip
 
+    def baseline_shape(self, dtype: str, n: int) -> dict:
+        """The recorded run's floor of this dtype."""
+        doc = (self.manifest.get("floor") or {}).get(dtype)
+        return doc if doc is not None else {"config": None, "why": "the recorded run has none"}
+
     def neighbours(self, variant: Any) -> list[Any]:
         """A climbing run's one-axis moves (the extended grid's), as recorded variants."""
         if not self.manifest.get("climb"):
@@ -264,4 +282,4 @@ class ReplayExecutor:
         ]
 
     def measure(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
-        return self._get((mode, dtype, n, "candidate", variant.id))
+        return self._get((mode, dtype, n, self.role, variant.id))

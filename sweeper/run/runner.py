@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from sweeper import __version__
 from sweeper.analyze import ceilings
+from sweeper.analyze.columns import MEASURED
 from sweeper.analyze.gpuwork import executor_kind
 from sweeper.analyze.store import (
     TRIALS,
@@ -40,6 +41,7 @@ from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
     climb_moves,
+    confirm_set,
     one_axis,
     policy_sample_points,
     refinement_points,
@@ -63,6 +65,7 @@ from sweeper.units import fmt_bytes
 
 Progress = Callable[[str, int, int], None]  # (description, done, total)
 CLIMB_ROUND = "climb_round"  # a climbed cell's round of the climb (trials only)
+CONFIRM = "confirm"  # the phase (and role) of the confirmation round's cells
 
 
 class Executor(Protocol):
@@ -160,7 +163,7 @@ def resume_key(trial: dict) -> str:
     """A recorded trial's cell key in this checkout's ids (sweeper_kernels.Variant.current_id)."""
     from sweeper_kernels import Variant
 
-    if trial.get("role") == "candidate" and trial.get("variant_id"):
+    if trial.get("role") in MEASURED and trial.get("variant_id"):
         vid = trial["variant_id"]
         return row_key({**trial, "variant_id": Variant.current_id(vid) or vid})
     return trial.get("cell_key") or row_key(trial)
@@ -307,6 +310,11 @@ class Runner:
         row = rounded(row)  # the figures the run decides on are the ones its log holds
         if tag and row["role"] == "candidate":
             row.update(tag)
+        if phase == CONFIRM and row["role"] == "candidate":
+            row["role"] = "confirm"
+        floor = (self.manifest.get("floor") or {}).get(row["dtype"]) or {}
+        if row["role"] in MEASURED and floor.get("config") and row["config"] == floor["config"]:
+            row["floor"] = 1
         # the run's own record, whoever answered the cell (a replay answers with another run's)
         row["run_id"] = self.manifest["run_id"]
         row["gpu"] = self.manifest["gpu"]
@@ -314,7 +322,7 @@ class Runner:
         row["phase"] = phase
         key = row_key(row)
         row["cell_key"] = key
-        if row["role"] == "candidate" and self._ceilings is not None:
+        if row["role"] in MEASURED and self._ceilings is not None:
             copy = self.rows.get(cell_key(row["mode"], row["dtype"], int(row["n"]), "copy", "copy"))
             copy_gbps = copy["gbps"] if copy and copy.get("status") == "ok" else None
             row["status"], row["status_detail"] = ceilings.check(row, self._ceilings, copy_gbps)
@@ -348,24 +356,32 @@ class Runner:
             for row in self.ex.reference(mode, dtype, n):
                 if row_key(row) not in self.rows:
                     self._record(row, phase)
+        role = "confirm" if phase == CONFIRM else "candidate"
         order = list(variants)
-        random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}").shuffle(order)
+        # the confirmation round times its configs in another order than their first cells
+        random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}|{role}").shuffle(order)
         todo = []
         for v in order:
-            if cell_key(mode, dtype, n, "candidate", v.id) in self.rows:
+            if cell_key(mode, dtype, n, role, v.id) in self.rows:
                 self.skipped += 1
                 self._tick(f"{mode} {dtype} {phase}")
             else:
                 todo.append(v)
         many = getattr(self.ex, "measure_many", None)
-        rows = (
-            many(mode, dtype, n, todo)
-            if many is not None
-            else (self.ex.measure(mode, dtype, n, v) for v in todo)
-        )
-        for row in rows:
-            self._record(row, phase, tag)
-            self._tick(f"{mode} {dtype} {phase}")
+        if hasattr(self.ex, "role"):  # an executor answering from a record: which of its cells
+            self.ex.role = role
+        try:
+            rows = (
+                many(mode, dtype, n, todo)
+                if many is not None
+                else (self.ex.measure(mode, dtype, n, v) for v in todo)
+            )
+            for row in rows:
+                self._record(row, phase, tag)
+                self._tick(f"{mode} {dtype} {phase}")
+        finally:
+            if hasattr(self.ex, "role"):
+                self.ex.role = "candidate"
         self.ex.release(dtype, n)
 
     def _refs(self) -> list[tuple[str, str]]:
@@ -494,6 +510,11 @@ class Runner:
             for r in self._rows_for(mode, dtype):
                 if r["role"] == "candidate" and r["config"] not in by_config:
                     by_config[r["config"]] = variant_of(dtype, r["config"])
+        floor = self._floor(dtype, entries) if cfg.search.floor else None
+        if floor is not None and floor not in by_config and variant_of is not None:
+            by_config[floor] = variant_of(dtype, floor)
+        if floor not in by_config:
+            floor = None
         t = time.perf_counter()
         if cfg.full:
             keep = list(by_config)
@@ -503,7 +524,11 @@ class Runner:
                 self._measure_size(mode, dtype, n, variants, "screen")
             self._climb(mode, dtype, set(screen), by_config)
             keep, pruned = survivors(self._screen_rows(mode, dtype, set(screen)), cfg.search)
-            kept_anyway = [c for c in cfg.keep_configs if c in by_config and c not in keep]
+            kept_anyway = [
+                c
+                for c in (*cfg.keep_configs, *([floor] if floor else []))
+                if c in by_config and c not in keep
+            ]
             keep += kept_anyway
             pruned = [p for p in pruned if p["config"] not in kept_anyway]
             self.manifest["pruned"] = [
@@ -519,6 +544,23 @@ class Runner:
         self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
+        confirmed = 0
+
+        def confirm(points: list[int]) -> None:
+            """The confirmation round at these sizes (SearchParams.confirm)."""
+            nonlocal confirmed
+            if not cfg.search.confirm:
+                return
+            tc = time.perf_counter()
+            for n in points:
+                rows = [r for r in self._rows_for(mode, dtype, {n}) if r["config"] in kept]
+                names = confirm_set(rows, floor, cfg.search.confirm, cfg.search.policy_tolerance)
+                self._total += len(names)
+                self._measure_size(mode, dtype, n, [by_config[c] for c in names], CONFIRM)
+                confirmed += len(names)
+            self._add(f"{mode}/{dtype}/confirm_s", time.perf_counter() - tc)
+
+        confirm([e["n"] for e in entries])
         # Each round below decides on the survivors' rows at the sizes decided before it: the
         # planned sizes, then every earlier round's points. A resumed run goes through the
         # rounds from the first, as the run in one go did (the cells an earlier segment
@@ -534,6 +576,7 @@ class Runner:
             self._total += len(points) * len(chosen)
             for n in points:
                 self._measure_size(mode, dtype, n, chosen, "refine")
+            confirm(points)
             decided.update(points)
 
         added = 0
@@ -576,10 +619,33 @@ class Runner:
         # counts of the run's points (every segment's), as the rounds above count them
         self.manifest.setdefault("timing", {})[f"{mode}/{dtype}/refine_points"] = added
         self.manifest["timing"][f"{mode}/{dtype}/bracket_points"] = bracketed
+        if cfg.search.confirm:
+            self.manifest["timing"][f"{mode}/{dtype}/confirm_cells"] = sum(
+                1 for r in self._rows_for(mode, dtype) if r["role"] == "confirm"
+            )
         # where `sweeper policy build` will refuse a boundary: the gap is still open
         opened = [k for k in self.manifest.get("open_brackets", []) if k != f"{mode}/{dtype}"]
         self.manifest["open_brackets"] = opened + ([] if closed else [f"{mode}/{dtype}"])
         write_manifest(self.run_dir, self.manifest)
+
+    def _floor(self, dtype: str, entries: list[dict]) -> str | None:
+        """The dtype's floor config (SearchParams.floor): the manifest's, or found by the
+        executor (`baseline_shape`: the grid's config closest to the baseline's own launch,
+        read at the planned size nearest L2 / 2) and recorded there; None where the executor
+        finds none (the manifest says why)."""
+        floors = self.manifest.setdefault("floor", {})
+        if dtype not in floors:
+            shape_of = getattr(self.ex, "baseline_shape", None)
+            if shape_of is None:
+                doc = {"config": None, "why": "the executor cannot read a launch shape"}
+            else:
+                half = self.cfg.plan.l2_bytes // 2
+                n = min(entries, key=lambda e: abs(e["working_set_bytes"] - half))["n"]
+                doc = shape_of(dtype, n)
+                self.ex.release(dtype, n)
+            floors[dtype] = doc
+            write_manifest(self.run_dir, self.manifest)
+        return floors[dtype].get("config")
 
     def _climb(self, mode: str, dtype: str, screen: set[int], by_config: dict) -> None:
         """From the seed grid's screening rows, measure the neighbours (one-axis moves and,
@@ -800,7 +866,7 @@ def check_same_kernels(trials: list[dict], executor: Executor, cfg: RunConfig) -
         {
             t["variant_id"]
             for t in trials
-            if t.get("role") == "candidate" and t.get("variant_id") and stale_id(t["variant_id"])
+            if t.get("role") in MEASURED and t.get("variant_id") and stale_id(t["variant_id"])
         }
     )
     if stale:

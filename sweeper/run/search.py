@@ -51,6 +51,14 @@ class SearchParams:
     # resolution (sweeper policy refuses those), at the policy's tolerance.
     max_bracket_rounds: int = 12
     policy_tolerance: float = 0.02
+    # The floor (sweeper.analyze.select, "The floor"): the grid's config closest to the
+    # baseline's own launch shape is kept through the screening and measured at every size.
+    floor: bool = True
+    # The confirmation round: at every size, up to `confirm` configs tied with the fastest
+    # (at policy_tolerance, fastest first) and the floor are timed a second time, in another
+    # order, after the size's first measurement; selection trusts a win only where both
+    # measurements show it (sweeper.analyze.select). 0: no confirmation round.
+    confirm: int = 4
 
 
 def search_params(doc: dict) -> SearchParams:
@@ -67,7 +75,8 @@ def search_params(doc: dict) -> SearchParams:
             f"the run's search was recorded with parameters this version does not have "
             f"({', '.join(unknown)}); resume it with the version that started it, or start a new run"
         )
-    return SearchParams(**{**doc, "climb_trades": climb_trades(doc)})
+    # a run recorded before the floor and the confirmation round had neither
+    return SearchParams(**{"floor": False, "confirm": 0, **doc, "climb_trades": climb_trades(doc)})
 
 
 def climb_trades(doc: dict) -> bool:
@@ -120,8 +129,8 @@ def screened_everywhere(
     return {c for c in configs if all(at.get((m, c), set()) >= ns for m, ns in sizes.items())}
 
 
-def _ok(rows: Iterable[dict]) -> list[dict]:
-    return [r for r in rows if r.get("role") == "candidate" and r.get("status") == "ok"]
+def _ok(rows: Iterable[dict], role: str = "candidate") -> list[dict]:
+    return [r for r in rows if r.get("role") == role and r.get("status") == "ok"]
 
 
 def _near_best(group: list[dict], params: SearchParams) -> list[dict]:
@@ -277,6 +286,25 @@ def refinement_points(
 SINGLE_STEP = 64
 
 
+def confirm_set(rows: list[dict], floor: str | None, most: int, tolerance: float) -> list[str]:
+    """The configs the confirmation round times again at one size: up to `most` of those tied
+    with the fastest there (sweeper.analyze.select.tied_set at `tolerance`, fastest first) and
+    the floor, from the size's candidate rows."""
+    from sweeper.analyze.select import tied_set
+
+    recs = sorted(_ok(rows), key=lambda r: (-r["gbps"], r["config"]))
+    best = {}
+    for r in recs:  # one row per config: its fastest
+        best.setdefault(r["config"], r)
+    recs = list(best.values())
+    if not recs:
+        return []
+    names = [r["config"] for r in tied_set(recs, tolerance)][:most]
+    if floor is not None and floor in best and floor not in names:
+        names.append(floor)
+    return names
+
+
 def policy_sample_points(
     rows: list[dict],
     l2_bytes: int,
@@ -314,7 +342,7 @@ def policy_sample_points(
     ok = _ok(rows)
     if not ok:
         return [], []
-    frame = trials_to_frame(ok)
+    frame = trials_to_frame(ok + _ok(rows, "confirm"))
     sets = fracs_of_best(frame, tolerance)
     if floors:
         from sweeper.analyze.policy import keep_floors

@@ -368,6 +368,30 @@ def capture(launch: Launch, calls: int, stream, h):
     return graph
 
 
+def kernel_launches(graph) -> list[dict]:
+    """The kernel launches a graph (not instantiated) holds, child graphs opened, in node
+    order: {"kernel": its name (empty where the driver gives none), "grid": [x, y, z],
+    "block": [x, y, z]}."""
+    cu = cuda_driver()
+    count = check(cu.cuGraphGetNodes(graph, 0))[1]
+    nodes = check(cu.cuGraphGetNodes(graph, count))[0] if count else []
+    types = cu.CUgraphNodeType
+    out: list[dict] = []
+    for node in nodes:
+        kind = check(cu.cuGraphNodeGetType(node))
+        if kind == types.CU_GRAPH_NODE_TYPE_GRAPH:
+            out += kernel_launches(check(cu.cuGraphChildGraphNodeGetGraph(node)))
+        elif kind == types.CU_GRAPH_NODE_TYPE_KERNEL:
+            p = check(cu.cuGraphKernelNodeGetParams(node))
+            err, name = cu.cuFuncGetName(p.func)
+            out.append({
+                "kernel": name.decode(errors="replace")[:200] if not err and name else "",
+                "grid": [int(p.gridDimX), int(p.gridDimY), int(p.gridDimZ)],
+                "block": [int(p.blockDimX), int(p.blockDimY), int(p.blockDimZ)],
+            })  # fmt: skip
+    return out
+
+
 def as_graph(launch: Launch, stream) -> Launch:
     """`launch` captured once as a one-call graph: the same kernel at the cost of a graph
     launch (a few us on the host) instead of a Numba launch. For untimed helpers (the L2

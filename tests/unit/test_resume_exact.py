@@ -19,7 +19,7 @@ from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.plan.planfile import load_plan
 from sweeper.run.replay import ReplayExecutor
 from sweeper.run.runner import CLIMB_ROUND, RunConfig, start
-from sweeper.run.search import SearchParams
+from sweeper.run.search import search_params
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "results" / "h200" / "aw-4"
@@ -67,7 +67,7 @@ def config(root: Path, run_id: str) -> RunConfig:
         plan_path="sweeps/h200.json",
         dtypes=(DTYPE,),
         modes=(MODE,),
-        search=SearchParams(climb_trades=m["search"]["climb_trades"]),
+        search=search_params(m["search"]),
         out_root=str(root),
         run_id=run_id,
     )
