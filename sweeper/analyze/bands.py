@@ -27,6 +27,7 @@ def segment(
     simpler=None,
     measured: Sequence[dict[str, float]] | None = None,
     tolerance: Sequence[float] | None = None,
+    soft: Sequence[bool] | None = None,
 ) -> tuple[list[tuple[int, int, str]], int]:
     """Exact minimal segmentation. Returns ([(i, j, config)] inclusive index ranges, number
     of boundaries whose bracket is wider than max_bracket). acc[k]: config -> frac of best
@@ -43,7 +44,11 @@ def segment(
     neighbour's cell costs 28 at a 2% tolerance, one 3.4% behind costs 1). A size with a gap
     wider than max_bracket beside it is not finely sampled: there a lone winner may be the
     only sample of a real change (the v2 cliff seen at one size), so it keeps its own band
-    and is never a miss, and the wide brackets it brings are reported, never absorbed."""
+    and is never a miss, and the wide brackets it brings are reported, never absorbed.
+
+    `soft[k]` (with `measured`): the size's set holds the floor alone because nothing beat it
+    in two measurements (sweeper.analyze.select, "The floor"). That is no sign of a change,
+    so such a size may join a neighbour's band as a miss beside a wide gap too."""
     m = len(sizes)
     if m == 0:
         return [], 0
@@ -52,6 +57,8 @@ def segment(
     min_len = 2 if measured is not None and m > 1 else 1  # where sampled finely
     if measured is not None and (tolerance is None or len(tolerance) != m):
         raise ValueError("segment: `measured` needs the tolerance at every size")
+    if soft is not None and (measured is None or len(soft) != m):
+        raise ValueError("segment: `soft` needs `measured` and a flag at every size")
     gap = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
     loose = np.array(
         [
@@ -86,7 +93,7 @@ def segment(
         for i in range(j, -1, -1):
             sums += frac[i]
             miss += cost[i]
-            ok &= there[i] & (inside[i] | ~loose[i])
+            ok &= there[i] & (inside[i] | ~loose[i] | (soft is not None and bool(soft[i])))
             if not ok.any():
                 break
             if best[i][0] == math.inf or (j == i and min_len > 1 and not loose[i]):

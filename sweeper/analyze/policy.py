@@ -44,6 +44,7 @@ from sweeper.analyze.bands import misses, segment
 from sweeper.analyze.columns import with_pct_ceiling, with_pct_copy
 from sweeper.analyze.select import (
     DEFAULT_TOLERANCE,
+    floor_sizes,
     fracs_of_best,
     ok_candidates,
     searched,
@@ -133,6 +134,7 @@ def build_policy(
     pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
     picked = results[(results["mode"] == mode) & (results["pattern"] == pattern)]
     sets = fracs_of_best(picked, tolerance)
+    floor_only = floor_sizes(picked, tolerance)
     sets, floored = keep_floors(sets, picked, results, mode, floors, ceiling_gbps)
     table = variants(results)
     simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731
@@ -144,7 +146,9 @@ def build_policy(
         acc = [a for _, a, _ in seq]
         measured = [f for _, _, f in seq]
         tol = [tolerance_at(tolerance, ws) for ws in sizes]
-        bands, wide = segment(sizes, acc, step, simpler, measured=measured, tolerance=tol)
+        soft = floor_only.get((mode, pattern, dtype), set())
+        bands, wide = segment(sizes, acc, step, simpler, measured=measured, tolerance=tol,
+                              soft=[ws in soft for ws in sizes])  # fmt: skip
         if wide:
             bad = [
                 (sizes[i - 1], sizes[i])

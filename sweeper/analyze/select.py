@@ -34,11 +34,13 @@ of the rule above is replaced by one that must survive the second measurement:
   by cell, so drift between the cells cancels); the noise is the p95 of |second ratio /
   first ratio - 1| over the run's confirmed cells in the working set's range
   (TOLERANCE_RANGES_MIB, as verify's tolerance is measured; `pass_noise`);
-* no config beats the floor: the floor alone is acceptable there, whatever the first
-  measurement's ranking (six configs that each tie the baseline inside the noise do not
-  make six bands, and none of them can lose to it where the floor's shape does not);
-* otherwise the acceptable set is the configs that beat the floor and are tied with the
-  best of them by the geometric mean of their two ratios (`tolerance` relative).
+* no config timed twice beats the floor: the floor alone is acceptable there, whatever the
+  first measurement's ranking (six configs that each tie the baseline inside the noise do
+  not make six bands, and none of them can lose to it where the floor's shape does not);
+* otherwise the acceptable set is the one-measurement tied set less every config that is
+  not faster than the floor in each measurement it has: a config tied with a confirmed
+  winner can serve a band over sizes where the round did not time it, never one measured
+  slower than the floor.
 """
 
 from __future__ import annotations
@@ -247,33 +249,34 @@ def pass_noise(first: dict[int, dict], second: dict[int, dict]):
 
 
 def confirmed_set(
-    recs: list[dict], confirmed: dict[str, dict], floor: str | None, tolerance: float,
+    recs: list[dict],
+    confirmed: dict[str, dict],
+    floor: str | None,
+    tolerance: float,
     noise: float,
-) -> tuple[list[dict], str] | None:  # fmt: skip
+) -> tuple[list[dict], str] | None:
     """The acceptable configs at one size under the floor and the confirmation round (module
-    docstring), best first, and "floor" (nothing beats it) or "confirmed"; None where the
+    docstring), fastest first, and "floor" (nothing beats it) or "confirmed"; None where the
     size lacks either measurement of the floor (the one-measurement rule applies). `recs`:
-    the first measurement's rows, one per config."""
+    the first measurement's rows, one per config, fastest first."""
     first = {r["config"]: r for r in recs}
     if floor is None or floor not in first or floor not in confirmed:
         return None
     f1, f2 = float(first[floor]["ratio"]), float(confirmed[floor]["ratio"])
     if not (f1 > 0 and f2 > 0):
         return None
-    score = {}
-    for c, r2 in confirmed.items():
-        if c == floor or c not in first:
-            continue
-        q1, q2 = float(first[c]["ratio"]) / f1, float(r2["ratio"]) / f2
-        if min(q1, q2) > 1.0 + noise:
-            score[c] = math.sqrt(float(first[c]["ratio"]) * float(r2["ratio"]))
-    if not score:
+
+    def ahead(c: str, margin: float) -> bool:
+        """Faster than the floor by more than `margin` in each measurement `c` has."""
+        if c == floor or float(first[c]["ratio"]) / f1 <= 1.0 + margin:
+            return False
+        return c not in confirmed or float(confirmed[c]["ratio"]) / f2 > 1.0 + margin
+
+    if not any(c in confirmed and ahead(c, noise) for c in first):
         return [first[floor]], "floor"
-    top = max(score.values())
-    tied = sorted(
-        (c for c in score if score[c] >= top * (1.0 - tolerance)), key=lambda c: -score[c]
-    )
-    return [first[c] for c in tied], "confirmed"
+    tied = [r for r in tied_set(recs, tolerance) if ahead(r["config"], 0.0)]
+    # the tie is with the fastest config, which need not beat the floor itself
+    return (tied or [first[floor]]), ("confirmed" if tied else "floor")
 
 
 def _acceptable(recs: list[dict], ws: int, tolerance, confirm: dict) -> tuple[list[dict], str]:
@@ -401,9 +404,26 @@ def fracs_of_best(
     """Per (mode, pattern, dtype): sorted [(ws_bytes, tied, measured)], each a {config: gbps
     / fastest gbps}: `tied` the acceptable_sets entry, `measured` every config measured at
     that size (what a band that must span two sizes may fall back on, bands.segment)."""
+    return {k: [(ws, tied, frac) for ws, tied, frac, _ in seq] for k, seq in _sets(
+        results, tolerance).items()}  # fmt: skip
+
+
+def floor_sizes(
+    results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE
+) -> dict[tuple[str, str, str], set[int]]:
+    """Per (mode, pattern, dtype): the sizes (ws_bytes) where the floor alone is acceptable
+    because no config timed twice beat it (module docstring)."""
+    return {
+        k: {ws for ws, _, _, how in seq if how == "floor"}
+        for k, seq in _sets(results, tolerance).items()
+    }
+
+
+def _sets(results: pd.DataFrame, tolerance) -> dict:
+    """fracs_of_best's entries, each with how its tied set was found (_acceptable)."""
     check_tolerance(tolerance)
     context = confirm_context(results)
-    out: dict[tuple[str, str, str], list[tuple[int, dict[str, float], dict[str, float]]]] = {}
+    out: dict = {}
     for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
         seq = []
         for ws, cell in grp.groupby("ws_bytes", sort=True):
@@ -414,8 +434,8 @@ def fracs_of_best(
             )
             best = float(recs[0]["gbps"])
             frac = {r["config"]: float(r["gbps"]) / best for r in recs}
-            tied, _ = _acceptable(recs, int(ws), tolerance, context.get(tuple(key)) or {})
-            seq.append((int(ws), {r["config"]: frac[r["config"]] for r in tied}, frac))
+            tied, how = _acceptable(recs, int(ws), tolerance, context.get(tuple(key)) or {})
+            seq.append((int(ws), {r["config"]: frac[r["config"]] for r in tied}, frac, how))
         out[tuple(key)] = seq  # type: ignore[index]
     return out
 

@@ -336,7 +336,7 @@ def policy_sample_points(
       serves that size too (the band goes).
     """
     from sweeper.analyze.bands import segment
-    from sweeper.analyze.select import fracs_of_best
+    from sweeper.analyze.select import floor_sizes, fracs_of_best
     from sweeper.analyze.store import trials_to_frame
 
     ok = _ok(rows)
@@ -362,9 +362,16 @@ def policy_sample_points(
 
     brackets: set[int | None] = set()
     singles: set[int | None] = set()
-    for seq in sets.values():
+    floor_only = floor_sizes(frame, tolerance)
+    for key, seq in sets.items():
         sizes = [s for s, _, _ in seq]
-        bands, wide = segment(sizes, [a for _, a, _ in seq], step)
+        soft = floor_only.get(key, set())
+        if soft:  # the floor's sizes join a neighbour's band as `sweeper policy build` lets them
+            bands, wide = segment(sizes, [a for _, a, _ in seq], step,
+                                  measured=[f for _, _, f in seq], tolerance=[tolerance] * len(seq),
+                                  soft=[s in soft for s in sizes])  # fmt: skip
+        else:
+            bands, wide = segment(sizes, [a for _, a, _ in seq], step)
         for i, j, _ in bands:
             if wide and i > 0 and sizes[i] - sizes[i - 1] > step * (1 + 1e-12):
                 brackets.add(midpoint(sizes[i - 1], sizes[i]))
