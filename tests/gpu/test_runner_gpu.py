@@ -82,7 +82,10 @@ def test_small_sweep_end_to_end(plan, tmp_path):
     df = data.results
     c = df[df.role == "candidate"]
     assert (c.status == "ok").all(), c[c.status != "ok"][["config", "status_detail"]]
-    assert set(df.role) == {"candidate", "baseline", "copy"}
+    # the confirmation round times the tied configs and the floor again (role "confirm")
+    assert set(df.role) == {"candidate", "confirm", "baseline", "copy"}
+    conf = df[df.role == "confirm"]
+    assert (conf.status == "ok").all() and set(conf.ws_bytes) == set(c.ws_bytes)
     assert set(df["mode"]) == {"hot", "cold"}
     assert (c.ratio > 0).all() and ((c.ratio_lo <= c.ratio) & (c.ratio <= c.ratio_hi)).all()
     # honest cold figures stay below the DRAM peak; the physical-limit check was applied
@@ -114,7 +117,8 @@ def test_interrupted_run_resumes_on_the_gpu(plan, tmp_path):
     assert len(keys) == len(set(keys))
     assert first <= set(keys)
     assert load_manifest(run_dir)["status"] == "complete"
-    assert resumed.count == len([k for k in keys if "|candidate|" in k]) - 10
+    timed = [k for k in keys if "|candidate|" in k or "|confirm|" in k]
+    assert resumed.count == len(timed) - 10
 
 
 @pytest.mark.parametrize("producer", ["sm", "memcpy"])
