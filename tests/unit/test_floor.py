@@ -1,27 +1,18 @@
 """The floor and the confirmation round (sweeper.analyze.select, "The floor"), on the CPU.
 
 The floor's launch-shape match is pure integer maths; the rule is tested on hand-made
-measurements; the runner's part through the real runner with a synthetic GPU
-(sweeper.run.replay.ModelExecutor) and a replay of its run.
+measurements (the runner's part: tests/unit/test_floor_runner.py).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from sweeper_kernels.launch import closest_to_launch
 
 from sweeper.analyze.select import DEFAULT_TOLERANCE, confirmed_set, pass_noise, select
-from sweeper.analyze.store import load_manifest, load_run, read_trials, trials_to_frame
-from sweeper.plan.gpus import lookup
-from sweeper.plan.planfile import make_plan
-from sweeper.run.replay import ModelExecutor, ReplayExecutor
-from sweeper.run.runner import RunConfig, start
-from sweeper.run.search import SearchParams, confirm_set, search_params
-from sweeper.stats import Stopping
-
-L2 = lookup("h200").l2_bytes
-CROSS = 0.9 * L2
-
+from sweeper.analyze.store import trials_to_frame
+from sweeper.run.search import confirm_set
 
 # ---- the floor's launch shape ----------------------------------------------------------------
 
@@ -140,116 +131,130 @@ def test_the_round_times_the_tied_configs_fastest_first_and_the_floor():
     assert confirm_set([], "flr", 4, 0.02) == []
 
 
-# ---- the runner --------------------------------------------------------------------------------
+# ---- the rule's edges --------------------------------------------------------------------------
 
 
-def baseline(ws, l2):
-    return 5000.0 if ws < CROSS else 4300.0
+def test_two_floors_in_one_group_are_refused():
+    from sweeper.analyze.select import floor_config
+    from sweeper.errors import SweeperError
+
+    rows = [_row("a", 1.0, floor=True), _row("b", 1.0, floor=True)]
+    with pytest.raises(SweeperError, match="2 configs are tagged as the floor"):
+        floor_config(trials_to_frame(rows))
 
 
-CURVES = {
-    "flr": baseline,  # the baseline's own shape
-    "big": lambda ws, l2: baseline(ws, l2) * (1.5 if ws < CROSS else 0.8),
-    "tie_a": lambda ws, l2: baseline(ws, l2) * 1.002,
-    "tie_b": lambda ws, l2: baseline(ws, l2) * 0.999,
-    "slow": lambda ws, l2: 1500.0,
-}
+def test_a_floor_is_read_per_group_and_only_from_tagged_rows():
+    from sweeper.analyze.select import floor_config
+
+    rows = [_row("flr", 1.0, floor=True), _row("a", 1.2), _row("flr", 1.0, role="confirm",
+                                                                floor=True)]  # fmt: skip
+    assert floor_config(trials_to_frame(rows)) == {("hot", "preallocated", "fp32"): "flr"}
+    assert floor_config(trials_to_frame([_row("a", 1.2)])) == {}
 
 
-@pytest.fixture(scope="module")
-def plan():
-    return make_plan(lookup("h200"), dtypes=["fp32"])
+def test_a_config_must_beat_the_floor_by_more_than_the_noise_in_each_measurement():
+    first = [_row("a", 1.05), _row("flr", 1.0, floor=True)]
+    conf = {"flr": _row("flr", 1.0, role="confirm"), "a": _row("a", 1.05, role="confirm")}
+    # exactly at 1 + noise is not beyond it
+    assert confirmed_set(first, conf, "flr", 0.02, noise=0.05)[1] == "floor"
+    assert confirmed_set(first, conf, "flr", 0.02, noise=0.0499)[1] == "confirmed"
+    # beyond it in the first measurement alone is not enough
+    conf["a"] = _row("a", 1.049, role="confirm")
+    assert confirmed_set(first, conf, "flr", 0.02, noise=0.0495)[1] == "floor"
 
 
-def _cfg(plan, tmp, run_id="f1", search=None):
-    return RunConfig(plan=plan, plan_path="sweeps/h200.json", dtypes=("fp32",),
-                     stopping=Stopping(), search=search or SearchParams(), out_root=str(tmp),
-                     run_id=run_id)  # fmt: skip
+def test_a_tied_config_slower_than_the_floor_in_either_measurement_is_dropped():
+    # a wins beyond the noise; b is tied with a in the first measurement and timed once; c is
+    # tied too but measured slower than the floor the second time; d is slower the first time
+    first = [_row("a", 1.10), _row("b", 1.095), _row("c", 1.09), _row("flr", 1.0, floor=True)]
+    conf = {"flr": _row("flr", 1.0, role="confirm"), "a": _row("a", 1.1, role="confirm"),
+            "c": _row("c", 0.99, role="confirm")}  # fmt: skip
+    got, how = confirmed_set(first, conf, "flr", 0.02, noise=0.01)
+    assert how == "confirmed" and [r["config"] for r in got] == ["a", "b"]
+    first.append(_row("d", 0.999))
+    got, _ = confirmed_set(first, conf, "flr", 0.2, noise=0.01)
+    assert "d" not in [r["config"] for r in got]
 
 
-def _model(**kw):
-    return ModelExecutor(CURVES, l2_bytes=L2, baseline=baseline, copy=lambda ws, l2: 4800.0,
-                         floor="flr", **kw)  # fmt: skip
+def test_a_floor_without_a_positive_ratio_in_either_measurement_leaves_the_one_measurement_rule():
+    first = [_row("a", 1.1), {**_row("flr", 1.0, floor=True), "ratio": 0.0}]
+    conf = {"flr": _row("flr", 1.0, role="confirm"), "a": _row("a", 1.1, role="confirm")}
+    assert confirmed_set(first, conf, "flr", 0.02, 0.01) is None
+    first = [_row("a", 1.1), _row("flr", 1.0, floor=True)]
+    conf["flr"] = {**conf["flr"], "ratio": 0.0}
+    assert confirmed_set(first, conf, "flr", 0.02, 0.01) is None
 
 
-@pytest.fixture(scope="module")
-def floored(plan, tmp_path_factory):
-    return start(_cfg(plan, tmp_path_factory.mktemp("floor")), _model())
+def test_the_selection_says_how_each_size_was_decided():
+    rows = []
+    for k, ws in enumerate((1 << 24, 1 << 25)):
+        lead = 1.3 if k == 0 else 1.001
+        rows += [_row("a", lead, ws=ws), _row("a", lead, ws=ws, role="confirm")]
+        rows += [_row("flr", 1.0, ws=ws, floor=True),
+                 _row("flr", 1.0, ws=ws, role="confirm", floor=True)]  # fmt: skip
+    sel = select(trials_to_frame(rows)).sort_values("ws_bytes")
+    assert list(sel["reason"]) == [
+        "fastest, confirmed",
+        "floor: none beats it in both measurements",
+    ]
+    assert list(sel["config"]) == ["a", "flr"]
 
 
-def test_the_floor_is_recorded_kept_and_measured_at_every_size(floored):
-    manifest = load_manifest(floored)
-    assert manifest["floor"]["fp32"]["config"] == "flr"
-    assert search_params(manifest["search"]).floor
-    df = load_run(floored).results
-    cand = df[df.role == "candidate"]
-    sizes = set(cand["ws_bytes"])
-    assert set(cand[cand.config == "flr"]["ws_bytes"]) == sizes
-    assert (cand[cand.config == "flr"]["floor"] == 1).all()
-    assert cand[cand.config != "flr"]["floor"].isna().all()
-    assert "flr" not in {p["config"] for p in manifest["pruned"]}
+def test_ten_values_are_enough_for_a_range_of_its_own():
+    first, second = {}, {}
+    for i in range(10):
+        ws = (1 << 20) - 8 * i  # inside (0, 1 MiB], the first at its upper edge
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.01, ws=ws, role="confirm")}
+    for i in range(10):
+        ws = (1 << 30) + 8 * i
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.001, ws=ws, role="confirm")}
+    noise = dict(pass_noise(first, second))
+    assert noise[1 << 20] == pytest.approx(0.01)
+    assert noise[None] == pytest.approx(0.001)
+    # nine values: the p95 over all
+    del first[1 << 20], second[1 << 20]
+    noise = dict(pass_noise(first, second))
+    assert noise[1 << 20] == pytest.approx(float(np.percentile([0.01] * 9 + [0.001] * 10, 95)))
 
 
-def test_every_size_is_confirmed_with_the_floor_in_another_order(floored):
-    trials = read_trials(floored)[0]
-    conf = [t for t in trials if t["role"] == "confirm"]
-    cand = [t for t in trials if t["role"] == "candidate"]
-    assert {t["ws_bytes"] for t in conf} == {t["ws_bytes"] for t in cand}
-    assert all(t["phase"] == "confirm" for t in conf)
-    floor_sizes = {t["ws_bytes"] for t in conf if t["config"] == "flr"}
-    assert floor_sizes == {t["ws_bytes"] for t in cand}
-    manifest = load_manifest(floored)
-    assert manifest["timing"]["hot/fp32/confirm_cells"] == len(conf)
-    # at most `confirm` tied configs and the floor per size
-    per_size = {}
-    for t in conf:
-        per_size[t["ws_bytes"]] = per_size.get(t["ws_bytes"], 0) + 1
-    assert max(per_size.values()) <= SearchParams().confirm + 1
+def test_segment_lets_a_floor_size_join_a_band_beside_a_wide_gap_only_when_soft():
+    from sweeper.analyze.bands import segment
+
+    sizes = [100, 200, 1000, 1100]  # a gap of 800 beside the third size, resolution 150
+    acc = [{"a": 1.0}, {"a": 1.0}, {"flr": 1.0}, {"a": 1.0}]
+    measured = [{"a": 1.0, "flr": 0.99}] * 2 + [{"a": 0.995, "flr": 1.0}, {"a": 1.0, "flr": 0.99}]
+    tol = [0.02] * 4
+    bands, wide = segment(sizes, acc, 150, measured=measured, tolerance=tol)
+    assert wide > 0 and "flr" in [c for *_, c in bands]  # a band of its own: a wide bracket
+    bands, wide = segment(sizes, acc, 150, measured=measured, tolerance=tol,
+                          soft=[False, False, True, False])  # fmt: skip
+    assert wide == 0 and [c for *_, c in bands] == ["a"]
+    with pytest.raises(ValueError, match="soft"):
+        segment(sizes, acc, 150, soft=[False] * 4)
+    with pytest.raises(ValueError, match="soft"):
+        segment(sizes, acc, 150, measured=measured, tolerance=tol, soft=[False])
 
 
-def test_the_policy_takes_the_floor_where_nothing_beats_it(floored):
-    from sweeper.analyze.policy import build_policy
+def test_segments_argument_errors_say_what_is_missing():
+    from sweeper.analyze.bands import segment
 
-    data = load_run(floored)
-    sel = select(data.results)
-    above = sel[sel.ws_bytes > CROSS * 1.05]
-    below = sel[sel.ws_bytes < CROSS * 0.95]
-    assert set(above["config"]) == {"flr"}
-    assert set(below["config"]) == {"big"}
-    bands = build_policy(data.results, data.manifest)["dtypes"]["fp32"]["bands"]
-    assert [b["config"] for b in bands] == ["big", "flr"]
-
-
-def test_a_replay_of_a_floored_run_measures_the_same_cells(floored, plan, tmp_path):
-    again = start(_cfg(plan, tmp_path, "replay"), ReplayExecutor(floored))
-    a = {t["cell_key"]: t["phase"] for t in read_trials(floored)[0]}
-    b = {t["cell_key"]: t["phase"] for t in read_trials(again)[0]}
-    assert a == b
-    assert load_manifest(again)["floor"] == load_manifest(floored)["floor"]
-
-
-@pytest.mark.parametrize("part", [0.3, 0.9])
-def test_an_interrupted_floored_run_resumes_to_the_same_cells(floored, plan, tmp_path, part):
-    measured = [t for t in read_trials(floored)[0] if t["role"] in ("candidate", "confirm")]
-    with pytest.raises(KeyboardInterrupt):
-        start(_cfg(plan, tmp_path, "cut"), _model(interrupt_after=int(part * len(measured))))
-    run_dir = tmp_path / "h200" / "cut"
-    start(_cfg(plan, tmp_path, "cut"), _model(), resume=run_dir)
-    a = sorted(t["cell_key"] for t in read_trials(floored)[0])
-    b = sorted(t["cell_key"] for t in read_trials(run_dir)[0])
-    assert a == b
-
-
-def test_a_run_recorded_before_the_floor_resumes_without_one():
-    doc = {k: v for k, v in SearchParams().__dict__.items() if k not in ("floor", "confirm")}
-    params = search_params(doc)
-    assert (params.floor, params.confirm) == (False, 0)
-
-
-def test_an_executor_without_a_launch_shape_runs_without_a_floor(plan, tmp_path):
-    ex = ModelExecutor(CURVES, l2_bytes=L2, baseline=baseline, copy=lambda ws, l2: 4800.0)
-    run_dir = start(_cfg(plan, tmp_path, "nofloor"), ex)
-    manifest = load_manifest(run_dir)
-    assert manifest["floor"]["fp32"]["config"] is None
-    assert "launch shape" in manifest["floor"]["fp32"]["why"]
-    assert load_run(run_dir).results["floor"].isna().all()
+    sizes, acc = [1, 2], [{"a": 1.0}, {"a": 1.0}]
+    measured = [{"a": 1.0}, {"a": 1.0}]
+    with pytest.raises(
+        ValueError, match=r"^segment: `measured` needs the tolerance at every size$"
+    ):
+        segment(sizes, acc, 10, measured=measured, tolerance=[0.02])
+    with pytest.raises(
+        ValueError, match=r"^segment: `measured` needs the tolerance at every size$"
+    ):
+        segment(sizes, acc, 10, measured=measured)
+    with pytest.raises(
+        ValueError, match=r"^segment: `soft` needs `measured` and a flag at every size$"
+    ):
+        segment(sizes, acc, 10, soft=[False, False])
+    with pytest.raises(
+        ValueError, match=r"^segment: `soft` needs `measured` and a flag at every size$"
+    ):
+        segment(sizes, acc, 10, measured=measured, tolerance=[0.02] * 2, soft=[False])

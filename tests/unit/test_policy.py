@@ -812,3 +812,34 @@ def test_a_targets_file_sets_the_floors_and_a_bad_one_writes_nothing(tmp_path):
     doc = json.loads((run / "policy.json").read_text())
     assert doc["provenance"]["floors"] == ["98% of the ceiling"]
     assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]  # stcs reads 98%, plain 96.5%
+
+
+def test_a_gap_exactly_the_resolution_is_finely_sampled():
+    """A lone winner between neighbours exactly one resolution apart joins a band (a miss);
+    one a hair wider keeps its band (a wide gap)."""
+    from sweeper.analyze.bands import segment
+
+    acc = [{"a": 1.0}, {"b": 1.0}, {"a": 1.0}]
+    measured = [{"a": 1.0, "b": 0.99}, {"a": 0.99, "b": 1.0}, {"a": 1.0, "b": 0.99}]
+    tol = [0.02] * 3
+    bands, wide = segment([100, 200, 300], acc, 100, measured=measured, tolerance=tol)
+    assert [c for *_, c in bands] == ["a"] and wide == 0
+    bands, wide = segment([100, 201, 302], acc, 100, measured=measured, tolerance=tol)
+    assert [c for *_, c in bands] == ["a", "b", "a"] and wide == 2
+
+
+@pytest.mark.parametrize(
+    "frac, tolerance, cost",
+    [
+        (0.25, 0.25, 2),
+        (0.5, 0.25, 1),
+        (0.74, 0.25, 1),
+        (0.2, 0.25, 3),
+        (0.9, 0.0, 1),
+        (0.1, 0.0, 1),
+    ],
+)
+def test_a_miss_costs_one_per_tolerance_it_falls_behind(frac, tolerance, cost):
+    from sweeper.analyze.bands import miss_cost
+
+    assert miss_cost(frac, tolerance) == cost

@@ -247,3 +247,56 @@ def test_a_recorded_warm_up_rule_gives_calls_by_working_set():
     for bad in (0, True, "ceil(L2 / working set)", 2.0):
         with pytest.raises(ValueError, match="unknown warm-up rule"):
             warm_rule(bad, l2)
+
+
+@pytest.mark.parametrize(
+    "per_call_us, want",
+    [
+        (1.0, 128),  # 150 us at 1 us per call: capped at max_calls
+        (1.5, 100),  # ceil(150 / 1.5)
+        (1.6, 94),  # ceil(93.75)
+        (0.1, 128),  # counted as 0.5 us: 300, capped
+        (400.0, 1),  # one call is more than a sample: one call
+    ],
+)
+def test_a_hot_sample_holds_enough_calls_for_its_target_time(per_call_us, want):
+    from sweeper.stats import Stopping, calls_per_sample
+
+    assert calls_per_sample(per_call_us, Stopping()) == want
+    assert isinstance(calls_per_sample(per_call_us, Stopping()), int)
+
+
+def test_a_hot_sample_counts_at_least_half_a_microsecond_per_call():
+    from sweeper.stats import Stopping, calls_per_sample
+
+    stop = Stopping(target_sample_us=10.0, max_calls=1000)
+    assert calls_per_sample(0.1, stop) == 20  # 10 / 0.5
+    assert calls_per_sample(0.5, stop) == 20
+    assert calls_per_sample(0.8, stop) == 13  # ceil(12.5)
+
+
+def test_a_fixed_warm_up_of_one_call_is_a_rule_and_zero_is_not():
+    from sweeper.stats import warm_rule
+
+    assert warm_rule(1, 1 << 20)(123) == 1
+    for bad in (0, -1, True, "4"):
+        with pytest.raises(ValueError, match="unknown warm-up rule"):
+            warm_rule(bad, 1 << 20)
+
+
+def test_paired_figures_computed_apart_keep_the_seed_and_the_level():
+    """Parts of unequal sizes take the separate path: the same seed and level as asked."""
+    from sweeper.stats import paired_summary_ci, parts_median_ci, parts_ratio_ci
+
+    rng = np.random.default_rng(7)
+    a = [rng.normal(10, 0.3, 6), rng.normal(10, 0.3, 7)]
+    b = [rng.normal(11, 0.3, 6), rng.normal(11, 0.3, 6)]
+    got = paired_summary_ci(a, b, seed=3, level=0.9)
+    want = (
+        parts_median_ci(a, seed=3, level=0.9),
+        parts_median_ci(b, seed=3, level=0.9),
+        parts_ratio_ci(b, a, seed=3, level=0.9),
+    )
+    assert got == want
+    assert got != paired_summary_ci(a, b, seed=4, level=0.9)
+    assert got != paired_summary_ci(a, b, seed=3, level=0.95)
