@@ -258,3 +258,167 @@ def test_segments_argument_errors_say_what_is_missing():
         ValueError, match=r"^segment: `soft` needs `measured` and a flag at every size$"
     ):
         segment(sizes, acc, 10, measured=measured, tolerance=[0.02] * 2, soft=[False])
+
+
+# ---- edges the mutation run found unpinned ------------------------------------------------------
+
+
+def test_the_noise_divides_the_second_ratio_by_the_first_over_varied_deviations():
+    first, second = {}, {}
+    devs = [0.001 * (i + 1) for i in range(20)]
+    for i, d in enumerate(devs):
+        ws = (1 << 30) + 8 * i
+        first[ws] = {"a": _row("a", 2.0, ws=ws)}
+        second[ws] = {"a": _row("a", 2.0 * (1 + d), ws=ws, role="confirm")}
+    noise = dict(pass_noise(first, second))
+    assert noise[None] == pytest.approx(float(np.percentile(devs, 95)))
+
+
+def test_the_noise_skips_a_config_or_a_size_the_first_measurement_lacks():
+    first, second = {}, {}
+    for i in range(12):
+        ws = (1 << 30) + 8 * i
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.01, ws=ws, role="confirm"),
+                      "b": _row("b", 3.0, ws=ws, role="confirm")}  # fmt: skip
+    second[(1 << 30) + 999] = {"a": _row("a", 3.0, ws=(1 << 30) + 999, role="confirm")}
+    assert dict(pass_noise(first, second))[None] == pytest.approx(0.01)
+
+
+def test_ten_deviations_in_all_are_enough_for_the_overall_noise():
+    first, second = {}, {}
+    for i in range(10):
+        ws = (1 << 30) + 8 * i
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.004, ws=ws, role="confirm")}
+    noise = dict(pass_noise(first, second))
+    assert noise[1 << 20] == pytest.approx(0.004)  # an empty range: the overall p95
+
+
+def test_a_size_at_a_ranges_upper_edge_counts_in_that_range_alone():
+    first, second = {}, {}
+    edge = 1 << 20
+    first[edge] = {f"c{i}": _row(f"c{i}", 1.0, ws=edge) for i in range(10)}
+    second[edge] = {f"c{i}": _row(f"c{i}", 1.01, ws=edge, role="confirm") for i in range(10)}
+    for i in range(10):
+        ws = (1 << 30) + 8 * i
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.05, ws=ws, role="confirm")}
+    noise = dict(pass_noise(first, second))
+    assert noise[1 << 20] == pytest.approx(0.01)
+    assert noise[4 << 20] == pytest.approx(0.05)  # empty: the overall p95, not the edge's
+
+
+def test_the_rule_compares_ratios_over_the_floors_not_products():
+    # every ratio halved: the same decisions
+    first = [_row("a", 0.6), _row("flr", 0.5, floor=True)]
+    conf = {"flr": _row("flr", 0.5, role="confirm"), "a": _row("a", 0.6, role="confirm")}
+    assert confirmed_set(first, conf, "flr", 0.02, noise=0.1)[1] == "confirmed"  # 1.2x both
+    assert confirmed_set(first, conf, "flr", 0.02, noise=0.25)[1] == "floor"
+
+
+def test_the_noise_margin_is_strict_in_each_measurement():
+    flr = [_row("flr", 1.0, floor=True)]
+    conf_flr = {"flr": _row("flr", 1.0, role="confirm")}
+    # first exactly at 1 + noise, second above: not beyond in the first
+    got = confirmed_set([_row("a", 1.25), *flr], {**conf_flr, "a": _row("a", 1.5, role="confirm")},
+                        "flr", 0.02, noise=0.25)  # fmt: skip
+    assert got[1] == "floor"
+    # second exactly at 1 + noise, first above
+    got = confirmed_set([_row("a", 1.5), *flr], {**conf_flr, "a": _row("a", 1.25, role="confirm")},
+                        "flr", 0.02, noise=0.25)  # fmt: skip
+    assert got[1] == "floor"
+
+
+def test_a_floor_timed_twice_but_missing_from_the_first_measurement_leaves_the_old_rule():
+    conf = {"flr": _row("flr", 1.0, role="confirm"), "a": _row("a", 1.2, role="confirm")}
+    assert confirmed_set([_row("a", 1.2)], conf, "flr", 0.02, 0.01) is None
+
+
+def test_a_beater_outside_the_fastest_tie_leaves_the_floor():
+    # c is fastest once and slower than the floor the second time; b beats the floor twice but
+    # is not tied with c: no tied config is faster than the floor in each measurement
+    first = [_row("c", 1.5), _row("b", 1.2), _row("flr", 1.0, floor=True)]
+    conf = {"c": _row("c", 0.9, role="confirm"), "b": _row("b", 1.2, role="confirm"),
+            "flr": _row("flr", 1.0, role="confirm")}  # fmt: skip
+    got, how = confirmed_set(first, conf, "flr", 0.02, noise=0.05)
+    assert how == "floor" and [r["config"] for r in got] == ["flr"]
+
+
+def _frame_with(rows_by_ws):
+    rows = []
+    for ws, spec in rows_by_ws.items():
+        for c, (r1, r2) in spec.items():
+            rows.append(_row(c, r1, ws=ws, floor=c == "flr"))
+            if r2 is not None:
+                rows.append(_row(c, r2, ws=ws, role="confirm", floor=c == "flr"))
+    return trials_to_frame(rows)
+
+
+def test_only_confirmation_rows_count_as_a_second_measurement():
+    # a was timed once: its candidate row is no second measurement
+    frame = _frame_with({1 << 24: {"a": (1.3, None), "flr": (1.0, 1.0)}})
+    assert list(select(frame)["config"]) == ["flr"]
+
+
+def test_a_size_without_confirmation_rows_takes_the_one_measurement_rule():
+    frame = _frame_with({1 << 24: {"a": (1.3, 1.3), "flr": (1.0, 1.0)},
+                         1 << 25: {"a": (1.3, None), "flr": (1.0, None)}})  # fmt: skip
+    sel = select(frame).sort_values("ws_bytes")
+    assert list(sel["reason"]) == ["fastest, confirmed", "fastest"]
+
+
+def test_every_group_with_a_floor_is_confirmed_whatever_the_order():
+    rows = []
+    for dtype, floor in (("bf16", False), ("fp32", True)):
+        for c, r in (("a", 1.001), ("flr", 1.0)):
+            for role in ("candidate", "confirm"):
+                row = _row(c, r, role=role, floor=floor and c == "flr")
+                rows.append({**row, "dtype": dtype, "n": row["ws_bytes"] // (2 if dtype == "bf16" else 8) // 2 * 2})  # fmt: skip
+    for r in rows:
+        r["ws_bytes"] = 2 * r["n"] * (2 if r["dtype"] == "bf16" else 4)
+    sel = select(trials_to_frame(rows))
+    assert sel.set_index("dtype").loc["fp32", "config"] == "flr"
+
+
+def test_the_confirmation_context_reads_each_groups_own_first_measurement():
+    from sweeper.analyze.select import confirm_context
+
+    rows = []
+    for mode, second in (("hot", 1.01), ("after-write", 1.08)):
+        for i in range(12):
+            ws = (1 << 30) + 16 * i
+            for c, r in (("a", 1.0), ("flr", 1.0)):
+                rows.append({**_row(c, r, ws=ws, floor=c == "flr"), "mode": mode})
+                rows.append({**_row(c, r * second, ws=ws, role="confirm", floor=c == "flr"),
+                             "mode": mode})  # fmt: skip
+    # a duplicate first measurement (a screening size timed again by the sweep): the faster
+    rows.append({**_row("a", 0.5, ws=1 << 30), "mode": "hot"})
+    ctx = confirm_context(trials_to_frame(rows))
+    assert dict(ctx[("hot", "preallocated", "fp32")]["noise"])[None] == pytest.approx(0.01)
+    assert dict(ctx[("after-write", "preallocated", "fp32")]["noise"])[None] == pytest.approx(0.08)
+
+
+def test_the_sets_and_the_floors_sizes_follow_the_rule():
+    from sweeper.analyze.select import acceptable_sets, floor_sizes, fracs_of_best
+
+    frame = _frame_with({1 << 24: {"a": (1.004, 0.99), "flr": (1.0, 1.0)},
+                         1 << 25: {"a": (1.3, 1.3), "b": (1.29, 1.29), "flr": (1.0, 1.0)}})  # fmt: skip
+    key = ("hot", "preallocated", "fp32")
+    assert floor_sizes(frame)[key] == {1 << 24}
+    sets = fracs_of_best(frame)[key]
+    assert [sorted(tied) for _, tied, _ in sets] == [["flr"], ["a", "b"]]
+    assert [sorted(t) for _, t in acceptable_sets(frame, 0.001)[key]] == [["flr"], ["a"]]
+
+
+def test_two_floors_are_refused_with_the_group_and_the_names():
+    from sweeper.analyze.select import floor_config
+    from sweeper.errors import SweeperError
+
+    rows = [_row("a", 1.0, floor=True), _row("b", 1.0, floor=True)]
+    with pytest.raises(SweeperError) as e:
+        floor_config(trials_to_frame(rows))
+    assert str(e.value) == (
+        "hot/preallocated/fp32: 2 configs are tagged as the floor (a, b); a run has one floor "
+        "per dtype"
+    )
