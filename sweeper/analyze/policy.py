@@ -44,8 +44,7 @@ from sweeper.analyze.bands import misses, segment
 from sweeper.analyze.columns import with_pct_ceiling, with_pct_copy
 from sweeper.analyze.select import (
     DEFAULT_TOLERANCE,
-    floor_sizes,
-    fracs_of_best,
+    fracs_and_floor_sizes,
     ok_candidates,
     searched,
     simplicity_key,
@@ -133,8 +132,7 @@ def build_policy(
     mode = _pick(ok["mode"].tolist(), mode, "mode", DEFAULT_MODES)
     pattern = _pick(ok["pattern"].tolist(), pattern, "pattern", ("preallocated",))
     picked = results[(results["mode"] == mode) & (results["pattern"] == pattern)]
-    sets = fracs_of_best(picked, tolerance)
-    floor_only = floor_sizes(picked, tolerance)
+    sets, floor_only = fracs_and_floor_sizes(picked, tolerance)
     sets, floored = keep_floors(sets, picked, results, mode, floors, ceiling_gbps)
     table = variants(results)
     simpler = lambda c: simplicity_key({**table.get(c, {}), "config": c})  # noqa: E731

@@ -51,6 +51,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweeper.analyze.columns import MEASURED
 from sweeper.errors import SweeperError
 from sweeper.runfolder import SELECTION_CSV, SELECTION_MD
 from sweeper.units import fmt_bytes
@@ -195,7 +196,7 @@ def floor_config(results: pd.DataFrame) -> dict[tuple[str, str, str], str]:
     """(mode, pattern, dtype) -> the floor config its rows are tagged with (`floor` = 1)."""
     if "floor" not in results:
         return {}
-    tagged = results[(results["floor"] == 1) & results["role"].isin(("candidate", "confirm"))]
+    tagged = results[(results["floor"] == 1) & results["role"].isin(MEASURED)]
     out: dict[tuple[str, str, str], str] = {}
     for key, grp in tagged.groupby(list(GROUP), sort=True):
         names = sorted(set(grp["config"]))
@@ -294,14 +295,16 @@ def confirm_context(results: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
     """Per (mode, pattern, dtype) with a floor and confirmation rows: its floor config, its
     confirmation rows by size and its pass-to-pass noise."""
     floors, conf = floor_config(results), confirmations(results)
+    cands = ok_candidates(results)
     out = {}
     for key, by_ws in conf.items():
         if key not in floors:
             continue
         first: dict[int, dict] = {}
         mode, pattern, dtype = key
-        own = ok_candidates(results)
-        own = own[(own["mode"] == mode) & (own["pattern"] == pattern) & (own["dtype"] == dtype)]
+        own = cands[
+            (cands["mode"] == mode) & (cands["pattern"] == pattern) & (cands["dtype"] == dtype)
+        ]
         for ws, cell in own.groupby("ws_bytes", sort=True):
             recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config")
             first[int(ws)] = {r["config"]: r for r in recs.to_dict("records")}
@@ -404,8 +407,7 @@ def fracs_of_best(
     """Per (mode, pattern, dtype): sorted [(ws_bytes, tied, measured)], each a {config: gbps
     / fastest gbps}: `tied` the acceptable_sets entry, `measured` every config measured at
     that size (what a band that must span two sizes may fall back on, bands.segment)."""
-    return {k: [(ws, tied, frac) for ws, tied, frac, _ in seq] for k, seq in _sets(
-        results, tolerance).items()}  # fmt: skip
+    return fracs_and_floor_sizes(results, tolerance)[0]
 
 
 def floor_sizes(
@@ -413,10 +415,15 @@ def floor_sizes(
 ) -> dict[tuple[str, str, str], set[int]]:
     """Per (mode, pattern, dtype): the sizes (ws_bytes) where the floor alone is acceptable
     because no config timed twice beat it (module docstring)."""
-    return {
-        k: {ws for ws, _, _, how in seq if how == "floor"}
-        for k, seq in _sets(results, tolerance).items()
-    }
+    return fracs_and_floor_sizes(results, tolerance)[1]
+
+
+def fracs_and_floor_sizes(results: pd.DataFrame, tolerance=DEFAULT_TOLERANCE) -> tuple[dict, dict]:
+    """fracs_of_best and floor_sizes from one pass over the rows (a policy needs both)."""
+    seqs = _sets(results, tolerance)
+    fracs = {k: [(ws, tied, frac) for ws, tied, frac, _ in seq] for k, seq in seqs.items()}
+    floor = {k: {ws for ws, _, _, how in seq if how == "floor"} for k, seq in seqs.items()}
+    return fracs, floor
 
 
 def _sets(results: pd.DataFrame, tolerance) -> dict:

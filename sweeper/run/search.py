@@ -336,14 +336,14 @@ def policy_sample_points(
       serves that size too (the band goes).
     """
     from sweeper.analyze.bands import segment
-    from sweeper.analyze.select import floor_sizes, fracs_of_best
+    from sweeper.analyze.select import fracs_and_floor_sizes
     from sweeper.analyze.store import trials_to_frame
 
     ok = _ok(rows)
     if not ok:
         return [], []
     frame = trials_to_frame(ok + _ok(rows, "confirm"))
-    sets = fracs_of_best(frame, tolerance)
+    sets, floor_only = fracs_and_floor_sizes(frame, tolerance)
     if floors:
         from sweeper.analyze.policy import keep_floors
 
@@ -362,7 +362,6 @@ def policy_sample_points(
 
     brackets: set[int | None] = set()
     singles: set[int | None] = set()
-    floor_only = floor_sizes(frame, tolerance)
     for key, seq in sets.items():
         sizes = [s for s, _, _ in seq]
         soft = floor_only.get(key, set())

@@ -86,6 +86,13 @@ def test_without_both_measurements_of_the_floor_the_one_measurement_rule_applies
     assert confirmed_set(first, {}, None, 0.02, 0.0) is None
 
 
+def _twice(first, second, sizes, r1, r2, config="a"):
+    """Record `config` measured at ratio r1, then r2, at each of `sizes` (pass_noise's input)."""
+    for ws in sizes:
+        first.setdefault(ws, {})[config] = _row(config, r1, ws=ws)
+        second.setdefault(ws, {})[config] = _row(config, r2, ws=ws, role="confirm")
+
+
 def test_the_pass_to_pass_noise_is_the_p95_per_range_of_working_set():
     small, large = 1 << 20, 1 << 30  # (0, 1] MiB and (256 MiB, inf)
     first, second = {}, {}
@@ -202,14 +209,9 @@ def test_the_selection_says_how_each_size_was_decided():
 
 def test_ten_values_are_enough_for_a_range_of_its_own():
     first, second = {}, {}
-    for i in range(10):
-        ws = (1 << 20) - 8 * i  # inside (0, 1 MiB], the first at its upper edge
-        first[ws] = {"a": _row("a", 1.0, ws=ws)}
-        second[ws] = {"a": _row("a", 1.01, ws=ws, role="confirm")}
-    for i in range(10):
-        ws = (1 << 30) + 8 * i
-        first[ws] = {"a": _row("a", 1.0, ws=ws)}
-        second[ws] = {"a": _row("a", 1.001, ws=ws, role="confirm")}
+    # inside (0, 1 MiB], the first at its upper edge
+    _twice(first, second, [(1 << 20) - 8 * i for i in range(10)], 1.0, 1.01)
+    _twice(first, second, [(1 << 30) + 8 * i for i in range(10)], 1.0, 1.001)
     noise = dict(pass_noise(first, second))
     assert noise[1 << 20] == pytest.approx(0.01)
     assert noise[None] == pytest.approx(0.001)
@@ -287,10 +289,7 @@ def test_the_noise_skips_a_config_or_a_size_the_first_measurement_lacks():
 
 def test_ten_deviations_in_all_are_enough_for_the_overall_noise():
     first, second = {}, {}
-    for i in range(10):
-        ws = (1 << 30) + 8 * i
-        first[ws] = {"a": _row("a", 1.0, ws=ws)}
-        second[ws] = {"a": _row("a", 1.004, ws=ws, role="confirm")}
+    _twice(first, second, [(1 << 30) + 8 * i for i in range(10)], 1.0, 1.004)
     noise = dict(pass_noise(first, second))
     assert noise[1 << 20] == pytest.approx(0.004)  # an empty range: the overall p95
 
@@ -300,10 +299,7 @@ def test_a_size_at_a_ranges_upper_edge_counts_in_that_range_alone():
     edge = 1 << 20
     first[edge] = {f"c{i}": _row(f"c{i}", 1.0, ws=edge) for i in range(10)}
     second[edge] = {f"c{i}": _row(f"c{i}", 1.01, ws=edge, role="confirm") for i in range(10)}
-    for i in range(10):
-        ws = (1 << 30) + 8 * i
-        first[ws] = {"a": _row("a", 1.0, ws=ws)}
-        second[ws] = {"a": _row("a", 1.05, ws=ws, role="confirm")}
+    _twice(first, second, [(1 << 30) + 8 * i for i in range(10)], 1.0, 1.05)
     noise = dict(pass_noise(first, second))
     assert noise[1 << 20] == pytest.approx(0.01)
     assert noise[4 << 20] == pytest.approx(0.05)  # empty: the overall p95, not the edge's
@@ -384,15 +380,16 @@ def test_every_group_with_a_floor_is_confirmed_whatever_the_order():
 def test_the_confirmation_context_reads_each_groups_own_first_measurement():
     from sweeper.analyze.select import confirm_context
 
-    rows = []
-    for mode, second in (("hot", 1.01), ("after-write", 1.08)):
-        for i in range(12):
+    rows = []  # ten values per mode: the p95 leans on the largest
+    for mode, level, dev in (("hot", 1.0, 0.01), ("after-write", 2.0, 0.08)):
+        for i in range(5):
             ws = (1 << 30) + 16 * i
-            for c, r in (("a", 1.0), ("flr", 1.0)):
-                rows.append({**_row(c, r, ws=ws, floor=c == "flr"), "mode": mode})
-                rows.append({**_row(c, r * second, ws=ws, role="confirm", floor=c == "flr"),
-                             "mode": mode})  # fmt: skip
+            for c in ("a", "flr"):
+                rows.append({**_row(c, level, ws=ws, floor=c == "flr"), "mode": mode})
+                rows.append({**_row(c, level * (1 + dev), ws=ws, role="confirm",
+                                    floor=c == "flr"), "mode": mode})  # fmt: skip
     # a duplicate first measurement (a screening size timed again by the sweep): the faster
+    # is the config's first measurement
     rows.append({**_row("a", 0.5, ws=1 << 30), "mode": "hot"})
     ctx = confirm_context(trials_to_frame(rows))
     assert dict(ctx[("hot", "preallocated", "fp32")]["noise"])[None] == pytest.approx(0.01)
@@ -401,11 +398,14 @@ def test_the_confirmation_context_reads_each_groups_own_first_measurement():
 
 def test_the_sets_and_the_floors_sizes_follow_the_rule():
     from sweeper.analyze.select import acceptable_sets, floor_sizes, fracs_of_best
+    from sweeper.errors import SweeperError
 
     frame = _frame_with({1 << 24: {"a": (1.004, 0.99), "flr": (1.0, 1.0)},
                          1 << 25: {"a": (1.3, 1.3), "b": (1.29, 1.29), "flr": (1.0, 1.0)}})  # fmt: skip
     key = ("hot", "preallocated", "fp32")
     assert floor_sizes(frame)[key] == {1 << 24}
+    with pytest.raises(SweeperError, match="--tolerance 1.5"):  # the tolerance is checked
+        floor_sizes(frame, 1.5)
     sets = fracs_of_best(frame)[key]
     assert [sorted(tied) for _, tied, _ in sets] == [["flr"], ["a", "b"]]
     assert [sorted(t) for _, t in acceptable_sets(frame, 0.001)[key]] == [["flr"], ["a"]]
