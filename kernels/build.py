@@ -107,7 +107,9 @@ def _ptx(key: CompileKey, cc: tuple[int, int]) -> str:
     from numba import cuda
 
     module = load_module(key)
-    text, _ = cuda.compile_ptx(module.relu_kernel, module.SIGNATURE, cc=cc)
+    text, _ = cuda.compile_ptx(
+        module.relu_kernel, module.SIGNATURE, cc=cc, launch_bounds=module.LAUNCH_BOUNDS
+    )
     _atomic_write(path, text)
     return text
 

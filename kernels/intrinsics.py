@@ -420,6 +420,12 @@ def index32():
     return (_sim_mad32, _sim_lt32) if simulator() else _index32_intrinsics()
 
 
+def jit_options(launch_bounds: tuple[int, ...] | None) -> dict:
+    """`cuda.jit`'s keyword arguments for a kernel with these launch bounds (None: none);
+    the simulator takes no launch bounds."""
+    return {"launch_bounds": launch_bounds} if launch_bounds and not simulator() else {}
+
+
 def to_global():
     """`cvta.to.global`: the launcher passes generic addresses; ld/st.global want global ones."""
     return _sim_to_global if simulator() else _to_global_intrinsic()

@@ -7,9 +7,9 @@ threads per SM are read once, on the first call, and kept). n == 0 launches noth
 Grid shapes ("tile" = unroll * block vectors, E = elements per vector):
   * onepass: one block per tile, ceil(ceil(n / E) / tile) blocks;
   * flat: one slot per vector and per tail element, `unroll` slots per thread and no loop,
-    ceil((n // E + n % E) / tile) blocks; flat32 the same, refused when the launch's slot
-    indices would not fit in a signed 32-bit integer (2**31 slots: 32 GiB per buffer with
-    16-byte vectors);
+    ceil((n // E + n % E) / tile) blocks; flat32 and fixed32 the same, refused when the
+    launch's slot indices would not fit in a signed 32-bit integer (2**31 slots: 32 GiB per
+    buffer with 16-byte vectors);
   * strideW: grid-stride over W waves, where a wave is every SM full of resident blocks by
     thread count: W * sm_count * (max_threads_per_sm // block) blocks, or fewer if onepass
     needs fewer. (Register-limited residency can be lower; W > 1 absorbs that.)
@@ -23,7 +23,7 @@ from sweeper_kernels.errors import KernelError
 from sweeper_kernels.reference import itemsize, storage_dtype
 from sweeper_kernels.variants import Variant
 
-INDEX32_MAX = 2**31 - 1  # a flat32 kernel's slot indices are signed 32-bit
+INDEX32_MAX = 2**31 - 1  # a flat32 or fixed32 kernel's slot indices are signed 32-bit
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def launch_shape(variant: Variant, n: int, sm_count: int, max_threads_per_sm: in
         slots = nvec + n % e  # one per vector and per tail element
         tile = variant.unroll * variant.block
         blocks = max(1, -(-slots // tile))
-        if variant.grid == "flat32" and blocks * tile > INDEX32_MAX:
+        if variant.grid in ("flat32", "fixed32") and blocks * tile > INDEX32_MAX:
             raise KernelError(
                 f"{variant.config}: n={n} needs {blocks * tile} slot indices, more than "
                 f"32-bit index maths can hold ({INDEX32_MAX}); use the same config with grid "
@@ -170,7 +170,8 @@ def closest_to_launch(dtype: str, n: int, blocks: int, threads: int) -> tuple[Va
     the vector is the widest those bytes allow (16 B at most, as a vectorised elementwise
     kernel loads where the pointers are aligned), unrolled to cover them (at most 8); the
     block size the grid's closest (in log2) to `threads`; the shape loop-free with 32-bit
-    indices (`flat32`, a grid covering n in one pass), default cache hints. A launch whose
+    indices and that block size compiled in (`fixed32`, a grid covering n in one pass, as
+    torch's vectorized elementwise kernel is), default cache hints. A launch whose
     grid does not cover n in one pass at 8 vectors per thread is a grid-stride kernel, which
     the closest loop-free config only approximates (not exact)."""
     from sweeper_kernels.variants import BLOCKS, UNROLLS, VEC_BYTES
@@ -182,7 +183,7 @@ def closest_to_launch(dtype: str, n: int, blocks: int, threads: int) -> tuple[Va
     vec = min(max(VEC_BYTES), max(min(VEC_BYTES), nbytes))
     unroll = min(max(UNROLLS), max(min(UNROLLS), nbytes // vec))
     block = min(BLOCKS, key=lambda b: (abs((b.bit_length() - 1) - (threads.bit_length() - 1)), b))
-    v = Variant(dtype=dtype, vec_bytes=vec, unroll=unroll, block=block, grid="flat32")
+    v = Variant(dtype=dtype, vec_bytes=vec, unroll=unroll, block=block, grid="fixed32")
     try:
         ours = launch_shape(v, n, sm_count=1, max_threads_per_sm=2048)
     except KernelError:  # more slots than 32-bit indices hold: the 64-bit form

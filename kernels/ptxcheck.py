@@ -13,8 +13,9 @@ Checks (`check_ptx` returns a list of problems, empty when the PTX is right):
   * an L2-policy load hint comes with one `createpolicy` per load, of its priorities and
     fraction (`L2::evict_last.L2::evict_first ... 0.75` for "L2::evict_last:0.75");
   * the flat form's first check (slot < nvec, the first `setp`) is 64-bit, and 32-bit for
-    "flat32", whose slot indices widen to byte offsets with `mul.wide.s32` (torch's `int`
-    indexing);
+    "flat32" and "fixed32", whose slot indices widen to byte offsets with `mul.wide.s32`
+    (torch's `int` indexing);
+  * "fixed32" carries its block size as launch bounds (`.maxntid B, 1, 1`), the others none;
   * no local-memory traffic (`ld.local` / `st.local`: spills or a stack array).
 """
 
@@ -143,6 +144,10 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
             problems.append(f"first bounds check is {width}-bit, want {want_w}-bit")
         if key.index32 and "mul.wide.s32" not in ptx:
             problems.append("32-bit slot indices but no mul.wide.s32 to widen them")
+    bounds = re.findall(r"^\s*\.maxntid\s+(\d+),\s*1,\s*1\b", ptx, flags=re.M)
+    if bounds != ([str(key.block)] if key.block else []):
+        want = f".maxntid {key.block}, 1, 1" if key.block else "none"
+        problems.append(f"launch bounds {bounds or 'none'}, want {want}")
     policies = [m.groups() for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
     loads = [a for a in acc if a.op == "ld"]
     if hints.get("load", key.load_hint).policy is not None:

@@ -18,7 +18,9 @@ Indexing (launch-time `block` and grid size, nothing about them compiled in):
   * the `n % E` tail elements are done one per thread by the same rotated threads.
 A "onepass" launch sizes the grid to cover every tile once; "strideW" caps it at W waves.
 The flat form ("flat", its own template) has no loop; "flat32" is that template with its index
-maths in 32-bit integers (the `MAD32` / `LT32` intrinsics), as torch's `int` indexing is.
+maths in 32-bit integers (the `MAD32` / `LT32` intrinsics), as torch's `int` indexing is;
+"fixed32" is flat32 with the block size compiled in (a literal, and the kernel's launch bounds),
+as torch's vectorized elementwise kernel has it: its slot offsets become constants.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class CompileKey:
     store_hint: str
     flat: bool = False  # no loop: `unroll` vectors per thread, one block per tile (grid "flat")
     index32: bool = False  # flat only: 32-bit index maths, as torch's kernel (grid "flat32")
+    block: int = 0  # flat only: the block size compiled in, with launch bounds (grid "fixed32")
 
     @property
     def slug(self) -> str:
@@ -52,7 +55,7 @@ class CompileKey:
         return (
             f"{self.dtype}_v{self.vec_bytes}_u{self.unroll}"
             f"_ld{tok(self.load_hint)}_st{tok(self.store_hint)}{'_flat' if self.flat else ''}"
-            f"{'_i32' if self.index32 else ''}"
+            f"{'_i32' if self.index32 else ''}{f'_b{self.block}' if self.block else ''}"
         )
 
 
@@ -134,7 +137,7 @@ def relu_kernel(x, y, n, nvec, ntiles, shift):
 
 def build():
     """The launchable kernel (compiles on first use, cached on disk by Numba)."""
-    return cuda.jit(SIGNATURE, cache=True)(relu_kernel)
+    return cuda.jit(SIGNATURE, cache=True, **jit_options(LAUNCH_BOUNDS))(relu_kernel)
 '''
     )
 
@@ -147,6 +150,7 @@ from numba import cuda
 from sweeper_kernels.intrinsics import (
     element_load,
     element_store,
+    jit_options,
     relu_word,
     to_global,
     vector_load,
@@ -160,6 +164,7 @@ STE = element_store({bits}, {key.store_hint!r})
 RW = relu_word({key.dtype!r})
 TO_GLOBAL = to_global()
 SIGNATURE = "void(int64, int64, int64, int64, int64, int64)"
+LAUNCH_BOUNDS = {(key.block,) if key.block else None}
 ''' + (
         "\nfrom sweeper_kernels.intrinsics import index32\n\nMAD32, LT32 = index32()\n"
         if key.index32
@@ -175,10 +180,11 @@ def _flat_source(key, nwords, bits, elems, load, relu_store, indent) -> str:
         return _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent)
     access = load("a0", "i") + relu_store("a0", "i")
     i32 = key.index32
+    bs = str(key.block) if key.block else "cuda.blockDim.x"
     first = (
-        "MAD32(cuda.blockIdx.x, cuda.blockDim.x, cuda.threadIdx.x)"
+        f"MAD32(cuda.blockIdx.x, {bs}, cuda.threadIdx.x)"
         if i32
-        else "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x"
+        else f"cuda.blockIdx.x * {bs} + cuda.threadIdx.x"
     )
     tail = ""
     if elems > 1:
@@ -211,11 +217,12 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
     def below_nvec(v: str) -> str:
         return f"LT32({v}, nvec)" if i32 else f"{v} < nvec"
 
-    first = (
-        f"MAD32(cuda.blockIdx.x, bs * {u}, cuda.threadIdx.x)"
-        if i32
-        else f"cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x"
-    )
+    if key.block:  # compiled in: the tile and the slot offsets are constants
+        first = f"MAD32(cuda.blockIdx.x, {key.block * u}, cuda.threadIdx.x)"
+    elif i32:
+        first = f"MAD32(cuda.blockIdx.x, bs * {u}, cuda.threadIdx.x)"
+    else:
+        first = f"cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x"
     fast: list[str] = []
     for k in range(u):
         fast += load(f"a{k}", at(k))
@@ -233,7 +240,7 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
                 "        STE(ya, e, RW(LDE(xa, e)))",
             ]
     body = f"""\
-    bs = cuda.blockDim.x
+    bs = {key.block or "cuda.blockDim.x"}
     b = {first}
     if {below_nvec(at(u - 1))}:
 {indent(fast, 8)}
@@ -260,6 +267,8 @@ EQUIVALENT_FINGERPRINTS: tuple[str, ...] = (
     "cbd6dd9a8d9740c8e36280a03198452f408f4ccec0a535278e7e4bee7bf41ba5",
     "96f03c95b85f24d8c51c3d4ed758a17280b5b62b84201f1c7aac5cb3f6e75014",
     "1aff540746a8dbc9bb9b2b6ab36f7fb9fd8f64a545d362dc1b221bbe8b8737b5",
+    # before the "fixed32" form: every other key's kernel code is unchanged by it
+    "9ea6a15839a2ed8eb905398ba9445d19da45541590ea323b12f4345b26145ab3",
 )
 
 

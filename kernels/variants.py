@@ -27,15 +27,15 @@ VEC_BYTES: tuple[int, ...] = (4, 8, 16)
 UNROLLS: tuple[int, ...] = (1, 2, 4, 8)
 BLOCKS: tuple[int, ...] = (128, 256, 512, 1024)
 GRID_SHAPES: tuple[str, ...] = (
-    "onepass", "flat", "flat32", "stride1", "stride2", "stride4", "stride8"
+    "onepass", "flat", "flat32", "fixed32", "stride1", "stride2", "stride4", "stride8"
 )  # fmt: skip
 # a config's axes, in the order of its name and of the climb's one-axis moves
 AXIS_NAMES: tuple[str, ...] = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
 
-_GRID_RE = re.compile(r"^(onepass|flat|flat32|stride([1-9][0-9]?))$")
+_GRID_RE = re.compile(r"^(onepass|flat|flat32|fixed32|stride([1-9][0-9]?))$")
 _CONFIG_RE = (
     r"v(?P<vec>\d+)-u(?P<unroll>\d+)-ld\.(?P<ld>[A-Za-z0-9]+)-st\.(?P<st>[a-z]+)"
-    r"-b(?P<block>\d+)-(?P<grid>onepass|flat32|flat|stride\d+)"
+    r"-b(?P<block>\d+)-(?P<grid>onepass|flat32|fixed32|flat|stride\d+)"
 )
 _ID_RE = re.compile(rf"^(?P<dtype>[a-z0-9]+)-{_CONFIG_RE}(?:-(?P<hash>[0-9a-f]{{8}}))?$")
 
@@ -70,8 +70,8 @@ class Variant:
                 raise KernelError(f"variant {name}={value!r} is not one of {list(allowed)}")
         if not _GRID_RE.match(self.grid):
             raise KernelError(
-                f"variant grid={self.grid!r}: use 'onepass', 'flat', 'flat32' or 'strideW' "
-                "(W=1..99)"
+                f"variant grid={self.grid!r}: use 'onepass', 'flat', 'flat32', 'fixed32' or "
+                "'strideW' (W=1..99)"
             )
 
     # ---- names ------------------------------------------------------------------------------
@@ -108,13 +108,15 @@ class Variant:
             self.load_hint,
             self.store_hint,
             self.flat,
-            self.grid == "flat32",
+            self.grid in ("flat32", "fixed32"),
+            self.block if self.grid == "fixed32" else 0,
         )
 
     @property
     def flat(self) -> bool:
-        """The loop-free form: "flat" (64-bit index maths) or "flat32" (32-bit)."""
-        return self.grid in ("flat", "flat32")
+        """The loop-free form: "flat" (64-bit index maths), "flat32" (32-bit) or "fixed32"
+        (32-bit, the block size compiled in)."""
+        return self.grid in ("flat", "flat32", "fixed32")
 
     @property
     def waves(self) -> int | None:
@@ -296,7 +298,11 @@ def default_grid(dtypes=None) -> list[Variant]:
       fp32 kernel is the 2-vector, 128-thread flat layout with `int` indices; in CUDA C that
       layout with 32-bit indices tied torch at 8.47, 10.59 and 13.23 MiB (1.000, 1.025,
       0.999x) where 64-bit indices lost 3-4%, the sizes where a policy without flat32 lost
-      to torch (docs/methodology.md).
+      to torch (docs/methodology.md);
+    * flat32 with the block size compiled in ("fixed32", 30 compiles, 30 variants: one
+      compile per block size), as torch's vectorized elementwise kernel has it, with launch
+      bounds: the slot offsets become constants. The baseline's closest config (the floor,
+      sweeper.analyze.select) is a fixed32 config on the H200 for every dtype.
     """
     out = []
     for dtype in _check_dtypes(dtypes):
@@ -304,15 +310,15 @@ def default_grid(dtypes=None) -> list[Variant]:
             shapes = product(_DEFAULT_BLOCKS, _DEFAULT_GRIDS) if vec == 16 else [_NARROW]
             out.extend(Variant(dtype, vec, u, ld, st, block, grid) for block, grid in shapes)
         for (vec, u, ld, st), block, grid in product(
-            _FLAT_KEYS, _DEFAULT_BLOCKS, ("flat", "flat32")
+            _FLAT_KEYS, _DEFAULT_BLOCKS, ("flat", "flat32", "fixed32")
         ):
             out.append(Variant(dtype, vec, u, ld, st, block, grid))
     return out
 
 
 def extended_grid(dtypes=None) -> list[Variant]:
-    """Every value of every axis: 480 + 480 + 480 compiles (tiled, flat, flat32) and
-    9600 + 1920 + 1920 variants per dtype."""
+    """Every value of every axis: 480 + 480 + 480 + 1920 compiles (tiled, flat, flat32,
+    fixed32: a compile per block size) and 9600 + 1920 + 1920 + 1920 variants per dtype."""
     axes = (VEC_BYTES, UNROLLS, hints.names("load"), hints.names("store"), BLOCKS, GRID_SHAPES)
     return [Variant(d, *combo) for d in _check_dtypes(dtypes) for combo in product(*axes)]
 

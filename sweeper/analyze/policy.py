@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 VEC_BYTES = (4, 8, 16)  # what sweeper_kernels builds (1, 2 or 4 uint32 words)
-GRID_RE = re.compile(r"^(onepass|flat|flat32|stride[1-9][0-9]*)$")
+GRID_RE = re.compile(r"^(onepass|flat|flat32|fixed32|stride[1-9][0-9]*)$")
 # Tuned bands dispatch only on the device they were measured on: band edges come from that
 # GPU's L2 size and from wave effects of its SM count. Anywhere else: the generic config.
 FALLBACK_RULE = [
@@ -367,7 +367,8 @@ def _validate_configs(doc: dict) -> dict:
                 raise FieldError(w + h, f"not a {kind} cache operator sweeper knows: {c[h]!r}")
         if not GRID_RE.match(require(c, "grid", str, w)):
             raise FieldError(
-                w + "grid", f"must be 'onepass', 'flat', 'flat32' or 'strideW', found {c['grid']!r}"
+                w + "grid",
+                f"must be 'onepass', 'flat', 'flat32', 'fixed32' or 'strideW', found {c['grid']!r}",
             )
     return configs
 

@@ -64,11 +64,10 @@ def _hint_struct(kind: str, hint: str) -> str:
 
 
 def _waves(grid: str) -> int:
-    """The header's WAVES: 0 = onepass, -1 = flat, -2 = flat32, W = strideW."""
-    if grid == "onepass":
-        return 0
-    if grid in ("flat", "flat32"):
-        return -1 if grid == "flat" else -2
+    """The header's WAVES: 0 = onepass, -1 = flat, -2 = flat32, -3 = fixed32, W = strideW."""
+    loop_free = {"onepass": 0, "flat": -1, "flat32": -2, "fixed32": -3}
+    if grid in loop_free:
+        return loop_free[grid]
     return int(grid[len("stride") :])
 
 

@@ -99,7 +99,8 @@ def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:
     from sweeper.export.cuda import _hint_struct
 
     flat = variant.grid in ("flat", "flat32")
-    kname = "16relu_flat_kernel" if flat else "11relu_kernel"
+    fixed = variant.grid == "fixed32"
+    kname = "19relu_fixed32_kernel" if fixed else "16relu_flat_kernel" if flat else "11relu_kernel"
     ld = _hint_struct("load", variant.load_hint)
     st = _hint_struct("store", variant.store_hint)
     tmpl = (
@@ -108,6 +109,8 @@ def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:
     )
     if flat:  # the slot index type: int (flat32) or int64_t = long (flat)
         tmpl += "iE" if variant.grid == "flat32" else "lE"
+    if fixed:  # the block size
+        tmpl += f"Li{variant.block}E"
     match = [n for n in fns if kname in n and tmpl in n]
     if len(match) != 1:
         raise ValueError(f"{len(match)} header kernels match {variant.config}")

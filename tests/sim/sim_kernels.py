@@ -25,7 +25,7 @@ from sweeper_kernels.variants import DTYPES, Variant
 pytestmark = pytest.mark.sim
 
 SIZES = (0, 1, 3, 15, 16, 17, 33, 4097)
-# each vector width, each unroll, onepass, flat, flat32 and grid-stride, a few hints (fallbacks are
+# each vector width, each unroll, onepass, flat, flat32, fixed32 and grid-stride, a few hints (fallbacks are
 # shared)
 SHAPES = [
     (4, 1, "default", "default", 128, "onepass"),
@@ -46,6 +46,9 @@ SHAPES = [
     (16, 1, "default", "default", 128, "flat32"),
     (8, 2, "default", "cs", 128, "flat32"),
     (4, 4, "L2::evict_last", "cs", 256, "flat32"),
+    (16, 2, "default", "default", 128, "fixed32"),
+    (16, 1, "default", "cs", 256, "fixed32"),
+    (8, 4, "L2::evict_last", "cs", 128, "fixed32"),
 ]
 CASES = [Variant(d, *s) for d in DTYPES for s in SHAPES]
 

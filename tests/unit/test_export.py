@@ -45,15 +45,17 @@ CONFIGS = {
     "v4-u4-ld.L2::evict_last-st.cs-b256-flat": (4, 4, "L2::evict_last", "cs", 256, "flat"),
     "v16-u2-ld.default-st.cs-b128-flat32": (16, 2, "default", "cs", 128, "flat32"),
     "v8-u1-ld.default-st.default-b256-flat32": (8, 1, "default", "default", 256, "flat32"),
+    "v16-u2-ld.default-st.default-b128-fixed32": (16, 2, "default", "default", 128, "fixed32"),
+    "v8-u1-ld.default-st.cs-b256-fixed32": (8, 1, "default", "cs", 256, "fixed32"),
 }  # fmt: skip
 NAMES = list(CONFIGS)
 
 
 def _rows(l2, gpu, winner_at):
-    """Synthetic run: sizes k * l2/64; at each size the config winner_at(ws) is 20% faster."""
+    """Synthetic run: sizes k * l2/64 up to 5 x L2; at each size the config winner_at(ws) is 20% faster."""
     rows = []
     for dt in ITEM:
-        for k in range(1, 290, 3):
+        for k in range(1, 320, 3):
             ws = k * (l2 // 64)
             for name, (vec, u, ld, st, block, grid) in CONFIGS.items():
                 gbps = 1200.0 if name == winner_at(ws) else 1000.0

@@ -15,9 +15,11 @@ Numba kernels on every config of the shipped hot-7 policy:
     instructions, and one load and one store of the check-free path, trade places). On the H200 that export read a median 1.004-1.015x its
     Numba kernel's time per dtype over its sizes and passes (results/h200/hot-7/verify_timing.csv,
     column vs_numba);
-  * tiled (onepass / strideW) and flat32: the same global loads and stores in the same order.
-The "flat32" kernels (32-bit index maths) are held to that standard on a synthetic policy
-that uses every flat32 shape (hot-7's policy may or may not use one)."""
+  * tiled (onepass / strideW), flat32 and fixed32: the same global loads and stores in the
+    same order (their index maths may be encoded apart: nvcc's IMAD or VIADD where
+    nvJitLink gives LEA or IADD3 for the same arithmetic).
+The "flat32" and "fixed32" kernels (32-bit index maths) are held to that standard on a
+synthetic policy that uses each of their shapes (hot-7's policy may or may not use one)."""
 
 from __future__ import annotations
 
@@ -62,17 +64,18 @@ def _shape(v: Variant) -> str:
         if v.unroll > 4:
             return "flat, 8 vectors per thread"
         return "flat, 1 vector per thread" if v.unroll == 1 else "flat, 2-4 vectors per thread"
-    return "flat32" if v.grid == "flat32" else "tiled"
+    return v.grid if v.grid in ("flat32", "fixed32") else "tiled"
 
 
 def test_the_policy_and_the_flat32_set_cover_every_kernel_shape():
     shapes = {_shape(v) for v in _configs()} | {_shape(v) for v in FLAT32}
-    assert {_shape(v) for v in FLAT32} == {"flat32"}
+    assert {_shape(v) for v in FLAT32} == {"flat32", "fixed32"}
     assert shapes == {
         "flat, 1 vector per thread",
         "flat, 2-4 vectors per thread",
         "flat, 8 vectors per thread",
         "flat32",
+        "fixed32",
         "tiled",
     }
 
@@ -101,9 +104,14 @@ def test_exported_kernel_mirrors_the_numba_kernel(v, header_fns):
 
 
 FLAT32 = [
-    Variant(dt, vec, u, ld, st, block, "flat32")
+    Variant(dt, vec, u, ld, st, block, grid)
     for dt in ("fp32", "fp16", "int8")
-    for vec, u, ld, st, block in ((16, 2, "default", "cs", 128), (8, 1, "default", "default", 256))
+    for vec, u, ld, st, block, grid in (
+        (16, 2, "default", "cs", 128, "flat32"),
+        (8, 1, "default", "default", 256, "flat32"),
+        (16, 2, "default", "default", 128, "fixed32"),
+        (8, 1, "default", "cs", 256, "fixed32"),
+    )
 ]
 
 

@@ -21,16 +21,16 @@ from sweeper.run.search import confirm_set
     "dtype, n, blocks, threads, config, exact",
     [
         # torch's fp32 elementwise kernel: 128 threads, 2 x 16 B per thread, one pass
-        ("fp32", 1 << 24, (1 << 24) // (128 * 8), 128, "v16-u2-ld.def-st.def-b128-flat32", True),
-        ("fp32", 1_000_003, 977, 128, "v16-u2-ld.def-st.def-b128-flat32", True),
-        ("fp16", 1 << 24, (1 << 24) // (128 * 16), 128, "v16-u2-ld.def-st.def-b128-flat32", True),
-        ("bf16", 1 << 20, (1 << 20) // (256 * 8), 256, "v16-u1-ld.def-st.def-b256-flat32", True),
+        ("fp32", 1 << 24, (1 << 24) // (128 * 8), 128, "v16-u2-ld.def-st.def-b128-fixed32", True),
+        ("fp32", 1_000_003, 977, 128, "v16-u2-ld.def-st.def-b128-fixed32", True),
+        ("fp16", 1 << 24, (1 << 24) // (128 * 16), 128, "v16-u2-ld.def-st.def-b128-fixed32", True),
+        ("bf16", 1 << 20, (1 << 20) // (256 * 8), 256, "v16-u1-ld.def-st.def-b256-fixed32", True),
         # 4 bytes per thread: one 4-byte vector
-        ("fp32", 1 << 20, (1 << 20) // 256, 256, "v4-u1-ld.def-st.def-b256-flat32", True),
+        ("fp32", 1 << 20, (1 << 20) // 256, 256, "v4-u1-ld.def-st.def-b256-fixed32", True),
         # a block size the grid lacks: the closest in log2, and not exact
-        ("int8", 1 << 20, 1024, 64, "v16-u1-ld.def-st.def-b128-flat32", False),
+        ("int8", 1 << 20, 1024, 64, "v16-u1-ld.def-st.def-b128-fixed32", False),
         # a grid-stride launch (few blocks): the widest loop-free config, not exact
-        ("fp32", 1 << 24, 264, 1024, "v16-u8-ld.def-st.def-b1024-flat32", False),
+        ("fp32", 1 << 24, 264, 1024, "v16-u8-ld.def-st.def-b1024-fixed32", False),
     ],
 )
 def test_the_floor_is_the_grids_config_closest_to_the_baselines_launch(

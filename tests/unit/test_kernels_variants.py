@@ -96,10 +96,11 @@ def test_default_grid_contents():
     # default_grid's docstring: tiled keys = core 36 + L2 band 4 + DRAM 3 + upper band 7;
     # 16-byte keys (50 - 24 narrow) at 3 blocks x 3 grids, 4- and 8-byte keys (24) at one
     # shape; 9 small-size flat keys and the band's flat peak, each at 3 blocks, once as
-    # flat, once as flat32
+    # flat, once as flat32, once as fixed32 (whose block is compiled in: a key per block)
     tiled, narrow, flat = 36 + 4 + 3 + 7, 24, 9 + 1
-    assert len(keys) == 4 * (tiled + 2 * flat)  # block and grid are launch parameters
-    assert len(grid) == 4 * ((tiled - narrow) * 3 * 3 + narrow + flat * 3 * 2)
+    # block and grid are launch parameters, but for fixed32
+    assert len(keys) == 4 * (tiled + 2 * flat + 3 * flat)
+    assert len(grid) == 4 * ((tiled - narrow) * 3 * 3 + narrow + flat * 3 * 3)
     for d in DTYPES:
         for vec in (4, 8, 16):
             for u in (1, 2, 4):
@@ -115,16 +116,19 @@ def test_default_grid_contents():
         assert Variant(d, 16, 8, "L2::evict_last:0.75", "cs", 512, "stride4") in grid
         assert Variant(d, 16, 1, "L2::evict_last", "cs", 128, "flat") in grid
     assert Variant(d, 16, 2, "default", "cs", 128, "stride1") in grid
-    assert {v.grid for v in grid} == {"onepass", "stride1", "stride4", "flat", "flat32"}
+    assert {v.grid for v in grid} == {
+        "onepass", "stride1", "stride4", "flat", "flat32", "fixed32"
+    }  # fmt: skip
     assert {v.unroll for v in grid if v.grid == "flat"} == {1, 2, 4, 8}
     assert {v.load_hint for v in grid if v.flat and v.unroll == 8} == {"nc"}
     for d in DTYPES:
         for b in (128, 256, 512):
             assert Variant(d, 16, 8, "nc", "cs", b, "flat") in grid
     assert Variant(d, 16, 2, "default", "cs", 128, "flat") in grid
-    # every flat config twice: 64-bit and 32-bit index maths, separate compiles
+    # every flat config three times: 64-bit and 32-bit index maths, 32-bit with the block
+    # compiled in, separate compiles
     flat = {(v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block) for v in grid if v.flat}
-    for grid_name in ("flat", "flat32"):
+    for grid_name in ("flat", "flat32", "fixed32"):
         assert {
             (v.vec_bytes, v.unroll, v.load_hint, v.store_hint, v.block)
             for v in grid
@@ -132,6 +136,9 @@ def test_default_grid_contents():
         } == flat
     assert {k.index32 for k in keys if k.flat} == {True, False}
     assert not any(k.index32 for k in keys if not k.flat)
+    fixed = {v.compile_key for v in grid if v.grid == "fixed32"}
+    assert {k.block for k in fixed} == {128, 256, 512} and all(k.index32 for k in fixed)
+    assert not any(k.block for k in set(keys) - fixed)
     both = {
         k.flat for k in keys if (k.vec_bytes, k.unroll, k.load_hint) == (16, 1, "L2::evict_last")
     }
@@ -142,7 +149,8 @@ def test_extended_grid_has_every_axis_value():
     grid = extended_grid(["int8"])
     tiled = len(VEC_BYTES) * len(UNROLLS) * len(hints.names("load")) * 4 * len(BLOCKS) * 5
     flat = len(VEC_BYTES) * len(UNROLLS) * len(hints.names("load")) * 4 * len(BLOCKS)
-    assert len(grid) == tiled + 2 * flat  # flat and flat32
+    assert len(grid) == tiled + 3 * flat  # flat, flat32 and fixed32
+    assert len(compile_keys(grid)) == tiled // 5 // len(BLOCKS) * 3 + flat  # fixed32: per block
     assert {v.grid for v in grid} == set(GRID_SHAPES)
     assert get_grid("extended", "int8") == grid
     with pytest.raises(KernelError, match="unknown grid 'nope'"):
@@ -172,7 +180,7 @@ def test_import_is_numba_free():
 )
 def test_launch_shape_covers_everything(n, dtype, vec, u, block, grid, sms):
     v = Variant(dtype, vec, u, "default", "default", block, grid)
-    if grid == "flat32":  # the flat shape, refused where its slot indices pass 2**31 - 1
+    if grid in ("flat32", "fixed32"):  # flat's shape, refused past 2**31 - 1 slot indices
         flat = launch_shape(replace(v, grid="flat"), n, sms, 2048)
         if flat.blocks * block * u > INDEX32_MAX:
             with pytest.raises(KernelError, match="32-bit index"):

@@ -1,0 +1,169 @@
+"""Ratio to torch (clamp_min, fp32, hot) of the fp32 ReLU forms of forms.cu and of three Numba
+kernels, at the plan's five fp32 sizes in 8-15 MiB, all with torch's launch (128 threads,
+2 x 16 B per thread, one block per 1024 floats):
+
+  nb-floor   the grid's floor config, v16-u2-ld.def-st.def-b128-flat32 (sweeper_kernels)
+  nb-fixed   v16-u2-ld.def-st.def-b128-fixed32: the same with the block size compiled in
+             (a literal, and launch bounds of 128 threads)
+  nb-cbtile  nb-fixed with one check per block (the block's tile whole or not)
+
+Each kernel and torch are CUDA graphs of CALLS calls; every round times, per kernel in a
+shuffled order, torch, kernel, kernel, torch (ABBA) and keeps base/kernel; the ratio is the
+median over ROUNDS rounds. Outputs checked against torch.relu. Two passes, other orders.
+Usage (GPU): python3 lab/h200/floor-form/forms.py > table.txt
+"""
+
+import random
+import statistics
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+import torch
+from numba import cuda
+from sweeper_kernels.build import get_kernel
+from sweeper_kernels.launch import launch_shape
+from sweeper_kernels.variants import Variant
+
+SIZES = [8388608, 8879840, 11099776, 13874720, 15728640]  # working-set bytes (2 * n * 4)
+CALLS, ROUNDS, BS = 20, 15, 128
+HERE = Path(__file__).parent
+CU = ["relu_tl", "relu_hdr", "relu_cb", "relu_cbtile", "relu_cbplain"]
+
+NB_HEAD = """
+from numba import cuda
+from sweeper_kernels.intrinsics import vector_load, vector_store, relu_word, to_global, index32
+LD = vector_load(4, "default")
+ST = vector_store(4, "default")
+RW = relu_word("fp32")
+TO_GLOBAL = to_global()
+MAD32, LT32 = index32()
+"""
+NB_FAST = """
+        a0_0, a0_1, a0_2, a0_3 = LD(xa, b)
+        a1_0, a1_1, a1_2, a1_3 = LD(xa, MAD32(1, 128, b))
+        ST(ya, b, RW(a0_0), RW(a0_1), RW(a0_2), RW(a0_3))
+        ST(ya, MAD32(1, 128, b), RW(a1_0), RW(a1_1), RW(a1_2), RW(a1_3))
+"""
+NB_SLOW = """
+        for k in range(2):
+            v = MAD32(k, 128, b)
+            if LT32(v, nvec):
+                c_0, c_1, c_2, c_3 = LD(xa, v)
+                ST(ya, v, RW(c_0), RW(c_1), RW(c_2), RW(c_3))
+"""
+NB_CBTILE = (
+    NB_HEAD
+    + """
+def k(x, y, n, nvec, ntiles, shift):
+    xa = TO_GLOBAL(x)
+    ya = TO_GLOBAL(y)
+    base = MAD32(cuda.blockIdx.x, 256, 0)
+    b = MAD32(1, base, cuda.threadIdx.x)
+    if not LT32(nvec - base, 256):"""
+    + NB_FAST
+    + """    else:"""
+    + NB_SLOW
+)
+
+
+def numba_kernel(src: str):
+    ns: dict = {}
+    exec(compile(src, "<nb>", "exec"), ns)
+    return cuda.jit("void(int64, int64, int64, int64, int64, int64)", launch_bounds=(BS,))(ns["k"])
+
+
+def launcher(name, x, y, n, blocks, shape, cu, nbk):
+    """`go(stream)`: one call of kernel `name` (or torch's) from x into y."""
+    if name == "torch":
+        return lambda s: torch.clamp_min(x, 0, out=y)
+    if name in cu:
+        f = cu[name]
+        args = (np.uint64(x.data_ptr()), np.uint64(y.data_ptr()), np.uint64(n))
+
+        def go_cu(s):
+            with cp.cuda.ExternalStream(s.cuda_stream):
+                f((blocks,), (BS,), args)
+
+        return go_cu
+    kern = nbk[name]
+    args = (x.data_ptr(), y.data_ptr(), n, shape.nvec, shape.ntiles, shape.shift)
+
+    def go_nb(s):
+        kern[shape.blocks, shape.threads, cuda.external_stream(s.cuda_stream)](*args)
+
+    return go_nb
+
+
+def main():
+    dev = torch.device("cuda")
+    mod = cp.RawModule(code=(HERE / "forms.cu").read_text(), options=("-std=c++17",))
+    cu = {name: mod.get_function(name) for name in CU}
+    floor = Variant.parse("fp32-v16-u2-ld.def-st.def-b128-flat32")
+    fixed = Variant.parse("fp32-v16-u2-ld.def-st.def-b128-fixed32")
+    nbk = {
+        "nb-floor": get_kernel(floor),
+        "nb-fixed": get_kernel(fixed),
+        "nb-cbtile": numba_kernel(NB_CBTILE),
+    }
+    props = torch.cuda.get_device_properties(0)
+    rows = []
+    for p in (1, 2):
+        rng = random.Random(p)
+        for ws in SIZES:
+            n = ws // 8
+            x = torch.randn(n, device=dev)
+            y = torch.empty_like(x)
+            ref = torch.relu(x)
+            blocks = -(-n // (BS * 8))
+            shape = launch_shape(floor, n, props.multi_processor_count, 2048)
+
+            names = CU + list(nbk)
+            graphs = {}
+            for name in ["torch"] + names:
+                go = launcher(name, x, y, n, blocks, shape, cu, nbk)
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    y.zero_()
+                    go(s)
+                torch.cuda.synchronize()
+                if name != "torch":
+                    assert torch.equal(y, ref), f"{name} at n={n}: output differs from torch.relu"
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    cs = torch.cuda.current_stream()
+                    for _ in range(CALLS):
+                        go(cs)
+                graphs[name] = g
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(10)]
+            ratios = {name: [] for name in names}
+            for _ in range(3):
+                graphs["torch"].replay()
+            for _ in range(ROUNDS):
+                order = names[:]
+                rng.shuffle(order)
+                for name in order:
+                    seq = ["torch", name, name, "torch"]
+                    for i, what in enumerate(seq):
+                        ev[2 * i].record()
+                        graphs[what].replay()
+                        ev[2 * i + 1].record()
+                    torch.cuda.synchronize()
+                    t = [ev[2 * i].elapsed_time(ev[2 * i + 1]) for i in range(4)]
+                    ratios[name].append((t[0] + t[3]) / (t[1] + t[2]))
+            for name in names:
+                rows.append((p, ws, name, statistics.median(ratios[name])))
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=["p", "ws_bytes", "kernel", "ratio"])
+    pd.set_option("display.width", 220)
+    print(
+        df.pivot_table(index="ws_bytes", columns=["kernel", "p"], values="ratio")
+        .round(3)
+        .to_string()
+    )
+    print(df.groupby(["kernel", "p"]).ratio.median().round(4).unstack().to_string())
+
+
+if __name__ == "__main__":
+    main()
