@@ -7,6 +7,9 @@
 //   cb       hdr with the block size a compile-time constant and __launch_bounds__(128)
 //   cbtile   cb with ATen's check: one per block (the block's tile whole or not)
 //   cbplain  cb with plain C++ loads and stores
+//   cbnc     cb with non-coherent loads (ld.global.nc, what nvcc emits for a read-only
+//            __restrict__ input)
+//   tlnr     tl without __restrict__
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -32,6 +35,13 @@ struct Asm {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
                  :: "l"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
   }
+};
+struct Nc {
+  static __device__ __forceinline__ void load(u64 a, u32 (&w)[NW]) {
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(a));
+  }
+  static __device__ __forceinline__ void store(u64 a, const u32 (&w)[NW]) { Asm::store(a, w); }
 };
 struct Plain {
   static __device__ __forceinline__ void load(u64 a, u32 (&w)[NW]) {
@@ -100,6 +110,33 @@ extern "C" __global__ void __launch_bounds__(BS)
   }
 }
 
+extern "C" __global__ void __launch_bounds__(BS)
+    relu_tlnr(const float* x, float* y, unsigned long long n) {
+  constexpr int kPer = 8, kTile = BS * kPer;
+  const int remaining = static_cast<int>(n - static_cast<unsigned long long>(kTile) * blockIdx.x);
+  const int base = kTile * static_cast<int>(blockIdx.x);
+  const int t = static_cast<int>(threadIdx.x);
+  if (remaining < kTile) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = t + k * BS;
+      if (i < remaining) y[base + i] = x[base + i] > 0.f ? x[base + i] : 0.f;
+    }
+    return;
+  }
+  const float4* xv = reinterpret_cast<const float4*>(x + base);
+  float4* yv = reinterpret_cast<float4*>(y + base);
+  float4 w[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) w[k] = xv[t + k * BS];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    w[k].x = w[k].x > 0.f ? w[k].x : 0.f; w[k].y = w[k].y > 0.f ? w[k].y : 0.f;
+    w[k].z = w[k].z > 0.f ? w[k].z : 0.f; w[k].w = w[k].w > 0.f ? w[k].w : 0.f;
+    yv[t + k * BS] = w[k];
+  }
+}
+
 extern "C" __global__ void relu_hdr(const float* x, float* y, unsigned long long n) {
   const u64 xa = to_global(x), ya = to_global(y);
   const int nv = int(i64(n) / 4);
@@ -131,5 +168,13 @@ extern "C" __global__ void __launch_bounds__(BS) relu_cbplain(const float* x, fl
   const int nv = int(i64(n) / 4);
   const int b = int(blockIdx.x) * TILE + int(threadIdx.x);
   if (b + (U - 1) * BS < nv) two<Plain>(xa, ya, b, BS);
+  else slow(xa, ya, b, BS, i64(n), nv);
+}
+
+extern "C" __global__ void __launch_bounds__(BS) relu_cbnc(const float* x, float* y, unsigned long long n) {
+  const u64 xa = to_global(x), ya = to_global(y);
+  const int nv = int(i64(n) / 4);
+  const int b = int(blockIdx.x) * TILE + int(threadIdx.x);
+  if (b + (U - 1) * BS < nv) two<Nc>(xa, ya, b, BS);
   else slow(xa, ya, b, BS, i64(n), nv);
 }

@@ -6,6 +6,7 @@ kernels, at the plan's five fp32 sizes in 8-15 MiB, all with torch's launch (128
   nb-fixed   v16-u2-ld.def-st.def-b128-fixed32: the same with the block size compiled in
              (a literal, and launch bounds of 128 threads)
   nb-cbtile  nb-fixed with one check per block (the block's tile whole or not)
+  nb-fixednc v16-u2-ld.nc-st.def-b128-fixed32: nb-fixed with non-coherent loads
 
 Each kernel and torch are CUDA graphs of CALLS calls; every round times, per kernel in a
 shuffled order, torch, kernel, kernel, torch (ABBA) and keeps base/kernel; the ratio is the
@@ -26,9 +27,9 @@ from sweeper_kernels.launch import launch_shape
 from sweeper_kernels.variants import Variant
 
 SIZES = [8388608, 8879840, 11099776, 13874720, 15728640]  # working-set bytes (2 * n * 4)
-CALLS, ROUNDS, BS = 20, 15, 128
+CALLS, ROUNDS, BS = 20, 30, 128
 HERE = Path(__file__).parent
-CU = ["relu_tl", "relu_hdr", "relu_cb", "relu_cbtile", "relu_cbplain"]
+CU = ["relu_tl", "relu_tlnr", "relu_hdr", "relu_cb", "relu_cbtile", "relu_cbplain", "relu_cbnc"]
 
 NB_HEAD = """
 from numba import cuda
@@ -105,6 +106,7 @@ def main():
         "nb-floor": get_kernel(floor),
         "nb-fixed": get_kernel(fixed),
         "nb-cbtile": numba_kernel(NB_CBTILE),
+        "nb-fixednc": get_kernel(Variant.parse("fp32-v16-u2-ld.nc-st.def-b128-fixed32")),
     }
     props = torch.cuda.get_device_properties(0)
     rows = []
