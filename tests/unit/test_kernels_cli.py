@@ -31,7 +31,7 @@ def test_list_takes_several_dtypes():
 def test_list_extended_counts():
     res = runner.invoke(app, ["kernels", "list", "--grid", "extended", "--dtypes", "int8"])
     assert res.exit_code == 0
-    assert "13440 variants (int8: 13440); 1440 distinct compiles" in res.output
+    assert "15360 variants (int8: 15360); 3360 distinct compiles" in res.output
 
 
 def test_unknown_grid_dtype_or_id_is_one_line_exit_1():

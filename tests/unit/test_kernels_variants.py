@@ -251,6 +251,7 @@ def test_the_climbs_moves_are_one_axis_changes_then_bytes_in_flight_trades(confi
     changed = [tuple(a for a in axes if getattr(m, a) != getattr(v, a)) for m in moves]
     one = [m for m, c in zip(moves, changed, strict=True) if len(c) == 1]
     assert moves[: len(one)] == one and len(one) == 26 and len(set(moves)) == len(moves)
+    assert not any(m.grid == "fixed32" for m in moves)  # seeded, not a move
     trades = moves[len(one) :]
     for m in trades:  # two of vector width, unroll and block, at the same bytes per block
         c = tuple(a for a in axes if getattr(m, a) != getattr(v, a))

@@ -10,6 +10,8 @@
 //   cbnc     cb with non-coherent loads (ld.global.nc, what nvcc emits for a read-only
 //            __restrict__ input)
 //   tlnr     tl without __restrict__
+//   tlint    tl with the ReLU as the header's integer maths on the words
+//   cboff    cb with the second vector's address as the first's plus a constant
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -111,6 +113,35 @@ extern "C" __global__ void __launch_bounds__(BS)
 }
 
 extern "C" __global__ void __launch_bounds__(BS)
+    relu_tlint(const float* __restrict__ x, float* __restrict__ y, unsigned long long n) {
+  constexpr int kPer = 8, kTile = BS * kPer;
+  const int remaining = static_cast<int>(n - static_cast<unsigned long long>(kTile) * blockIdx.x);
+  const int base = kTile * static_cast<int>(blockIdx.x);
+  const int t = static_cast<int>(threadIdx.x);
+  if (remaining < kTile) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = t + k * BS;
+      if (i < remaining) y[base + i] = x[base + i] > 0.f ? x[base + i] : 0.f;
+    }
+    return;
+  }
+  const float4* xv = reinterpret_cast<const float4*>(x + base);
+  float4* yv = reinterpret_cast<float4*>(y + base);
+  float4 w[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) w[k] = xv[t + k * BS];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    w[k].x = __uint_as_float(relu_word(__float_as_uint(w[k].x)));
+    w[k].y = __uint_as_float(relu_word(__float_as_uint(w[k].y)));
+    w[k].z = __uint_as_float(relu_word(__float_as_uint(w[k].z)));
+    w[k].w = __uint_as_float(relu_word(__float_as_uint(w[k].w)));
+    yv[t + k * BS] = w[k];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(BS)
     relu_tlnr(const float* x, float* y, unsigned long long n) {
   constexpr int kPer = 8, kTile = BS * kPer;
   const int remaining = static_cast<int>(n - static_cast<unsigned long long>(kTile) * blockIdx.x);
@@ -177,4 +208,24 @@ extern "C" __global__ void __launch_bounds__(BS) relu_cbnc(const float* x, float
   const int b = int(blockIdx.x) * TILE + int(threadIdx.x);
   if (b + (U - 1) * BS < nv) two<Nc>(xa, ya, b, BS);
   else slow(xa, ya, b, BS, i64(n), nv);
+}
+
+extern "C" __global__ void __launch_bounds__(BS) relu_cboff(const float* x, float* y, unsigned long long n) {
+  const u64 xa = to_global(x), ya = to_global(y);
+  const int nv = int(i64(n) / 4);
+  const int b = int(blockIdx.x) * TILE + int(threadIdx.x);
+  if (b + (U - 1) * BS < nv) {
+    const u64 o = u64(i64(b)) * 16;
+    u32 w[U][NW];
+#pragma unroll
+    for (int k = 0; k < U; ++k) Asm::load(xa + o + k * BS * 16, w[k]);
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+#pragma unroll
+      for (int j = 0; j < NW; ++j) w[k][j] = relu_word(w[k][j]);
+      Asm::store(ya + o + k * BS * 16, w[k]);
+    }
+  } else {
+    slow(xa, ya, b, BS, i64(n), nv);
+  }
 }

@@ -308,15 +308,16 @@ __global__ void relu_kernel(const void* x, void* y, int64_t n, int64_t nvec, int
 // thread t takes slots t, t + blockDim, ... (U of them); slot v is vector v (v < nvec) or tail
 // element v - nvec. I is the slot index type: int64_t ("flat") or int ("flat32": 32-bit
 // index maths, as torch's kernel; the host falls back to int64_t past 2^31 slots). A slot
-// index widens to a byte offset by sign extension, as in Numba.
-template <Dt D, int NW, int U, class LD, class ST, class I>
-__global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
+// index widens to a byte offset by sign extension, as in Numba. BLOCK > 0 ("fixed32"): the
+// block size compiled in, launched only with BLOCK threads (relu_fixed32_kernel).
+template <Dt D, int NW, int U, class LD, class ST, class I, int BLOCK>
+__device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n, int64_t nvec) {
   constexpr int BITS = Bits<D>::value;
   constexpr int E = NW * 32 / BITS;  // elements per vector
   const uint64_t xa = to_global(x), ya = to_global(y);
   const I nv = I(nvec);
   if constexpr (U == 1) {
-    const I i = I(sx(blockIdx.x)) * I(sx(blockDim.x)) + I(sx(threadIdx.x));
+    const I i = I(sx(blockIdx.x)) * (BLOCK > 0 ? I(BLOCK) : I(sx(blockDim.x))) + I(sx(threadIdx.x));
     if (i < nv) {
       uint32_t c[NW];
       LD::template vec<NW>(xa + uint64_t(int64_t(i)) * (4 * NW), c);
@@ -328,7 +329,7 @@ __global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec
       if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
     }
   } else {
-    const I bs = I(sx(blockDim.x));
+    const I bs = BLOCK > 0 ? I(BLOCK) : I(sx(blockDim.x));
     const I b = I(sx(blockIdx.x)) * bs * U + I(sx(threadIdx.x));
     if (b + (U - 1) * bs < nv) {  // every block but the last: no checks
       uint32_t w[U][NW];
@@ -357,6 +358,16 @@ __global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec
       }
     }
   }
+}
+
+template <Dt D, int NW, int U, class LD, class ST, class I>
+__global__ void relu_flat_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
+  relu_flat_body<D, NW, U, LD, ST, I, 0>(x, y, n, nvec);
+}
+
+template <Dt D, int NW, int U, class LD, class ST, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) relu_fixed32_kernel(const void* x, void* y, int64_t n, int64_t nvec) {
+  relu_flat_body<D, NW, U, LD, ST, int, BLOCK>(x, y, n, nvec);
 }
 
 // Scalar path for pointers not aligned to the vector width (no Numba counterpart).
@@ -439,7 +450,7 @@ inline int64_t max_grid(const DeviceInfo& d) {
 }
 
 // One config = one variant: vector bytes, unroll, cache operators, block, waves (0 = onepass,
-// -1 = flat, -2 = flat32).
+// -1 = flat, -2 = flat32, -3 = fixed32).
 template <int VB, int U, class LD, class ST, int BLOCK, int WAVES>
 struct Variant {
   template <Dt D>
@@ -459,6 +470,12 @@ struct Variant {
     if constexpr (WAVES < 0) {  // flat: one slot per vector and per tail element, U per thread
       const int64_t nvec = nn / E, slots = nvec + nn % E, tile = int64_t(BLOCK) * U;
       const int64_t blocks = (slots + tile - 1) / tile;
+      if constexpr (WAVES == -3) {  // fixed32, where 32-bit slot indices fit
+        if (blocks * tile <= 2147483647LL) {
+          relu_fixed32_kernel<D, VB / 4, U, LD, ST, BLOCK><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
+          return cudaGetLastError();
+        }
+      }
       if (WAVES == -2 && blocks * tile <= 2147483647LL)  // flat32: 32-bit slot indices fit
         relu_flat_kernel<D, VB / 4, U, LD, ST, int><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
       else

@@ -267,9 +267,13 @@ struct Variant {
     if constexpr (WAVES < 0) {  // flat: one slot per vector and per tail element, U per thread
       const int64_t nvec = nn / E, slots = nvec + nn % E, tile = int64_t(BLOCK) * U;
       const int64_t blocks = (slots + tile - 1) / tile;
-      if (WAVES == -3 && blocks * tile <= 2147483647LL)  // fixed32: 32-bit slot indices fit
-        relu_fixed32_kernel<D, VB / 4, U, LD, ST, BLOCK><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
-      else if (WAVES == -2 && blocks * tile <= 2147483647LL)  // flat32: 32-bit slot indices fit
+      if constexpr (WAVES == -3) {  // fixed32, where 32-bit slot indices fit
+        if (blocks * tile <= 2147483647LL) {
+          relu_fixed32_kernel<D, VB / 4, U, LD, ST, BLOCK><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
+          return cudaGetLastError();
+        }
+      }
+      if (WAVES == -2 && blocks * tile <= 2147483647LL)  // flat32: 32-bit slot indices fit
         relu_flat_kernel<D, VB / 4, U, LD, ST, int><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
       else
         relu_flat_kernel<D, VB / 4, U, LD, ST, int64_t><<<unsigned(blocks), BLOCK, 0, s>>>(in, out, nn, nvec);
