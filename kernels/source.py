@@ -224,10 +224,18 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
     else:
         first = f"cuda.blockIdx.x * bs * {u} + cuda.threadIdx.x"
     fast: list[str] = []
-    for k in range(u):
-        fast += load(f"a{k}", at(k))
-    for k in range(u):
-        fast += relu_store(f"a{k}", at(k))
+    if key.block:  # slot k's address is slot 0's plus a constant: one offset for all U
+        for k in range(u):
+            fast += [ln.replace("(xa, ", f"(xa + {k * key.block * key.vec_bytes}, " if k else "(xa, ")
+                     for ln in load(f"a{k}", "b")]  # fmt: skip
+        for k in range(u):
+            fast += [ln.replace("(ya, ", f"(ya + {k * key.block * key.vec_bytes}, " if k else "(ya, ")
+                     for ln in relu_store(f"a{k}", "b")]  # fmt: skip
+    else:
+        for k in range(u):
+            fast += load(f"a{k}", at(k))
+        for k in range(u):
+            fast += relu_store(f"a{k}", at(k))
     slow: list[str] = []
     for k in range(u):
         slow += [f"v = {at(k)}", f"if {below_nvec('v')}:"]

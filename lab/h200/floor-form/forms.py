@@ -4,10 +4,10 @@ kernels, at the plan's five fp32 sizes in 8-15 MiB, all with torch's launch (128
 
   nb-floor   the grid's floor config, v16-u2-ld.def-st.def-b128-flat32 (sweeper_kernels)
   nb-fixed   v16-u2-ld.def-st.def-b128-fixed32: the same with the block size compiled in
-             (a literal, and launch bounds of 128 threads)
+             (a literal, and launch bounds of 128 threads), the second vector's address the
+             first's plus a constant
   nb-cbtile  nb-fixed with one check per block (the block's tile whole or not)
-  nb-off     nb-fixed with the second vector's address as the first's plus a constant
-  nb-offmax  nb-off with the ReLU as max.f32 (bit-identical to the integer maths on fp32)
+  nb-offmax  nb-fixed with the ReLU as max.f32 (bit-identical to the integer maths on fp32)
 
 Each kernel and torch are CUDA graphs of CALLS calls; every round times, per kernel in a
 shuffled order, torch, kernel, kernel, torch (ABBA) and keeps base/kernel; the ratio is the
@@ -131,7 +131,6 @@ def main():
     nbk = {
         "nb-floor": get_kernel(floor),
         "nb-fixed": get_kernel(fixed),
-        "nb-off": numba_kernel(NB_OFF),
         "nb-offmax": numba_kernel(NB_OFF.replace("RW(", "RMAX(")),
     }
     props = torch.cuda.get_device_properties(0)

@@ -361,13 +361,18 @@ __device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n
     const I b = I(sx(blockIdx.x)) * bs * U + I(sx(threadIdx.x));
     if (b + (U - 1) * bs < nv) {  // every block but the last: no checks
       uint32_t w[U][NW];
+      // slot k's byte offset; fixed32: slot 0's plus a constant
+      auto at = [&](int k) -> uint64_t {
+        if constexpr (BLOCK > 0) return uint64_t(int64_t(b)) * (4 * NW) + uint64_t(k * BLOCK * 4 * NW);
+        else return uint64_t(int64_t(b + k * bs)) * (4 * NW);
+      };
 #pragma unroll
-      for (int k = 0; k < U; ++k) LD::template vec<NW>(xa + uint64_t(int64_t(b + k * bs)) * (4 * NW), w[k]);
+      for (int k = 0; k < U; ++k) LD::template vec<NW>(xa + at(k), w[k]);
 #pragma unroll
       for (int k = 0; k < U; ++k) {
 #pragma unroll
         for (int j = 0; j < NW; ++j) w[k][j] = relu_word<D>(w[k][j]);
-        ST::template vec<NW>(ya + uint64_t(int64_t(b + k * bs)) * (4 * NW), w[k]);
+        ST::template vec<NW>(ya + at(k), w[k]);
       }
     } else {
 #pragma unroll
