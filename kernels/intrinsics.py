@@ -86,10 +86,24 @@ def _np(a: Any) -> np.ndarray:
     return a
 
 
+class _SimAddress:
+    """The simulator's global address: an array and a byte offset into it (a kernel adds
+    constants to the address `to_global` gives, as a GPU kernel adds bytes)."""
+
+    def __init__(self, array, offset: int = 0):
+        self.array, self.offset = array, offset
+
+    def __add__(self, nbytes):
+        return _SimAddress(self.array, self.offset + int(nbytes))
+
+
 def _sim_bytes(base, index, nbytes: int, what: str) -> np.ndarray:
     """The `nbytes` bytes at base + index * nbytes (raises where the GPU would go out of bounds)."""
+    offset = 0
+    if isinstance(base, _SimAddress):
+        base, offset = base.array, base.offset
     raw = _np(base).view(np.uint8)
-    i = int(index) * nbytes
+    i = offset + int(index) * nbytes
     if i < 0 or i + nbytes > raw.size:
         raise IndexError(f"{what} of bytes [{i}, {i + nbytes}) outside a {raw.size}-byte array")
     return raw[i : i + nbytes]
@@ -130,7 +144,7 @@ def _sim_elem_store(bits: int):
 
 
 def _sim_to_global(a):
-    return a
+    return _SimAddress(a)
 
 
 # ---- the real intrinsics ---------------------------------------------------------------------
