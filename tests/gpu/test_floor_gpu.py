@@ -28,6 +28,6 @@ def test_the_baselines_launch_maps_to_a_grid_config_of_its_shape(ex, dtype):
     v = Variant.parse(f"{dtype}-{doc['config']}")
     ours = launch_shape(v, n, sm_count=1, max_threads_per_sm=2048)
     assert doc["exact"] == ((ours.blocks, ours.threads) == (k["grid"][0], k["block"][0]))
-    assert (v.load_hint, v.store_hint, v.grid) == ("default", "default", "flat32")
+    assert (v.load_hint, v.store_hint, v.grid) == ("default", "default", "fixed32")
     if dtype == "fp32":  # torch's fp32 elementwise kernel: 128 threads x 2 x 16 B, one pass
-        assert doc["config"] == "v16-u2-ld.def-st.def-b128-flat32" and doc["exact"]
+        assert doc["config"] == "v16-u2-ld.def-st.def-b128-fixed32" and doc["exact"]
