@@ -258,7 +258,7 @@ _FLAT_KEYS: tuple[tuple[int, int, str, str], ...] = (
 
 
 def default_grid(dtypes=None) -> list[Variant]:
-    """The grid a normal run screens first (the search's seed): 70 compiles and 318 variants
+    """The grid a normal run screens first (the search's seed): 100 compiles and 348 variants
     per dtype. The search then climbs from it over the extended grid's axes
     (sweeper.run.search), so this list is where the search starts, not its limit.
 
