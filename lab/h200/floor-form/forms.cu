@@ -12,6 +12,8 @@
 //   tlnr     tl without __restrict__
 //   tlint    tl with the ReLU as the header's integer maths on the words
 //   cboff    cb with the second vector's address as the first's plus a constant
+//   cboffmax cboff with the ReLU as fmaxf(x, 0) (one FMNMX per word, as in tl)
+//   cbncmax  cboffmax with non-coherent loads: tl's instructions in the header's form
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -210,7 +212,9 @@ extern "C" __global__ void __launch_bounds__(BS) relu_cbnc(const float* x, float
   else slow(xa, ya, b, BS, i64(n), nv);
 }
 
-extern "C" __global__ void __launch_bounds__(BS) relu_cboff(const float* x, float* y, unsigned long long n) {
+// cb with the second vector's address the first's plus a constant; MAX: the ReLU as fmaxf
+template <class A, bool MAX>
+__device__ __forceinline__ void cboff(const float* x, float* y, unsigned long long n) {
   const u64 xa = to_global(x), ya = to_global(y);
   const int nv = int(i64(n) / 4);
   const int b = int(blockIdx.x) * TILE + int(threadIdx.x);
@@ -218,14 +222,25 @@ extern "C" __global__ void __launch_bounds__(BS) relu_cboff(const float* x, floa
     const u64 o = u64(i64(b)) * 16;
     u32 w[U][NW];
 #pragma unroll
-    for (int k = 0; k < U; ++k) Asm::load(xa + o + k * BS * 16, w[k]);
+    for (int k = 0; k < U; ++k) A::load(xa + o + k * BS * 16, w[k]);
 #pragma unroll
     for (int k = 0; k < U; ++k) {
 #pragma unroll
-      for (int j = 0; j < NW; ++j) w[k][j] = relu_word(w[k][j]);
-      Asm::store(ya + o + k * BS * 16, w[k]);
+      for (int j = 0; j < NW; ++j)
+        w[k][j] = MAX ? __float_as_uint(fmaxf(__uint_as_float(w[k][j]), 0.f)) : relu_word(w[k][j]);
+      A::store(ya + o + k * BS * 16, w[k]);
     }
   } else {
     slow(xa, ya, b, BS, i64(n), nv);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(BS) relu_cboff(const float* x, float* y, unsigned long long n) {
+  cboff<Asm, false>(x, y, n);
+}
+extern "C" __global__ void __launch_bounds__(BS) relu_cboffmax(const float* x, float* y, unsigned long long n) {
+  cboff<Asm, true>(x, y, n);
+}
+extern "C" __global__ void __launch_bounds__(BS) relu_cbncmax(const float* x, float* y, unsigned long long n) {
+  cboff<Nc, true>(x, y, n);
 }

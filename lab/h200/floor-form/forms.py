@@ -11,6 +11,7 @@ kernels, at the plan's five fp32 sizes in 8-15 MiB, all with torch's launch (128
   nb-offmax  nb-fixed with the ReLU as max.f32 (one FMNMX per word, as nvcc makes of torch's
              `x > 0 ? x : 0`); first checked bit-identical to the integer maths over all 2**32
              fp32 words
+  nb-ncmax   nb-offmax with non-coherent loads: torch's kernel's instructions
 
 Each kernel and torch are CUDA graphs of CALLS calls; every round times, per kernel in a
 shuffled order, torch, kernel, kernel, torch (ABBA) and keeps base/kernel; the ratio is the
@@ -35,7 +36,16 @@ from sweeper_kernels.variants import Variant
 SIZES = [8388608, 8879840, 9018560, 11099776, 12487232, 13007520, 13874720, 15728640]
 CALLS, ROUNDS, BS = 20, 30, 128
 HERE = Path(__file__).parent
-CU = ["relu_tl", "relu_tlint", "relu_hdr", "relu_cb", "relu_cbnc", "relu_cboff"]
+CU = [
+    "relu_tl",
+    "relu_tlint",
+    "relu_hdr",
+    "relu_cb",
+    "relu_cbnc",
+    "relu_cboff",
+    "relu_cboffmax",
+    "relu_cbncmax",
+]
 
 NB_HEAD = """
 from numba import cuda
@@ -102,7 +112,6 @@ RMAX = _rmax()
 def max_mismatches() -> int:
     """Words w of all 2**32 where max.f32(w, 0) and the integer ReLU differ."""
     from numba import uint32
-
     from sweeper_kernels.intrinsics import relu_word
 
     rw = relu_word("fp32")
@@ -162,6 +171,11 @@ def main():
         "nb-fixed": get_kernel(fixed),
         "nb-fixednc": get_kernel(Variant.parse("fp32-v16-u2-ld.nc-st.def-b128-fixed32")),
         "nb-offmax": numba_kernel(NB_OFF.replace("RW(", "RMAX(")),
+        "nb-ncmax": numba_kernel(
+            NB_OFF.replace("RW(", "RMAX(").replace(
+                'vector_load(4, "default")', 'vector_load(4, "nc")'
+            )
+        ),
     }
     props = torch.cuda.get_device_properties(0)
     rows = []
