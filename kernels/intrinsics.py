@@ -399,6 +399,34 @@ def _sim_lt32(a, b):
     return int(a) < int(b)
 
 
+@functools.cache
+def _relu_max_intrinsic():
+    """fp32 ReLU of one uint32 word as `max.f32 w, 0` (one FMNMX in SASS, what nvcc makes of
+    torch's kernel): the same bits as the integer formula for all 2**32 words (NaN and -0 give
+    +0, denormals are kept; tests/gpu/test_kernels_gpu.py compares them on the GPU)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def relu_max(typingctx, w):
+        if not isinstance(w, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32]), "max.f32 $0, $1, 0f00000000;", "=f,f")
+            out = builder.call(asm, [builder.bitcast(args[0], f32)])
+            return builder.bitcast(out, ir.IntType(32))
+
+        return types.uint32(types.uint32), codegen
+
+    return relu_max
+
+
+RELU_FORMS = ("bits", "max")  # how a kernel computes ReLU: integer maths, or max.f32 (fp32 only)
+
+
 def _sim_relu_word(dtype: str):
     def relu_word(w):
         return np.uint32(relu_words(dtype, w))
@@ -425,8 +453,14 @@ def element_store(bits: int, hint: str):
     return _sim_elem_store(bits) if simulator() else _elem_store_intrinsic(bits, hint)
 
 
-def relu_word(dtype: str):
-    return _sim_relu_word(dtype) if simulator() else _relu_word_intrinsic(dtype)
+def relu_word(dtype: str, form: str = "bits"):
+    """ReLU of one word of `dtype` lanes; form "max" (fp32 only) computes the same bits with
+    max.f32, so the simulator runs both as the integer formula."""
+    if form not in RELU_FORMS or (form == "max" and dtype != "fp32"):
+        raise ValueError(f"no ReLU form {form!r} for {dtype}")
+    if simulator():
+        return _sim_relu_word(dtype)
+    return _relu_max_intrinsic() if form == "max" else _relu_word_intrinsic(dtype)
 
 
 def index32():

@@ -16,6 +16,9 @@ Checks (`check_ptx` returns a list of problems, empty when the PTX is right):
     "flat32" and "fixed32", whose slot indices widen to byte offsets with `mul.wide.s32`
     (torch's `int` indexing);
   * "fixed32" carries its block size as launch bounds (`.maxntid B, 1, 1`), the others none;
+  * the ReLU's form (CompileKey.relu_form): "max" is `max.f32 d, w, 0f00000000` on every word
+    loaded (words per main access x main loads, plus one per tail element load), and no other
+    float instruction; "bits" has no float instruction at all (integer maths on the words);
   * no local-memory traffic (`ld.local` / `st.local`: spills or a stack array).
 """
 
@@ -34,6 +37,9 @@ _LABEL_RE = re.compile(r"^(\$L__\w+):")
 _BRANCH_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _LOCAL_RE = re.compile(r"\b(?:ld|st)\.local\b")
 _SETP_RE = re.compile(r"^\s*setp\.\w+\.[su](32|64)\s")
+_FLOAT_RE = re.compile(
+    r"^\s*(?:@%p\d+\s+)?((?:max|min|setp\.\w+|selp|add|sub|mul|fma|cvt[.\w]*)\.(?:f32|f16|f16x2|bf16|bf16x2))\s+(.*)$"
+)
 _POLICY_RE = re.compile(r"^\s*createpolicy\.fractional\.(\S+?)\.b64\s+[^,]+,\s*([0-9.]+);")
 
 
@@ -148,6 +154,19 @@ def check_ptx(variant: Variant | CompileKey, ptx: str) -> list[str]:
     if bounds != ([str(key.block)] if key.block else []):
         want = f".maxntid {key.block}, 1, 1" if key.block else "none"
         problems.append(f"launch bounds {bounds or 'none'}, want {want}")
+    floats = [m.groups() for m in map(_FLOAT_RE.match, ptx.splitlines()) if m]
+    if key.relu_form == "max":
+        loads_words = sum(nwords if a.type == "u32" else 1 for a in acc if a.op == "ld")
+        maxes = [f for f in floats if f[0] == "max.f32" and f[1].endswith(", 0f00000000;")]
+        if len(maxes) != len(floats) or len(maxes) != loads_words:
+            problems.append(
+                f"{len(maxes)} max.f32 with 0 and {len(floats) - len(maxes)} other float "
+                f"instructions, want one max.f32 per word loaded ({loads_words})"
+            )
+    elif floats:
+        problems.append(
+            f"float instructions in a bit-level ReLU ({sorted({f[0] for f in floats})})"
+        )
     policies = [m.groups() for m in map(_POLICY_RE.match, ptx.splitlines()) if m]
     loads = [a for a in acc if a.op == "ld"]
     if hints.get("load", key.load_hint).policy is not None:

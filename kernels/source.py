@@ -20,7 +20,9 @@ A "onepass" launch sizes the grid to cover every tile once; "strideW" caps it at
 The flat form ("flat", its own template) has no loop; "flat32" is that template with its index
 maths in 32-bit integers (the `MAD32` / `LT32` intrinsics), as torch's `int` indexing is;
 "fixed32" is flat32 with the block size compiled in (a literal, and the kernel's launch bounds),
-as torch's vectorized elementwise kernel has it: its slot offsets become constants.
+as torch's vectorized elementwise kernel has it: its slot offsets become constants, and at
+fp32 its ReLU is one `max.f32` per word (one FMNMX, as nvcc compiles torch's; the same bits as
+the integer formula for every word).
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class CompileKey:
             f"_ld{tok(self.load_hint)}_st{tok(self.store_hint)}{'_flat' if self.flat else ''}"
             f"{'_i32' if self.index32 else ''}{f'_b{self.block}' if self.block else ''}"
         )
+
+    @property
+    def relu_form(self) -> str:
+        """ "max" (max.f32, fp32 "fixed32" only) or "bits" (integer maths): intrinsics.RELU_FORMS."""
+        return "max" if self.block and self.dtype == "fp32" else "bits"
 
 
 def kernel_source(key: CompileKey) -> str:
@@ -161,7 +168,7 @@ LD = vector_load({nwords}, {key.load_hint!r})
 ST = vector_store({nwords}, {key.store_hint!r})
 LDE = element_load({bits}, {key.load_hint!r})
 STE = element_store({bits}, {key.store_hint!r})
-RW = relu_word({key.dtype!r})
+RW = relu_word({key.dtype!r}{", 'max'" if key.relu_form == "max" else ""})
 TO_GLOBAL = to_global()
 SIGNATURE = "void(int64, int64, int64, int64, int64, int64)"
 LAUNCH_BOUNDS = {(key.block,) if key.block else None}
@@ -265,19 +272,31 @@ def _flat_unrolled_source(key, nwords, bits, elems, load, relu_store, indent) ->
 KERNEL_MODULES = ("source.py", "intrinsics.py", "bitmath.py", "hints.py")
 
 # Fingerprints of earlier kernel code that compiles to the same PTX as this code, byte for byte,
-# for every compile key (names aside; `python tools/behaviour_snapshot.py` shows it). Ids made
-# under them name the same kernels: Variant.parse accepts them and a run made under one can be
-# resumed and compared.
-EQUIVALENT_FINGERPRINTS: tuple[str, ...] = (
-    "53605ce348d7c9a6a31e98125a56e97f7e6d15fa6a94b678c2495389a6dff12b",
+# for every compile key but those it names (names aside; `python tools/behaviour_snapshot.py`
+# shows it): fingerprint -> (CompileKey attribute, value) pairs of the keys whose code differs.
+# Ids made under them name the same kernels: Variant.parse accepts them and a run made under
+# one can be resumed and compared.
+EQUIVALENT_FINGERPRINTS: dict[str, tuple[tuple[str, object], ...]] = {
+    "53605ce348d7c9a6a31e98125a56e97f7e6d15fa6a94b678c2495389a6dff12b": (),
     # this code fingerprinted from ast.dump's text, which differs by Python version: 3.10-3.11,
     # 3.12 and 3.13
-    "cbd6dd9a8d9740c8e36280a03198452f408f4ccec0a535278e7e4bee7bf41ba5",
-    "96f03c95b85f24d8c51c3d4ed758a17280b5b62b84201f1c7aac5cb3f6e75014",
-    "1aff540746a8dbc9bb9b2b6ab36f7fb9fd8f64a545d362dc1b221bbe8b8737b5",
+    "cbd6dd9a8d9740c8e36280a03198452f408f4ccec0a535278e7e4bee7bf41ba5": (),
+    "96f03c95b85f24d8c51c3d4ed758a17280b5b62b84201f1c7aac5cb3f6e75014": (),
+    "1aff540746a8dbc9bb9b2b6ab36f7fb9fd8f64a545d362dc1b221bbe8b8737b5": (),
     # before the "fixed32" form: every other key's kernel code is unchanged by it
-    "9ea6a15839a2ed8eb905398ba9445d19da45541590ea323b12f4345b26145ab3",
-)
+    "9ea6a15839a2ed8eb905398ba9445d19da45541590ea323b12f4345b26145ab3": (),
+    # fixed32 at fp32 with the integer ReLU, before max.f32
+    "9b34a445edb6c6ddb5c62ce454b8a2f3b810c44f6807a5dc5c323bdcfa1e8bf9": (("relu_form", "max"),),
+}
+
+
+def equivalent_fingerprints(key: CompileKey) -> tuple[str, ...]:
+    """The earlier fingerprints under which `key` compiled to the code it compiles to now."""
+    return tuple(
+        fp
+        for fp, differs in EQUIVALENT_FINGERPRINTS.items()
+        if not (differs and all(getattr(key, a) == v for a, v in differs))
+    )
 
 
 def _dump(node) -> str:

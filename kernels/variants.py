@@ -21,7 +21,7 @@ from itertools import product
 from sweeper_kernels import hints
 from sweeper_kernels.dtypes import DTYPES
 from sweeper_kernels.errors import KernelError
-from sweeper_kernels.source import EQUIVALENT_FINGERPRINTS, CompileKey, source_fingerprint
+from sweeper_kernels.source import CompileKey, equivalent_fingerprints, source_fingerprint
 
 VEC_BYTES: tuple[int, ...] = (4, 8, 16)
 UNROLLS: tuple[int, ...] = (1, 2, 4, 8)
@@ -134,7 +134,8 @@ class Variant:
         """An id ("fp32-v16-u2-ld.cs-st.cs-b256-onepass-1a2b3c4d") or the same without hash.
 
         A hash that matches neither the current kernel source nor code recorded as equivalent
-        (source.EQUIVALENT_FINGERPRINTS) is an error: that id names code that no longer exists.
+        for its compile key (source.EQUIVALENT_FINGERPRINTS) is an error: that id names code that
+        no longer exists.
         An id made under equivalent code parses to the Variant whose `.id` is the current one.
         """
         m = _ID_RE.match(text.strip())
@@ -160,7 +161,7 @@ class Variant:
         )
         if m["hash"] and m["hash"] not in (
             v.hash8,
-            *(v._hash8(fp) for fp in EQUIVALENT_FINGERPRINTS),
+            *(v._hash8(fp) for fp in equivalent_fingerprints(v.compile_key)),
         ):
             raise KernelError(
                 f"'{text}' was made from different kernel source (hash {m['hash']}, this "

@@ -313,3 +313,44 @@ def test_skip_when_right_skips_while_the_probed_words_are_right_also_under_graph
     replay()
     stream.synchronize()
     assert not _first_bad(dy.copy_to_host(), reference_relu(x2, "fp16"))
+
+
+def test_fixed32_max_relu_is_the_integer_relu_on_every_fp32_word():
+    """The fp32 "fixed32" kernels compute ReLU as max.f32 (CompileKey.relu_form): over all 2**32
+    bit patterns the floor config's output equals, bit for bit, that of its flat32 twin, which
+    computes the integer formula (NaN and -0 to +0, denormals and +inf kept)."""
+    from numba import uint32
+
+    n = 1 << 32
+    fixed = Variant.parse("fp32-v16-u2-ld.def-st.def-b128-fixed32")
+    bits = Variant.parse("fp32-v16-u2-ld.def-st.def-b128-flat32")
+    assert fixed.compile_key.relu_form == "max" and bits.compile_key.relu_form == "bits"
+
+    @cuda.jit
+    def every_word(x):
+        i = cuda.grid(1)
+        while i < n:
+            x[i] = uint32(i)
+            i += cuda.gridsize(1)
+
+    @cuda.jit
+    def differ(a, b, out):
+        i = cuda.grid(1)
+        while i < n:
+            if a[i] != b[i]:
+                cuda.atomic.add(out, 0, 1)
+            i += cuda.gridsize(1)
+
+    words = storage_dtype("fp32")
+    x, a, b = (cuda.device_array(n, words) for _ in range(3))
+    every_word[4096, 256](x.view(np.uint32))
+    get_launcher(fixed)(x, a, n, 0)
+    get_launcher(bits)(x, b, n, 0)
+    count = cuda.to_device(np.zeros(1, np.int64))
+    differ[4096, 256](a.view(np.uint32), b.view(np.uint32), count)
+    words_at = a.view(np.uint32)
+    probes = {0x80000000: 0, 0x7FC00000: 0, 0xFFC00000: 0, 1: 1, 0x7F800000: 0x7F800000, 0: 0}
+    got = {w: int(words_at[w : w + 1].copy_to_host()[0]) for w in probes}
+    assert int(count.copy_to_host()[0]) == 0
+    assert got == probes
+    del x, a, b

@@ -241,8 +241,17 @@ def test_header_compiles_for_sm89_and_sm90(tmp_path, merged):
         "createpolicy.fractional.L2::evict_first.b64", "ld.global.L2::cache_hint.u32",
     ]:  # fmt: skip
         assert want in ptx, want
-    # no float instructions touch the data (bit-level ReLU): no max.f32 / setp.*.f32
-    assert not re.search(r"\b(max|min|setp\.[a-z]+)\.(f32|f16|bf16)", ptx)
+    # float instructions touch the data only in fp32 fixed32 kernels, and only as max.f32 with 0
+    # (bit-identical to the integer ReLU); every other kernel's ReLU is bit-level
+    entries = re.split(r"\.(?:visible|weak) \.entry ", ptx)[1:]
+    floats = {e.split("(")[0]: re.findall(r"\b(?:max|min|setp\.[a-z]+)\.(?:f32|f16|bf16)\b.*", e)
+              for e in entries}  # fmt: skip
+    fixed = [name for name in floats if "relu_fixed32_kernel" in name]
+    assert fixed and entries
+    for name, ops in floats.items():
+        fp32_fixed = name in fixed and "DtE0E" in name  # Dt::F32, the enum's first value
+        assert bool(ops) == fp32_fixed, (name, ops[:2])
+        assert all(re.fullmatch(r"max\.f32\s+%f\d+, %f\d+, 0f00000000;", op) for op in ops), ops
 
 
 REF = r"""

@@ -99,6 +99,21 @@ def test_checker_catches_wrong_unroll_hint_width_and_local_memory(all_ptx):
     ]
 
 
+def test_checker_catches_a_relu_of_the_wrong_form(all_ptx):
+    fixed = CompileKey("fp32", 16, 2, "default", "default", True, True, 128)
+    flat32 = CompileKey("fp32", 16, 2, "default", "default", True, True)
+    assert fixed.relu_form == "max" and flat32.relu_form == "bits"
+    assert CompileKey("fp16", 16, 2, "default", "default", True, True, 128).relu_form == "bits"
+    maxed, bits = all_ptx[(fixed, (9, 0))], all_ptx[(flat32, (9, 0))]
+    # one word left to the integer formula, or a float compare beside the max
+    assert any("max.f32" in p for p in check_ptx(fixed, maxed.replace("max.f32", "max.u32", 1)))
+    compare = maxed.replace("ret;", "setp.gt.f32 %p9, %f1, 0f00000000;\n\tret;", 1)
+    assert any("other float" in p for p in check_ptx(fixed, compare))
+    # the integer form where max is wanted, and max where the integer form is
+    assert any("max.f32" in p for p in check_ptx(fixed, bits))
+    assert any("bit-level ReLU" in p for p in check_ptx(flat32, maxed))
+
+
 def test_parser_reads_accesses_and_loops():
     text = "\n".join(
         [

@@ -36,8 +36,16 @@ template <> struct Swar<Dt::F16> { static constexpr uint32_t MAGS = 0x7FFF7FFFu,
 template <> struct Swar<Dt::BF16> { static constexpr uint32_t MAGS = 0x7FFF7FFFu, BIG = 0x007F007Fu, SIGNS = 0x80008000u, ONES = 0xFFFFu; static constexpr int L = 16; static constexpr bool HAS_BIG = true; };
 template <> struct Swar<Dt::I8> { static constexpr uint32_t MAGS = 0x7F7F7F7Fu, BIG = 0u, SIGNS = 0x80808080u, ONES = 0xFFu; static constexpr int L = 8; static constexpr bool HAS_BIG = false; };
 
-template <Dt D> __host__ __device__ __forceinline__ uint32_t relu_word(uint32_t w) {
+// MAX (the fp32 "fixed32" form): max.f32(w, 0), one FMNMX, the same bits for every word.
+template <Dt D, bool MAX = false> __host__ __device__ __forceinline__ uint32_t relu_word(uint32_t w) {
   if constexpr (D == Dt::F32) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (MAX) {
+      float r;
+      asm("max.f32 %0, %1, 0f00000000;" : "=f"(r) : "f"(__uint_as_float(w)));
+      return __float_as_uint(r);
+    }
+#endif
     return (w - 1u) < 0x7F800000u ? w : 0u;
   } else {
     using S = Swar<D>;
@@ -106,7 +114,8 @@ __global__ void relu_kernel(const void* x, void* y, int64_t n, int64_t nvec, int
 // element v - nvec. I is the slot index type: int64_t ("flat") or int ("flat32": 32-bit
 // index maths, as torch's kernel; the host falls back to int64_t past 2^31 slots). A slot
 // index widens to a byte offset by sign extension, as in Numba. BLOCK > 0 ("fixed32"): the
-// block size compiled in, launched only with BLOCK threads (relu_fixed32_kernel).
+// block size compiled in, launched only with BLOCK threads (relu_fixed32_kernel), and at fp32
+// the ReLU as max.f32.
 template <Dt D, int NW, int U, class LD, class ST, class I, int BLOCK>
 __device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n, int64_t nvec) {
   constexpr int BITS = Bits<D>::value;
@@ -119,11 +128,11 @@ __device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n
       uint32_t c[NW];
       LD::template vec<NW>(xa + uint64_t(int64_t(i)) * (4 * NW), c);
 #pragma unroll
-      for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
+      for (int j = 0; j < NW; ++j) c[j] = relu_word<D, (BLOCK > 0)>(c[j]);
       ST::template vec<NW>(ya + uint64_t(int64_t(i)) * (4 * NW), c);
     } else if constexpr (E > 1) {
       const int64_t e = nvec * E + (int64_t(i) - nvec);
-      if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+      if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D, (BLOCK > 0)>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
     }
   } else {
     const I bs = BLOCK > 0 ? I(BLOCK) : I(sx(blockDim.x));
@@ -140,7 +149,7 @@ __device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n
 #pragma unroll
       for (int k = 0; k < U; ++k) {
 #pragma unroll
-        for (int j = 0; j < NW; ++j) w[k][j] = relu_word<D>(w[k][j]);
+        for (int j = 0; j < NW; ++j) w[k][j] = relu_word<D, (BLOCK > 0)>(w[k][j]);
         ST::template vec<NW>(ya + at(k), w[k]);
       }
     } else {
@@ -151,11 +160,11 @@ __device__ __forceinline__ void relu_flat_body(const void* x, void* y, int64_t n
           uint32_t c[NW];
           LD::template vec<NW>(xa + uint64_t(int64_t(v)) * (4 * NW), c);
 #pragma unroll
-          for (int j = 0; j < NW; ++j) c[j] = relu_word<D>(c[j]);
+          for (int j = 0; j < NW; ++j) c[j] = relu_word<D, (BLOCK > 0)>(c[j]);
           ST::template vec<NW>(ya + uint64_t(int64_t(v)) * (4 * NW), c);
         } else if constexpr (E > 1) {
           const int64_t e = nvec * E + (int64_t(v) - nvec);
-          if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
+          if (e < n) ST::template elem<BITS>(ya + uint64_t(e) * (BITS / 8), relu_word<D, (BLOCK > 0)>(LD::template elem<BITS>(xa + uint64_t(e) * (BITS / 8))));
         }
       }
     }
