@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 from sweeper_kernels.launch import closest_to_launch
 
-from sweeper.analyze.select import DEFAULT_TOLERANCE, confirmed_set, pass_noise, select
+from sweeper.analyze.select import (
+    DEFAULT_TOLERANCE,
+    confirmed_set,
+    pass_noise,
+    select,
+    tolerance_at,
+)
 from sweeper.analyze.store import trials_to_frame
 from sweeper.run.search import confirm_set
 
@@ -303,6 +309,29 @@ def test_a_size_at_a_ranges_upper_edge_counts_in_that_range_alone():
     noise = dict(pass_noise(first, second))
     assert noise[1 << 20] == pytest.approx(0.01)
     assert noise[4 << 20] == pytest.approx(0.05)  # empty: the overall p95, not the edge's
+
+
+def test_a_range_with_too_few_values_takes_the_p95_of_all_the_deviations():
+    first, second = {}, {}
+    devs = [0.001 * (i + 1) for i in range(20)]
+    for i, d in enumerate(devs):
+        ws = (1 << 19) + 8 * i if i < 5 else (1 << 30) + 8 * i  # 5 in (0, 1 MiB], 15 above 256 MiB
+        first[ws] = {"a": _row("a", 1.0, ws=ws)}
+        second[ws] = {"a": _row("a", 1.0 + d, ws=ws, role="confirm")}
+    noise = dict(pass_noise(first, second))
+    assert noise[1 << 20] == pytest.approx(float(np.percentile(devs, 95)))
+    assert noise[4 << 20] == pytest.approx(float(np.percentile(devs, 95)))
+    assert noise[None] == pytest.approx(float(np.percentile(devs[5:], 95)))
+
+
+def test_a_size_at_a_ranges_upper_edge_is_judged_by_the_noise_measured_in_that_range():
+    first, second = {}, {}
+    edge = 1 << 20
+    _twice(first, second, [edge - 8 * i for i in range(10)], 1.0, 1.01)  # (0, 1 MiB]
+    _twice(first, second, [edge + 8 * (i + 1) for i in range(10)], 1.0, 1.05)  # (1, 4 MiB]
+    noise = pass_noise(first, second)
+    assert tolerance_at(noise, edge) == pytest.approx(0.01)
+    assert tolerance_at(noise, edge + 1) == pytest.approx(0.05)
 
 
 def test_the_rule_compares_ratios_over_the_floors_not_products():

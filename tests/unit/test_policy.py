@@ -579,6 +579,26 @@ def test_a_lone_winner_beside_a_wide_gap_keeps_its_band_and_its_wide_brackets():
     )
 
 
+def test_two_finely_sampled_sizes_with_different_winners_make_one_band():
+    """Each of two sizes one step apart is a lone winner: neither gets a band of its own; the
+    config that serves the other size closer to its best takes both."""
+    acc = [{"A": 1.0}, {"B": 1.0}]
+    measured = [{"A": 1.0, "B": 0.97}, {"A": 0.9, "B": 1.0}]
+    bands, wide = segment([10, 11], acc, 5, measured=measured, tolerance=[0.02] * 2)
+    assert (bands, wide) == ([(0, 1, "B")], 0) and misses(bands, acc) == [0]
+
+
+def test_where_neighbours_share_no_measured_config_the_one_size_bands_keep_the_simpler_key():
+    """No config is measured at both 1 and 2, so no band can span them: the tied-set
+    segmentation decides, with the same simplicity order, and reports the wide bracket."""
+    sizes = [1, 2, 30]
+    acc = [{"a": 1.0, "b": 1.0}, {"c": 1.0}, {"d": 1.0}]
+    tol = [0.02] * 3
+    bands, wide = segment(sizes, acc, 10, lambda c: -ord(c), measured=acc, tolerance=tol)
+    assert (bands, wide) == ([(0, 0, "b"), (1, 1, "c"), (2, 2, "d")], 1)
+    assert segment(sizes, acc, 10, measured=acc, tolerance=tol)[0][0] == (0, 0, "a")
+
+
 @pytest.mark.parametrize("path", sorted(ROOT.glob("results/*/*/policy.json")), ids=str)
 def test_no_shipped_policy_band_rests_on_one_size(path):
     doc = load_policy(path)
