@@ -6,17 +6,18 @@ replay. BatchedExecutor measures the same cells with the same guards, queued so 
 waits for the GPU once per batch and prepares the next batch while one runs.
 
 Each cell's pieces are CUDA graphs, captured once per cell and instantiated from a pool (an
-instantiated graph of the same shape is updated, not rebuilt): the timed chain of `calls` calls
-and the warm-up chain on each buffer set (built from a one-call capture by doubling), the
-fresh-input replay's chains, and per size the poison and check graphs. A batch is the sequence
-of their launches and the slots' events, queued behind one hold of the stream (the blocking
-kernel) and released once all of it is queued, so no slot can time the host submitting. Per
-new cell, in order:
+instantiated graph of the same shape is updated, not rebuilt): on each buffer set the slot
+graph [L2 normalizer, warm-up calls, event record, `calls` calls, event record] (slot_graph;
+calls chained from a one-call capture by doubling), launched once per slot with that slot's
+two events set first, the fresh-input replay's chains, and per size the baseline's slot
+graphs and the poison and check graphs. A slot reaches the GPU as one launch, so nothing the
+host does between its parts can fall between its events. A batch is the sequence of these
+launches, queued behind one hold of the stream (the blocking kernel) and released once all
+of it is queued. Per new cell, in order:
 
-  half 1   L2 normalizer, warm-up of a on A and of b on B, a's timed graph replayed once
-           untimed (the settle replay), a's outputs poisoned; R rounds of slots a b b a, each
-           slot [normalizer, warm-up, event, `calls` calls, event]; a's output on A compared
-           with the reference, the mismatches counted on the device
+  half 1   warm-up of b on B, a's slot on A launched once untimed (the settle replay), a's
+           outputs poisoned; R rounds of slots a b b a; a's output on A compared with the
+           reference, the mismatches counted on the device
   half 2   the same with the buffer sets swapped, rounds b a a b
   soak     where the timed calls are fewer than SOAK_CALLS: untimed calls on B, then checked
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
@@ -85,33 +86,59 @@ def pci_bus_id() -> str:
     return "{:04x}:{:02x}:{:02x}.0".format(*ids)
 
 
-def chain(unit, calls: int):
-    """A graph (not instantiated) of `calls` replays of the one-call graph `unit`, built by
-    doubling: log2(calls) child-graph nodes where a chain of child nodes takes `calls`."""
+def add_chain(g, prev, unit, calls: int):
+    """Append `calls` replays of the one-call graph `unit` to graph `g` after node `prev`
+    (None: as its first nodes), built by doubling: log2(calls) child-graph nodes where a chain
+    of child nodes takes `calls`. Returns the last node added (`prev` where calls is 0)."""
     cu = cuda_driver()
     powers, owned = [unit], []
     try:
         while (1 << len(powers)) <= calls:
-            g = check(cu.cuGraphCreate(0))
-            owned.append(g)
-            first = check(cu.cuGraphAddChildGraphNode(g, None, 0, powers[-1]))
-            check(cu.cuGraphAddChildGraphNode(g, [first], 1, powers[-1]))
-            powers.append(g)
-        out = check(cu.cuGraphCreate(0))
-        prev = None
+            p = check(cu.cuGraphCreate(0))
+            owned.append(p)
+            first = check(cu.cuGraphAddChildGraphNode(p, None, 0, powers[-1]))
+            check(cu.cuGraphAddChildGraphNode(p, [first], 1, powers[-1]))
+            powers.append(p)
         for k in reversed(range(len(powers))):
             if calls >> k & 1:
                 deps = [prev] if prev is not None else None
-                prev = check(cu.cuGraphAddChildGraphNode(out, deps, len(deps or ()), powers[k]))
-        return out
+                prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), powers[k]))
+        return prev
     finally:
-        for g in owned:
-            cu.cuGraphDestroy(g)
+        for p in owned:
+            cu.cuGraphDestroy(p)
+
+
+def chain(unit, calls: int):
+    """A graph (not instantiated) of `calls` replays of the one-call graph `unit` (add_chain)."""
+    g = check(cuda_driver().cuGraphCreate(0))
+    add_chain(g, None, unit, calls)
+    return g
+
+
+def slot_graph(before: list, unit, warm: int, calls: int, event):
+    """One timed slot as a graph (not instantiated): the child graphs `before` (the L2
+    normalizer), `warm` replays of the one-call graph `unit`, an event record, `calls` replays,
+    an event record. Returns (graph, (first record node, second record node)); both record
+    `event` until a launch sets its own (LaunchQueue.slot). The slot's work reaches the GPU as
+    one launch: nothing the host does between its parts can fall inside the two events."""
+    cu = cuda_driver()
+    g = check(cu.cuGraphCreate(0))
+    prev = None
+    for part in before:
+        deps = [prev] if prev is not None else None
+        prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
+    prev = add_chain(g, prev, unit, warm)
+    deps = [prev] if prev is not None else None
+    n0 = check(cu.cuGraphAddEventRecordNode(g, deps, len(deps or ()), event))
+    prev = add_chain(g, n0, unit, calls)
+    n1 = check(cu.cuGraphAddEventRecordNode(g, [prev], 1, event))
+    return g, (n0, n1)
 
 
 class LaunchQueue:
-    """A batch's launches in order, queued on the stream at once: graph launches of
-    instantiated graphs and event records."""
+    """A batch's launches in order, queued on the stream at once: instantiated graphs, and
+    timed slots (a slot graph launched with the two events it records set first)."""
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, Any]] = []
@@ -119,14 +146,22 @@ class LaunchQueue:
     def child(self, exec_) -> None:
         self.ops.append(("graph", exec_))
 
-    def event(self, ev) -> None:
-        self.ops.append(("event", int(ev.handle)))
+    def slot(self, exec_, nodes, e0, e1) -> None:
+        self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
 
     def run(self, stream, h) -> None:
         cu = cuda_driver()
-        launch, record = cu.cuGraphLaunch, cu.cuEventRecord
+        launch, set_event = cu.cuGraphLaunch, cu.cuGraphExecEventRecordNodeSetEvent
         for kind, x in self.ops:
-            check(launch(x, h) if kind == "graph" else record(x, h))
+            if kind == "slot":
+                ex, n0, n1, e0, e1 = x
+                # a later setting never reaches a launch already queued (CUDA: "already
+                # enqueued or running launches of hGraphExec are not affected")
+                check(set_event(ex, n0, e0))
+                check(set_event(ex, n1, e1))
+            else:
+                ex = x
+            check(launch(ex, h))
 
 
 @dataclass(eq=False)
@@ -149,6 +184,7 @@ class _Cell:
     launcher: Any = None
     graphs: dict = field(default_factory=dict)  # name -> CUgraph owned by the cell
     execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
+    nodes: dict = field(default_factory=dict)  # slot graph name -> its two event record nodes
     halves: list = field(default_factory=list)
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
@@ -213,6 +249,10 @@ class BatchedExecutor(GpuExecutor):
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
+        self._slot_nodes: dict[tuple, tuple] = {}  # a size's slot graph -> its record nodes
+        # what a slot graph's event records record until a launch sets the slot's own
+        self._scratch = self.cuda.event(timing=False)
+        self._scratch_event = int(self._scratch.handle)
         self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
         from sweeper.run.clocks import ClockMonitor
 
@@ -250,6 +290,7 @@ class BatchedExecutor(GpuExecutor):
         cu = cuda_driver()
         for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
             g, ex = self._size_graphs.pop(k)
+            self._slot_nodes.pop(k, None)
             cu.cuGraphExecDestroy(ex)
             cu.cuGraphDestroy(g)
         super().release(dtype, n)
@@ -259,6 +300,7 @@ class BatchedExecutor(GpuExecutor):
             cu = cuda_driver()
             for k in list(self._size_graphs):  # they hold the old buffers' addresses
                 g, ex = self._size_graphs.pop(k)
+                self._slot_nodes.pop(k, None)
                 cu.cuGraphExecDestroy(ex)
                 cu.cuGraphDestroy(g)
         return super().buffers(dtype, n)
@@ -447,8 +489,9 @@ class BatchedExecutor(GpuExecutor):
                     check(cu.cuGraphLaunch(self._check_graph(b, key, "A", batch.parity, j), h))
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
-                cell.graphs[f"timed-{side}"] = chain(units[side], calls)
-                cell.graphs[f"warm-{side}"] = chain(units[side], warm)
+                cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
+                    self._before_slot(b), units[side], warm, calls, self._scratch_event
+                )
             cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
             cell.state = self.bench.persisting_state()
         except USER_ERRORS as e:
@@ -476,7 +519,6 @@ class BatchedExecutor(GpuExecutor):
             )
         for side, fresh, restore in cell.fresh:
             g = batch.graph
-            g.child(self._exec(cell, f"warm-{side}", warm))
             g.child(self._exec(cell, f"fresh-{side}", calls))
             g.child(restore)
             batch.fresh.append((cell, fresh))
@@ -533,7 +575,9 @@ class BatchedExecutor(GpuExecutor):
                 for part in (rewrite, cell.graphs[f"unit-{side}"], checked):
                     deps = [prev] if prev is not None else None
                     prev = check(cu.cuGraphAddChildGraphNode(u, deps, len(deps or ()), part))
-                cell.graphs[f"fresh-{side}"] = chain(u, calls)
+                # the side's warm-up calls, then the replay units
+                f = cell.graphs[f"fresh-{side}"] = check(cu.cuGraphCreate(0))
+                add_chain(f, add_chain(f, None, cell.graphs[f"unit-{side}"], warm), u, calls)
             finally:
                 cu.cuGraphDestroy(u)
             out.append((side, fresh, restore))
@@ -541,36 +585,55 @@ class BatchedExecutor(GpuExecutor):
 
     def _segment(self, batch, cell, hf: _Half, h: int, b, key, calls, warm, rounds,
                  opening: bool = False) -> None:  # fmt: skip
-        """Rounds of one half into the batch: the opening segment warms both sides first."""
+        """Rounds of one half into the batch: the opening segment warms side b first. Each
+        slot is one launch of a slot graph (slot_graph: L2 normalizer, warm-up, event,
+        `calls` calls, event) with the slot's own two events."""
         g = batch.graph
-        between = b.normalize.graph.exec if b.normalize is not None else None
-        base_calls, base_graphs = self._baseline_graphs(None, key, hf.sb, self.stopping)
-        sides = {"A": (self._exec(cell, f"warm-{hf.sa}", warm),
-                       self._exec(cell, f"timed-{hf.sa}", calls)),
-                 "B": (base_graphs[1].exec, base_graphs[0].exec)}  # fmt: skip
+        sides = {"A": (self._exec(cell, f"slot-{hf.sa}", calls), cell.nodes[f"slot-{hf.sa}"]),
+                 "B": self._base_slot(b, key, hf.sb, calls, warm)}  # fmt: skip
         if opening:
-            if between is not None:
-                g.child(between)
-            g.child(sides["A"][0])
-            g.child(sides["B"][0])
-        # The settle replay: side a's timed graph once, untimed, before the poison. Without it
-        # the first a-slot of every segment follows other work than a's (the previous cell,
-        # the batch's start) and read 4.6% slower than the second over 36-52 MiB fp32 on the
-        # H200, the baseline's not at all (docs/timing.md, "The settle replay").
-        g.child(sides["A"][1])
+            g.child(self._baseline_graphs(None, key, hf.sb, self.stopping)[1][1].exec)
+        # The settle replay: side a's slot once, untimed (its events are the scratch event),
+        # before the poison. Without it the first a-slot of every segment follows other work
+        # than a's (the previous cell, the batch's start) and read 4.6% slower than the second
+        # over 36-52 MiB fp32 on the H200, the baseline's not at all (docs/timing.md, "The
+        # settle replay").
+        g.slot(*sides["A"], self._scratch, self._scratch)
         g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
-                w, timed = sides[side]
-                if between is not None:
-                    g.child(between)
-                g.child(w)
                 i, e0, e1 = self._slot_events(batch)
-                g.event(e0)
-                g.child(timed)
-                g.event(e1)
+                g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
         g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+
+    def _before_slot(self, b: Buffers) -> list:
+        """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""
+        return [b.normalize.graph.graph] if b.normalize is not None else []
+
+    def _base_slot(self, b: Buffers, key: tuple, side: str, calls: int, warm: int):
+        """The baseline's slot graph on buffer set `side`, once per size: (instantiated graph,
+        its event record nodes)."""
+        name = f"slot-base-{side}-{warm}"
+
+        def make():
+            cu = cuda_driver()
+            bl = self._baseline_graphs(None, key, side, self.stopping)[1]
+            timed, warm_g = bl[0].graph, bl[1].graph
+            g = check(cu.cuGraphCreate(0))
+            prev = None
+            for part in self._before_slot(b) + [warm_g]:
+                deps = [prev] if prev is not None else None
+                prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
+            ev = self._scratch_event
+            n0 = check(cu.cuGraphAddEventRecordNode(g, [prev], 1, ev))
+            t = check(cu.cuGraphAddChildGraphNode(g, [n0], 1, timed))
+            n1 = check(cu.cuGraphAddEventRecordNode(g, [t], 1, ev))
+            self._slot_nodes[(*key, name)] = (n0, n1)
+            return g
+
+        ex = self._size_graph(name, key, make)
+        return ex, self._slot_nodes[(*key, name)]
 
     def _finish(self, batch: _Batch, dtype: str, n: int):
         """Wait for a batch, read its events and counters, decide every half it timed.
