@@ -86,6 +86,16 @@ def pci_bus_id() -> str:
     return "{:04x}:{:02x}:{:02x}.0".format(*ids)
 
 
+def add_children(g, prev, parts) -> Any:
+    """Append the child graphs `parts` to graph `g` one after another, after node `prev`
+    (None: as its first nodes). Returns the last node added (`prev` where there is none)."""
+    cu = cuda_driver()
+    for part in parts:
+        deps = [prev] if prev is not None else None
+        prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
+    return prev
+
+
 def add_chain(g, prev, unit, calls: int):
     """Append `calls` replays of the one-call graph `unit` to graph `g` after node `prev`
     (None: as its first nodes), built by doubling: log2(calls) child-graph nodes where a chain
@@ -96,14 +106,10 @@ def add_chain(g, prev, unit, calls: int):
         while (1 << len(powers)) <= calls:
             p = check(cu.cuGraphCreate(0))
             owned.append(p)
-            first = check(cu.cuGraphAddChildGraphNode(p, None, 0, powers[-1]))
-            check(cu.cuGraphAddChildGraphNode(p, [first], 1, powers[-1]))
+            add_children(p, None, [powers[-1]] * 2)
             powers.append(p)
-        for k in reversed(range(len(powers))):
-            if calls >> k & 1:
-                deps = [prev] if prev is not None else None
-                prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), powers[k]))
-        return prev
+        return add_children(g, prev, [powers[k] for k in reversed(range(len(powers)))
+                                      if calls >> k & 1])  # fmt: skip
     finally:
         for p in owned:
             cu.cuGraphDestroy(p)
@@ -116,23 +122,19 @@ def chain(unit, calls: int):
     return g
 
 
-def slot_graph(before: list, unit, warm: int, calls: int, event):
-    """One timed slot as a graph (not instantiated): the child graphs `before` (the L2
-    normalizer), `warm` replays of the one-call graph `unit`, an event record, `calls` replays,
-    an event record. Returns (graph, (first record node, second record node)); both record
-    `event` until a launch sets its own (LaunchQueue.slot). The slot's work reaches the GPU as
-    one launch: nothing the host does between its parts can fall inside the two events."""
+def slot_graph(warm_up, timed, event):
+    """One timed slot as a graph (not instantiated): what `warm_up(g, prev)` adds (the L2
+    normalizer, the warm-up calls), an event record, what `timed(g, prev)` adds (the timed
+    calls), an event record; each callable adds its nodes after `prev` and returns the last.
+    Returns (graph, (first record node, second record node)); both record `event` until a
+    launch sets its own (LaunchQueue.slot). The slot's work reaches the GPU as one launch:
+    nothing the host does between its parts can fall inside the two events."""
     cu = cuda_driver()
     g = check(cu.cuGraphCreate(0))
-    prev = None
-    for part in before:
-        deps = [prev] if prev is not None else None
-        prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
-    prev = add_chain(g, prev, unit, warm)
+    prev = warm_up(g, None)
     deps = [prev] if prev is not None else None
     n0 = check(cu.cuGraphAddEventRecordNode(g, deps, len(deps or ()), event))
-    prev = add_chain(g, n0, unit, calls)
-    n1 = check(cu.cuGraphAddEventRecordNode(g, [prev], 1, event))
+    n1 = check(cu.cuGraphAddEventRecordNode(g, [timed(g, n0)], 1, event))
     return g, (n0, n1)
 
 
@@ -252,7 +254,6 @@ class BatchedExecutor(GpuExecutor):
         self._slot_nodes: dict[tuple, tuple] = {}  # a size's slot graph -> its record nodes
         # what a slot graph's event records record until a launch sets the slot's own
         self._scratch = self.cuda.event(timing=False)
-        self._scratch_event = int(self._scratch.handle)
         self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
         from sweeper.run.clocks import ClockMonitor
 
@@ -489,9 +490,13 @@ class BatchedExecutor(GpuExecutor):
                     check(cu.cuGraphLaunch(self._check_graph(b, key, "A", batch.parity, j), h))
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
+                unit = units[side]
                 cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
-                    self._before_slot(b), units[side], warm, calls, self._scratch_event
-                )
+                    lambda g, p, u=unit: add_chain(g, add_children(g, p, self._before_slot(b)),
+                                                   u, warm),
+                    lambda g, p, u=unit: add_chain(g, p, u, calls),
+                    int(self._scratch.handle),
+                )  # fmt: skip
             cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
             cell.state = self.bench.persisting_state()
         except USER_ERRORS as e:
@@ -571,10 +576,7 @@ class BatchedExecutor(GpuExecutor):
                                lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st))[1]  # fmt: skip
             u = check(cu.cuGraphCreate(0))
             try:
-                prev = None
-                for part in (rewrite, cell.graphs[f"unit-{side}"], checked):
-                    deps = [prev] if prev is not None else None
-                    prev = check(cu.cuGraphAddChildGraphNode(u, deps, len(deps or ()), part))
+                add_children(u, None, (rewrite, cell.graphs[f"unit-{side}"], checked))
                 # the side's warm-up calls, then the replay units
                 f = cell.graphs[f"fresh-{side}"] = check(cu.cuGraphCreate(0))
                 add_chain(f, add_chain(f, None, cell.graphs[f"unit-{side}"], warm), u, calls)
@@ -592,7 +594,8 @@ class BatchedExecutor(GpuExecutor):
         sides = {"A": (self._exec(cell, f"slot-{hf.sa}", calls), cell.nodes[f"slot-{hf.sa}"]),
                  "B": self._base_slot(b, key, hf.sb, calls, warm)}  # fmt: skip
         if opening:
-            g.child(self._baseline_graphs(None, key, hf.sb, self.stopping)[1][1].exec)
+            base_warm = self._baseline_graphs(None, key, hf.sb, self.stopping)[1][1]
+            g.child(base_warm.exec)
         # The settle replay: side a's slot once, untimed (its events are the scratch event),
         # before the poison. Without it the first a-slot of every segment follows other work
         # than a's (the previous cell, the batch's start) and read 4.6% slower than the second
@@ -617,19 +620,13 @@ class BatchedExecutor(GpuExecutor):
         name = f"slot-base-{side}-{warm}"
 
         def make():
-            cu = cuda_driver()
-            bl = self._baseline_graphs(None, key, side, self.stopping)[1]
-            timed, warm_g = bl[0].graph, bl[1].graph
-            g = check(cu.cuGraphCreate(0))
-            prev = None
-            for part in self._before_slot(b) + [warm_g]:
-                deps = [prev] if prev is not None else None
-                prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
-            ev = self._scratch_event
-            n0 = check(cu.cuGraphAddEventRecordNode(g, [prev], 1, ev))
-            t = check(cu.cuGraphAddChildGraphNode(g, [n0], 1, timed))
-            n1 = check(cu.cuGraphAddEventRecordNode(g, [t], 1, ev))
-            self._slot_nodes[(*key, name)] = (n0, n1)
+            timed, warm_g = (gr.graph for gr in self._baseline_graphs(None, key, side,
+                                                                      self.stopping)[1])  # fmt: skip
+            g, self._slot_nodes[(*key, name)] = slot_graph(
+                lambda g, p: add_children(g, p, [*self._before_slot(b), warm_g]),
+                lambda g, p: add_children(g, p, [timed]),
+                int(self._scratch.handle),
+            )
             return g
 
         ex = self._size_graph(name, key, make)
