@@ -448,8 +448,21 @@ class BatchedExecutor(GpuExecutor):
         allows, else instantiated)."""
         if name not in cell.execs:
             key = (name.split("-")[0], calls)
-            cell.execs[name] = (key, self._cell_pool.take(key, cell.graphs[name]))
+            if name in cell.nodes:  # a slot graph: its events are set per launch
+                ex, cell.nodes[name], owned = self._cell_pool.take_addressed(
+                    key, cell.graphs[name], cell.nodes[name])  # fmt: skip
+                if owned:
+                    del cell.graphs[name]
+            else:
+                ex = self._cell_pool.take(key, cell.graphs[name])
+            cell.execs[name] = (key, ex)
         return cell.execs[name][1]
+
+    def _slot(self, cell: _Cell, side: str, calls: int):
+        """The cell's slot graph on buffer set `side`: (instantiated graph, the two record
+        nodes that address it)."""
+        name = f"slot-{side}"
+        return self._exec(cell, name, calls), cell.nodes[name]
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
         y = b.side(side)[1]
@@ -591,7 +604,7 @@ class BatchedExecutor(GpuExecutor):
         slot is one launch of a slot graph (slot_graph: L2 normalizer, warm-up, event,
         `calls` calls, event) with the slot's own two events."""
         g = batch.graph
-        sides = {"A": (self._exec(cell, f"slot-{hf.sa}", calls), cell.nodes[f"slot-{hf.sa}"]),
+        sides = {"A": self._slot(cell, hf.sa, calls),
                  "B": self._base_slot(b, key, hf.sb, calls, warm)}  # fmt: skip
         if opening:
             base_warm = self._baseline_graphs(None, key, hf.sb, self.stopping)[1][1]
