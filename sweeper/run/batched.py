@@ -65,10 +65,12 @@ from sweeper.stats import PairTiming, Stopping, rel_halfwidth
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
 COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
-# Launches queued behind one hold of the stream. The stream's queue is finite: on the H200 a
-# batch of 14 cells (about 1400 launches) behind one hold blocked the host's next launch until
-# the blocking kernel timed out, where 2 cells (about 200) ran.
-OPS_PER_HOLD = 320
+# Launches queued behind one hold of the stream. The stream's queue is finite, and what fills
+# it is the event records: on the H200, 1000 launches of a graph of 1 to 100 kernels queued
+# behind one hold, where 300 launches of a slot graph (two event records each) blocked the
+# host until the blocking kernel timed out, 250 did not, whatever its number of kernels.
+SLOTS_PER_HOLD = 200  # slot launches (settle replays included)
+OPS_PER_HOLD = 800  # all launches
 THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to this many times
 EXECUTOR_NAME = "batched"
 
@@ -144,12 +146,14 @@ class LaunchQueue:
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, Any]] = []
+        self.slots = 0  # slot launches among them
 
     def child(self, exec_) -> None:
         self.ops.append(("graph", exec_))
 
     def slot(self, exec_, nodes, e0, e1) -> None:
         self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
+        self.slots += 1
 
     def run(self, stream, h) -> None:
         cu = cuda_driver()
@@ -357,19 +361,22 @@ class BatchedExecutor(GpuExecutor):
             self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
         room = self._counters[parity].size - COUNTERS_PER_CELL
-        per_cell = 110  # launches a new cell queues (measured on the last one added)
+        q = batch.graph
+        # launches and slot launches a new cell queues (measured on the last one added)
+        per_ops, per_slots = 40, 40
         while (
             pending
             and len(batch.new) < self.batch_cells
             and batch.next_counter <= room
-            and len(batch.graph.ops) + per_cell <= OPS_PER_HOLD
-        ):
+            and (not batch.new or (len(q.ops) + per_ops <= OPS_PER_HOLD
+                                   and q.slots + per_slots <= SLOTS_PER_HOLD))
+        ):  # fmt: skip
             v = pending.popleft()
-            before = len(batch.graph.ops)
+            before = len(q.ops), q.slots
             cell = self._new_cell(mode, dtype, n, v, b, calls, warm, batch, slot)
             if cell is None:
                 continue
-            per_cell = len(batch.graph.ops) - before
+            per_ops, per_slots = len(q.ops) - before[0], q.slots - before[1]
             slot += 1
         for i, cell in enumerate(batch.new):
             cell.pos, cell.cells = i, len(batch.new)
