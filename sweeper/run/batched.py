@@ -155,6 +155,17 @@ class LaunchQueue:
         self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
         self.slots += 1
 
+    def upload(self, h) -> None:
+        """Upload every instantiated graph of the batch to the device (cuGraphUpload), so
+        that the launches queued behind a hold carry no upload work of their own."""
+        cu = cuda_driver()
+        seen = set()
+        for kind, x in self.ops:
+            ex = x[0] if kind == "slot" else x
+            if int(ex) not in seen:
+                seen.add(int(ex))
+                check(cu.cuGraphUpload(ex, h))
+
     def run(self, stream, h) -> None:
         cu = cuda_driver()
         launch, set_event = cu.cuGraphLaunch, cu.cuGraphExecEventRecordNodeSetEvent
@@ -400,6 +411,7 @@ class BatchedExecutor(GpuExecutor):
         fresh_counters = self._fresh_counters[batch.parity]
         if zero:
             self._zero_counters(batch.parity)
+        batch.graph.upload(h)
         batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
