@@ -6,17 +6,18 @@ replay. BatchedExecutor measures the same cells with the same guards, queued so 
 waits for the GPU once per batch and prepares the next batch while one runs.
 
 Each cell's pieces are CUDA graphs, captured once per cell and instantiated from a pool (an
-instantiated graph of the same shape is updated, not rebuilt): the timed chain of `calls` calls
-and the warm-up chain on each buffer set (built from a one-call capture by doubling), the
-fresh-input replay's chains, and per size the poison and check graphs. A batch is the sequence
-of their launches and the slots' events, queued behind one hold of the stream (the blocking
-kernel) and released once all of it is queued, so no slot can time the host submitting. Per
-new cell, in order:
+instantiated graph of the same shape is updated, not rebuilt): on each buffer set the slot
+graph [L2 normalizer, warm-up calls, event record, `calls` calls, event record] (slot_graph;
+calls chained from a one-call capture by doubling), launched once per slot with that slot's
+two events set first, the fresh-input replay's chains, and per size the baseline's slot
+graphs and the poison and check graphs. A slot reaches the GPU as one launch, so nothing the
+host does between its parts can fall between its events. A batch is the sequence of these
+launches, queued behind one hold of the stream (the blocking kernel) and released once all
+of it is queued. Per new cell, in order:
 
-  half 1   L2 normalizer, warm-up of a on A and of b on B, a's timed graph replayed once
-           untimed (the settle replay), a's outputs poisoned; R rounds of slots a b b a, each
-           slot [normalizer, warm-up, event, `calls` calls, event]; a's output on A compared
-           with the reference, the mismatches counted on the device
+  half 1   warm-up of b on B, a's slot on A launched once untimed (the settle replay), a's
+           outputs poisoned; R rounds of slots a b b a; a's output on A compared with the
+           reference, the mismatches counted on the device
   half 2   the same with the buffer sets swapped, rounds b a a b
   soak     where the timed calls are fewer than SOAK_CALLS: untimed calls on B, then checked
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
@@ -64,10 +65,12 @@ from sweeper.stats import PairTiming, Stopping, rel_halfwidth
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
 COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
-# Launches queued behind one hold of the stream. The stream's queue is finite: on the H200 a
-# batch of 14 cells (about 1400 launches) behind one hold blocked the host's next launch until
-# the blocking kernel timed out, where 2 cells (about 200) ran.
-OPS_PER_HOLD = 320
+# Launches queued behind one hold of the stream. The stream's queue is finite, and what fills
+# it is the event records: on the H200, 1000 launches of a graph of 1 to 100 kernels queued
+# behind one hold, where 300 launches of a slot graph (two event records each) blocked the
+# host until the blocking kernel timed out, 250 did not, whatever its number of kernels.
+SLOTS_PER_HOLD = 200  # slot launches (settle replays included)
+OPS_PER_HOLD = 800  # all launches
 THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to this many times
 EXECUTOR_NAME = "batched"
 
@@ -85,48 +88,97 @@ def pci_bus_id() -> str:
     return "{:04x}:{:02x}:{:02x}.0".format(*ids)
 
 
-def chain(unit, calls: int):
-    """A graph (not instantiated) of `calls` replays of the one-call graph `unit`, built by
-    doubling: log2(calls) child-graph nodes where a chain of child nodes takes `calls`."""
+def add_children(g, prev, parts) -> Any:
+    """Append the child graphs `parts` to graph `g` one after another, after node `prev`
+    (None: as its first nodes). Returns the last node added (`prev` where there is none)."""
+    cu = cuda_driver()
+    for part in parts:
+        deps = [prev] if prev is not None else None
+        prev = check(cu.cuGraphAddChildGraphNode(g, deps, len(deps or ()), part))
+    return prev
+
+
+def add_chain(g, prev, unit, calls: int):
+    """Append `calls` replays of the one-call graph `unit` to graph `g` after node `prev`
+    (None: as its first nodes), built by doubling: log2(calls) child-graph nodes where a chain
+    of child nodes takes `calls`. Returns the last node added (`prev` where calls is 0)."""
     cu = cuda_driver()
     powers, owned = [unit], []
     try:
         while (1 << len(powers)) <= calls:
-            g = check(cu.cuGraphCreate(0))
-            owned.append(g)
-            first = check(cu.cuGraphAddChildGraphNode(g, None, 0, powers[-1]))
-            check(cu.cuGraphAddChildGraphNode(g, [first], 1, powers[-1]))
-            powers.append(g)
-        out = check(cu.cuGraphCreate(0))
-        prev = None
-        for k in reversed(range(len(powers))):
-            if calls >> k & 1:
-                deps = [prev] if prev is not None else None
-                prev = check(cu.cuGraphAddChildGraphNode(out, deps, len(deps or ()), powers[k]))
-        return out
+            p = check(cu.cuGraphCreate(0))
+            owned.append(p)
+            add_children(p, None, [powers[-1]] * 2)
+            powers.append(p)
+        return add_children(g, prev, [powers[k] for k in reversed(range(len(powers)))
+                                      if calls >> k & 1])  # fmt: skip
     finally:
-        for g in owned:
-            cu.cuGraphDestroy(g)
+        for p in owned:
+            cu.cuGraphDestroy(p)
+
+
+def chain(unit, calls: int):
+    """A graph (not instantiated) of `calls` replays of the one-call graph `unit` (add_chain)."""
+    g = check(cuda_driver().cuGraphCreate(0))
+    add_chain(g, None, unit, calls)
+    return g
+
+
+def slot_graph(warm_up, timed, event):
+    """One timed slot as a graph (not instantiated): what `warm_up(g, prev)` adds (the L2
+    normalizer, the warm-up calls), an event record, what `timed(g, prev)` adds (the timed
+    calls), an event record; each callable adds its nodes after `prev` and returns the last.
+    Returns (graph, (first record node, second record node)); both record `event` until a
+    launch sets its own (LaunchQueue.slot). The slot's work reaches the GPU as one launch:
+    nothing the host does between its parts can fall inside the two events."""
+    cu = cuda_driver()
+    g = check(cu.cuGraphCreate(0))
+    prev = warm_up(g, None)
+    deps = [prev] if prev is not None else None
+    n0 = check(cu.cuGraphAddEventRecordNode(g, deps, len(deps or ()), event))
+    n1 = check(cu.cuGraphAddEventRecordNode(g, [timed(g, n0)], 1, event))
+    return g, (n0, n1)
 
 
 class LaunchQueue:
-    """A batch's launches in order, queued on the stream at once: graph launches of
-    instantiated graphs and event records."""
+    """A batch's launches in order, queued on the stream at once: instantiated graphs, and
+    timed slots (a slot graph launched with the two events it records set first)."""
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, Any]] = []
+        self.slots = 0  # slot launches among them
 
     def child(self, exec_) -> None:
         self.ops.append(("graph", exec_))
 
-    def event(self, ev) -> None:
-        self.ops.append(("event", int(ev.handle)))
+    def slot(self, exec_, nodes, e0, e1) -> None:
+        self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
+        self.slots += 1
+
+    def upload(self, h) -> None:
+        """Upload every instantiated graph of the batch to the device (cuGraphUpload), so
+        that the launches queued behind a hold carry no upload work of their own."""
+        cu = cuda_driver()
+        seen = set()
+        for kind, x in self.ops:
+            ex = x[0] if kind == "slot" else x
+            if int(ex) not in seen:
+                seen.add(int(ex))
+                check(cu.cuGraphUpload(ex, h))
 
     def run(self, stream, h) -> None:
         cu = cuda_driver()
-        launch, record = cu.cuGraphLaunch, cu.cuEventRecord
+        launch, set_event = cu.cuGraphLaunch, cu.cuGraphExecEventRecordNodeSetEvent
         for kind, x in self.ops:
-            check(launch(x, h) if kind == "graph" else record(x, h))
+            if kind == "slot":
+                ex, n0, n1, e0, e1 = x
+                # a later setting never reaches a launch already queued (CUDA: "already
+                # enqueued or running launches of hGraphExec are not affected")
+                check(set_event(ex, n0, e0))
+                check(set_event(ex, n1, e1))
+            else:
+                ex = x
+            check(launch(ex, h))
 
 
 @dataclass(eq=False)
@@ -149,6 +201,7 @@ class _Cell:
     launcher: Any = None
     graphs: dict = field(default_factory=dict)  # name -> CUgraph owned by the cell
     execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
+    nodes: dict = field(default_factory=dict)  # slot graph name -> its two event record nodes
     halves: list = field(default_factory=list)
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
@@ -213,6 +266,9 @@ class BatchedExecutor(GpuExecutor):
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
+        self._slot_nodes: dict[tuple, tuple] = {}  # a size's slot graph -> its record nodes
+        # what a slot graph's event records record until a launch sets the slot's own
+        self._scratch = self.cuda.event(timing=False)
         self._timed_out = [self.cuda.pinned_array(1, np.int32) for _ in range(2)]
         from sweeper.run.clocks import ClockMonitor
 
@@ -250,6 +306,7 @@ class BatchedExecutor(GpuExecutor):
         cu = cuda_driver()
         for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
             g, ex = self._size_graphs.pop(k)
+            self._slot_nodes.pop(k, None)
             cu.cuGraphExecDestroy(ex)
             cu.cuGraphDestroy(g)
         super().release(dtype, n)
@@ -259,6 +316,7 @@ class BatchedExecutor(GpuExecutor):
             cu = cuda_driver()
             for k in list(self._size_graphs):  # they hold the old buffers' addresses
                 g, ex = self._size_graphs.pop(k)
+                self._slot_nodes.pop(k, None)
                 cu.cuGraphExecDestroy(ex)
                 cu.cuGraphDestroy(g)
         return super().buffers(dtype, n)
@@ -314,19 +372,22 @@ class BatchedExecutor(GpuExecutor):
             self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
         room = self._counters[parity].size - COUNTERS_PER_CELL
-        per_cell = 110  # launches a new cell queues (measured on the last one added)
+        q = batch.graph
+        # launches and slot launches a new cell queues (measured on the last one added)
+        per_ops, per_slots = 40, 40
         while (
             pending
             and len(batch.new) < self.batch_cells
             and batch.next_counter <= room
-            and len(batch.graph.ops) + per_cell <= OPS_PER_HOLD
-        ):
+            and (not batch.new or (len(q.ops) + per_ops <= OPS_PER_HOLD
+                                   and q.slots + per_slots <= SLOTS_PER_HOLD))
+        ):  # fmt: skip
             v = pending.popleft()
-            before = len(batch.graph.ops)
+            before = len(q.ops), q.slots
             cell = self._new_cell(mode, dtype, n, v, b, calls, warm, batch, slot)
             if cell is None:
                 continue
-            per_cell = len(batch.graph.ops) - before
+            per_ops, per_slots = len(q.ops) - before[0], q.slots - before[1]
             slot += 1
         for i, cell in enumerate(batch.new):
             cell.pos, cell.cells = i, len(batch.new)
@@ -350,6 +411,7 @@ class BatchedExecutor(GpuExecutor):
         fresh_counters = self._fresh_counters[batch.parity]
         if zero:
             self._zero_counters(batch.parity)
+        batch.graph.upload(h)
         batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
@@ -405,8 +467,21 @@ class BatchedExecutor(GpuExecutor):
         allows, else instantiated)."""
         if name not in cell.execs:
             key = (name.split("-")[0], calls)
-            cell.execs[name] = (key, self._cell_pool.take(key, cell.graphs[name]))
+            if name in cell.nodes:  # a slot graph: its events are set per launch
+                ex, cell.nodes[name], owned = self._cell_pool.take_addressed(
+                    key, cell.graphs[name], cell.nodes[name])  # fmt: skip
+                if owned:
+                    del cell.graphs[name]
+            else:
+                ex = self._cell_pool.take(key, cell.graphs[name])
+            cell.execs[name] = (key, ex)
         return cell.execs[name][1]
+
+    def _slot(self, cell: _Cell, side: str, calls: int):
+        """The cell's slot graph on buffer set `side`: (instantiated graph, the two record
+        nodes that address it)."""
+        name = f"slot-{side}"
+        return self._exec(cell, name, calls), cell.nodes[name]
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
         y = b.side(side)[1]
@@ -447,8 +522,13 @@ class BatchedExecutor(GpuExecutor):
                     check(cu.cuGraphLaunch(self._check_graph(b, key, "A", batch.parity, j), h))
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
-                cell.graphs[f"timed-{side}"] = chain(units[side], calls)
-                cell.graphs[f"warm-{side}"] = chain(units[side], warm)
+                unit = units[side]
+                cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
+                    lambda g, p, u=unit: add_chain(g, add_children(g, p, self._before_slot(b)),
+                                                   u, warm),
+                    lambda g, p, u=unit: add_chain(g, p, u, calls),
+                    int(self._scratch.handle),
+                )  # fmt: skip
             cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
             cell.state = self.bench.persisting_state()
         except USER_ERRORS as e:
@@ -476,7 +556,6 @@ class BatchedExecutor(GpuExecutor):
             )
         for side, fresh, restore in cell.fresh:
             g = batch.graph
-            g.child(self._exec(cell, f"warm-{side}", warm))
             g.child(self._exec(cell, f"fresh-{side}", calls))
             g.child(restore)
             batch.fresh.append((cell, fresh))
@@ -529,11 +608,10 @@ class BatchedExecutor(GpuExecutor):
                                lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st))[1]  # fmt: skip
             u = check(cu.cuGraphCreate(0))
             try:
-                prev = None
-                for part in (rewrite, cell.graphs[f"unit-{side}"], checked):
-                    deps = [prev] if prev is not None else None
-                    prev = check(cu.cuGraphAddChildGraphNode(u, deps, len(deps or ()), part))
-                cell.graphs[f"fresh-{side}"] = chain(u, calls)
+                add_children(u, None, (rewrite, cell.graphs[f"unit-{side}"], checked))
+                # the side's warm-up calls, then the replay units
+                f = cell.graphs[f"fresh-{side}"] = check(cu.cuGraphCreate(0))
+                add_chain(f, add_chain(f, None, cell.graphs[f"unit-{side}"], warm), u, calls)
             finally:
                 cu.cuGraphDestroy(u)
             out.append((side, fresh, restore))
@@ -541,36 +619,50 @@ class BatchedExecutor(GpuExecutor):
 
     def _segment(self, batch, cell, hf: _Half, h: int, b, key, calls, warm, rounds,
                  opening: bool = False) -> None:  # fmt: skip
-        """Rounds of one half into the batch: the opening segment warms both sides first."""
+        """Rounds of one half into the batch: the opening segment warms side b first. Each
+        slot is one launch of a slot graph (slot_graph: L2 normalizer, warm-up, event,
+        `calls` calls, event) with the slot's own two events."""
         g = batch.graph
-        between = b.normalize.graph.exec if b.normalize is not None else None
-        base_calls, base_graphs = self._baseline_graphs(None, key, hf.sb, self.stopping)
-        sides = {"A": (self._exec(cell, f"warm-{hf.sa}", warm),
-                       self._exec(cell, f"timed-{hf.sa}", calls)),
-                 "B": (base_graphs[1].exec, base_graphs[0].exec)}  # fmt: skip
+        sides = {"A": self._slot(cell, hf.sa, calls),
+                 "B": self._base_slot(b, key, hf.sb, calls, warm)}  # fmt: skip
         if opening:
-            if between is not None:
-                g.child(between)
-            g.child(sides["A"][0])
-            g.child(sides["B"][0])
-        # The settle replay: side a's timed graph once, untimed, before the poison. Without it
-        # the first a-slot of every segment follows other work than a's (the previous cell,
-        # the batch's start) and read 4.6% slower than the second over 36-52 MiB fp32 on the
-        # H200, the baseline's not at all (docs/timing.md, "The settle replay").
-        g.child(sides["A"][1])
+            base_warm = self._baseline_graphs(None, key, hf.sb, self.stopping)[1][1]
+            g.child(base_warm.exec)
+        # The settle replay: side a's slot once, untimed (its events are the scratch event),
+        # before the poison. Without it the first a-slot of every segment follows other work
+        # than a's (the previous cell, the batch's start) and read 4.6% slower than the second
+        # over 36-52 MiB fp32 on the H200, the baseline's not at all (docs/timing.md, "The
+        # settle replay").
+        g.slot(*sides["A"], self._scratch, self._scratch)
         g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
-                w, timed = sides[side]
-                if between is not None:
-                    g.child(between)
-                g.child(w)
                 i, e0, e1 = self._slot_events(batch)
-                g.event(e0)
-                g.child(timed)
-                g.event(e1)
+                g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
         g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+
+    def _before_slot(self, b: Buffers) -> list:
+        """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""
+        return [b.normalize.graph.graph] if b.normalize is not None else []
+
+    def _base_slot(self, b: Buffers, key: tuple, side: str, calls: int, warm: int):
+        """The baseline's slot graph on buffer set `side`, once per size: (instantiated graph,
+        its event record nodes)."""
+        name = f"slot-base-{side}-{warm}"
+
+        def make():
+            timed, warm_g = (gr.graph for gr in self._baseline_graphs(None, key, side,
+                                                                      self.stopping)[1])  # fmt: skip
+            g, self._slot_nodes[(*key, name)] = slot_graph(
+                lambda g, p: add_children(g, p, [*self._before_slot(b), warm_g]),
+                lambda g, p: add_children(g, p, [timed]),
+                int(self._scratch.handle),
+            )
+            return g
+
+        ex = self._size_graph(name, key, make)
+        return ex, self._slot_nodes[(*key, name)]
 
     def _finish(self, batch: _Batch, dtype: str, n: int):
         """Wait for a batch, read its events and counters, decide every half it timed.

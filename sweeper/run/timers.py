@@ -258,11 +258,14 @@ class ExecPool:
     """Instantiated graphs kept for reuse: a new graph of the same shape updates one
     (cuGraphExecUpdate: same topology, new kernels and arguments) instead of instantiating
     its own, which costs the host time proportional to its nodes. An update the driver
-    refuses (another topology) falls back to instantiating. Only the fresh-input replay's
-    untimed graphs use it; a timed graph is always instantiated afresh."""
+    refuses (another topology) falls back to instantiating. The classic executor's
+    fresh-input replay and the batched executor's cell graphs use it."""
 
     def __init__(self) -> None:
         self._free: dict[tuple, list] = {}
+        # instantiated graph -> (the graph it was instantiated from, that graph's named
+        # nodes), for graphs taken with take_addressed; the pool owns those graphs
+        self._origin: dict[int, tuple] = {}
         self.updated = self.instantiated = 0
 
     def take(self, key: tuple, graph):
@@ -274,8 +277,26 @@ class ExecPool:
                 self.updated += 1
                 return ex
             cu.cuGraphExecDestroy(ex)
+            origin = self._origin.pop(int(ex), None)
+            if origin is not None:
+                cu.cuGraphDestroy(origin[0])
         self.instantiated += 1
         return check(cu.cuGraphInstantiate(graph, 0))
+
+    def take_addressed(self, key: tuple, graph, nodes: tuple):
+        """As take, for a graph some of whose nodes are set on the instantiated graph later
+        (cuGraphExec*SetParams, cuGraphExecEventRecordNodeSetEvent). CUDA names such a node by
+        the graph the instantiated one was made from, not by a graph it was later updated
+        from, so an instantiation keeps its first graph and that graph's `nodes` (the same
+        nodes of a graph of the same shape). Returns (instantiated graph, the nodes to
+        address it by, whether the pool took `graph` over: then the caller must not destroy
+        it)."""
+        ex = self.take(key, graph)
+        origin = self._origin.get(int(ex))
+        if origin is not None:
+            return ex, origin[1], False
+        self._origin[int(ex)] = (graph, nodes)
+        return ex, nodes, True
 
     def give(self, key: tuple, ex) -> None:
         """Back for reuse (launches already queued are not affected by a later update)."""

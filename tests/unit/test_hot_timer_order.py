@@ -253,45 +253,73 @@ def test_the_phase_clock_books_exclusive_time_and_the_hot_timer_names_its_phases
     assert set(b.clock.take()) == {"graphs", "rounds", "stopping"}
 
 
+class _PoolDriver:
+    """A recording fake of the driver calls timers.ExecPool makes."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self):
+        self.log, self.refuse, self.n = [], False, 0
+
+    def cuGraphExecUpdate(self, ex, graph):
+        self.log.append(("update", ex, graph))
+        return (1 if self.refuse else 0, None)
+
+    def cuGraphInstantiate(self, graph, flags):
+        self.n += 1
+        self.log.append(("instantiate", graph))
+        return (0, 100 + self.n)  # a handle: int() of it names it, as of CUgraphExec
+
+    def cuGraphExecDestroy(self, ex):
+        self.log.append(("destroy", ex))
+
+    def cuGraphDestroy(self, graph):
+        self.log.append(("destroy graph", graph))
+
+
 def test_the_exec_pool_updates_a_returned_graph_and_instantiates_where_the_driver_refuses(
     monkeypatch,
 ):
     """timers.ExecPool with a recording fake of the driver: a graph of a key seen before
     updates the returned executable; a refused update destroys it and instantiates."""
 
-    class Driver:
-        class CUresult:
-            CUDA_SUCCESS = 0
-
-        def __init__(self):
-            self.log, self.refuse, self.n = [], False, 0
-
-        def cuGraphExecUpdate(self, ex, graph):
-            self.log.append(("update", ex, graph))
-            return (1 if self.refuse else 0, None)
-
-        def cuGraphInstantiate(self, graph, flags):
-            self.n += 1
-            self.log.append(("instantiate", graph))
-            return (0, f"exec{self.n}")
-
-        def cuGraphExecDestroy(self, ex):
-            self.log.append(("destroy", ex))
-
-    cu = Driver()
+    cu = _PoolDriver()
     monkeypatch.setattr(measure, "cuda_driver", lambda: cu)
     pool = measure.ExecPool()
     first = pool.take(("fresh", 128), "g1")
-    assert first == "exec1" and pool.take(("fresh", 128), "g2") == "exec2"  # none free yet
+    assert first == 101 and pool.take(("fresh", 128), "g2") == 102  # none free yet
     pool.give(("fresh", 128), first)
-    assert pool.take(("fresh", 64), "g3") == "exec3"  # another key never reuses it
-    assert pool.take(("fresh", 128), "g4") == "exec1"  # updated in place
-    assert ("update", "exec1", "g4") in cu.log
-    pool.give(("fresh", 128), "exec1")
+    assert pool.take(("fresh", 64), "g3") == 103  # another key never reuses it
+    assert pool.take(("fresh", 128), "g4") == 101  # updated in place
+    assert ("update", 101, "g4") in cu.log
+    pool.give(("fresh", 128), 101)
     cu.refuse = True
-    assert pool.take(("fresh", 128), "g5") == "exec4"
-    assert cu.log[-3:] == [("update", "exec1", "g5"), ("destroy", "exec1"), ("instantiate", "g5")]
+    assert pool.take(("fresh", 128), "g5") == 104
+    assert cu.log[-3:] == [("update", 101, "g5"), ("destroy", 101), ("instantiate", "g5")]
     assert (pool.updated, pool.instantiated) == (1, 4)
+
+
+def test_an_exec_updated_from_a_later_graph_is_addressed_by_its_first_graphs_nodes(monkeypatch):
+    """CUDA names a node of an instantiated graph by the graph it was instantiated from:
+    ExecPool.take_addressed keeps that graph (the caller must not destroy it) with its nodes
+    and hands them out with every later update; a refused update destroys both."""
+    cu = _PoolDriver()
+    monkeypatch.setattr(measure, "cuda_driver", lambda: cu)
+    pool = measure.ExecPool()
+    key = ("slot", 20)
+    ex, nodes, owned = pool.take_addressed(key, "g1", ("n1a", "n1b"))
+    assert (ex, nodes, owned) == (101, ("n1a", "n1b"), True)
+    pool.give(key, ex)
+    ex, nodes, owned = pool.take_addressed(key, "g2", ("n2a", "n2b"))
+    assert (ex, nodes, owned) == (101, ("n1a", "n1b"), False)  # g2 stays the caller's
+    assert ("update", 101, "g2") in cu.log and ("destroy graph", "g1") not in cu.log
+    pool.give(key, ex)
+    cu.refuse = True
+    ex, nodes, owned = pool.take_addressed(key, "g3", ("n3a", "n3b"))
+    assert (ex, nodes, owned) == (102, ("n3a", "n3b"), True)
+    assert cu.log[-4:] == [("update", 101, "g3"), ("destroy", 101), ("destroy graph", "g1"),
+                           ("instantiate", "g3")]  # fmt: skip
 
 
 @pytest.mark.parametrize("warm", [1, 3])
