@@ -496,9 +496,13 @@ def pairing_check(
     return out
 
 
-def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
+def batch_checks(
+    results: pd.DataFrame, manifest: Mapping[str, Any], sample_rows: Any = None
+) -> list[str]:
     """What batching could have done to the cells: the batch-position test
-    (sweeper.analyze.position) and the clocks the run recorded around its batches."""
+    (sweeper.analyze.position) and the clocks the run recorded around its batches. The slot
+    test reads each cell's samples: `sample_rows`, the trial records (the results table does
+    not hold them), else `results`."""
     from sweeper.analyze.gpuwork import executor_kind
     from sweeper.analyze.position import (
         position_effect,
@@ -510,7 +514,7 @@ def batch_checks(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str
     executor = executor_kind(manifest)
     clocks = (manifest.get("timing") or {}).get("clocks")
     pos = position_effect(results)
-    slots = segment_line(segment_start(results))
+    slots = segment_line(segment_start(results if sample_rows is None else sample_rows))
     if executor != "batched" and pos["cells"] == 0 and not clocks:
         return [
             f"This run timed its cells one at a time ({executor} executor): there are no batch "
@@ -1262,10 +1266,12 @@ def build_report(
     verify_table: pd.DataFrame | None = None,
     targets: Sequence[Target] | None = None,
     targets_source: str | None = None,
+    sample_rows: Any = None,
 ) -> str:
     """The REPORT.md text. Links are relative to run_dir. `targets`: the user's targets the
     first screen grades (default: summary.default_targets), `targets_source` where they came
-    from; the Project targets and Targets sections check checks.targets whatever they are."""
+    from; the Project targets and Targets sections check checks.targets whatever they are.
+    `sample_rows`: the trial records, for the tests that read each cell's samples."""
     run_dir = Path(run_dir)
     missing = []
     if selection_table is None:
@@ -1303,7 +1309,7 @@ def build_report(
         "Verify": verify_section(run_dir, verify_table, f.verify, results),
         "Plots": plots_section(run_dir, plot_files, headline),
         "Guards": [*guards(results, manifest, f.pairing), *hot_only(results, manifest)],
-        "Batch position and clocks": batch_checks(results, manifest),
+        "Batch position and clocks": batch_checks(results, manifest, sample_rows),
         "Pruned": pruned(manifest),
         "Timing": timing(manifest, results),
     }
@@ -1321,7 +1327,7 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     `targets`: a targets file (`sweeper.analyze.targets.load_targets`) the first screen grades instead of the
     default targets."""
     from sweeper.analyze.policy import load_policy
-    from sweeper.analyze.store import load_run, read_selection
+    from sweeper.analyze.store import load_run, read_selection, read_trials
     from sweeper.analyze.targets import load_targets
     from sweeper.analyze.verdict import load_verify
     from sweeper.files import file_to_write, folder_to_write
@@ -1337,6 +1343,7 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
             "s" if len(chosen) != 1 else ""
         )
     run = load_run(run_dir)
+    trials, _ = read_trials(run_dir, run.manifest)  # their samples: the slot test
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
     verify = load_verify(run_dir)
@@ -1345,5 +1352,6 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     if _plots_stale(run_dir):
         render_plots(run_dir)
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
-    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify, chosen, source)
+    text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify, chosen, source,
+                        sample_rows=trials)  # fmt: skip
     return atomic_write_text(run_dir / REPORT, text)

@@ -481,3 +481,18 @@ def test_a_results_table_written_before_the_batch_columns_still_loads(run_dir):
     old.to_csv(csv, index=False)
     results = load_run(run_dir).results
     assert results[list(ADDED_COLUMNS)].isna().all().all()
+
+
+def test_the_slot_test_reads_the_samples_of_the_trial_log(planted_run):
+    """The results table holds no per-sample times; the report's slot test reads them from the
+    trial records, so a run whose trials carry them gets a measured slot test."""
+    run = planted_run("hot-7", lambda t: t, cells=200)
+    assert "samples_us" not in load_run(run).results.columns
+    sec = _sections(api.report(str(run)).read_text())["Batch position and clocks"]
+    assert "Slot order: not measured" not in sec
+    assert re.search(
+        r"\*\*Slot order: (none found|slot effect)\.\*\* A round's first candidate sample against "
+        r"its second: [+-]\d+\.\d\d% \(95% CI [+-]\d+\.\d\d% to [+-]\d+\.\d\d%, bootstrap over "
+        r"200 cells",
+        sec,
+    ), sec
