@@ -1,0 +1,78 @@
+"""How many graph launches fit behind one hold of a stream, by the graph's shape, on a GPU:
+
+    python lab/tools/hold_queue_probe.py
+
+For chains of 1, 8, 26 and 100 kernels (fp32 ReLU over 4 MiB) and slot graphs (two warm-up
+calls, an event record, 1, 24 or 100 timed calls, an event record: sweeper.run.batched
+.slot_graph, its events set before each launch), K launches of one instantiated graph are
+queued behind a blocking kernel that times out after 2 s, for K from 100 to 1000; it prints
+the largest K that was queued without the blocker timing out. The batched executor bounds a
+batch by its slot launches (SLOTS_PER_HOLD) from this.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from sweeper.run.batched import add_chain, chain, slot_graph
+from sweeper.run.timers import Bench, capture, check, cuda_driver
+
+COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
+
+
+def main() -> None:
+    cu = cuda_driver()
+    n = 1 << 20
+    x = cuda.to_device(np.random.rand(n).astype(np.float32))
+    y = cuda.device_array_like(x)
+
+    @cuda.jit
+    def relu(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            v = x[i]
+            y[i] = v if v > 0 else 0
+
+    bench = Bench(block_timeout_s=2.0)
+    s, h = bench.stream, bench.h
+
+    def launch(st):
+        relu[(n + 255) // 256, 256, st](x, y)
+
+    launch(s)
+    s.synchronize()
+    unit = capture(launch, 1, s, h)
+    ev = [cuda.event(timing=True) for _ in range(2)]
+    shapes = {}
+    for k in (1, 8, 26, 100):
+        shapes[f"chain{k}"] = (check(cu.cuGraphInstantiate(chain(unit, k), 0)), None)
+    for k in (1, 24, 100):
+        g, nodes = slot_graph(
+            lambda g, p: add_chain(g, p, unit, 2),
+            lambda g, p, k=k: add_chain(g, p, unit, k),
+            int(ev[0].handle),
+        )
+        shapes[f"slot{k}"] = (check(cu.cuGraphInstantiate(g, 0)), nodes)
+    for name, (ex, nodes) in shapes.items():
+        ok = 0
+        for count in COUNTS:
+            bench.hold(0)
+            for _ in range(count):
+                if nodes:
+                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[0], int(ev[0].handle)))
+                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[1], int(ev[1].handle)))
+                check(cu.cuGraphLaunch(ex, h))
+            bench.release_flag(0)
+            s.synchronize()
+            if int(bench.timed_out.copy_to_host()[0]):
+                bench.timed_out[0] = 0
+                print(f"{name}: ok up to {ok} launches, blocked at {count}", flush=True)
+                break
+            ok = count
+        else:
+            print(f"{name}: ok up to {ok} launches", flush=True)
+
+
+if __name__ == "__main__":
+    main()
