@@ -12,8 +12,8 @@ calls chained from a one-call capture by doubling), launched once per slot with 
 two events set first, the fresh-input replay's chains, and per size the baseline's slot
 graphs and the poison and check graphs. A slot reaches the GPU as one launch, so nothing the
 host does between its parts can fall between its events. A batch is the sequence of these
-launches, queued behind one hold of the stream (the blocking kernel) and released once all
-of it is queued. Per new cell, in order:
+launches, its graphs uploaded first, then queued behind one hold of the stream (the blocking
+kernel) and released once all of it is queued. Per new cell, in order:
 
   half 1   warm-up of b on B, a's slot on A launched once untimed (the settle replay), a's
            outputs poisoned; R rounds of slots a b b a; a's output on A compared with the
