@@ -32,7 +32,8 @@ def archive(run: Path) -> list[str]:
     import json
 
     done = []
-    manifest = load_manifest(run)  # refuses a damaged folder before anything is written
+    # refuses a damaged folder before anything is written; one without records gains them
+    manifest = load_manifest(run, unrecorded=True)
     raw = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
     if raw.get("schema_version") != VERSIONS["manifest"]:
         write_manifest(run, manifest, finished=True)

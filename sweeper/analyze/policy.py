@@ -447,6 +447,12 @@ def validate_policy(doc: dict) -> None:
     cc = require(doc, "cc", list)
     if len(cc) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in cc):
         raise FieldError("cc", f"expected [major, minor], found {cc!r}")
+    _check_catalog_gpu(prov["gpu"], {
+        "cc": (cc, "cc"),
+        "provenance.device.cc": (device.get("cc"), "cc"),
+        "provenance.device.sm_count": (device.get("sm_count"), "sm_count"),
+        "l2_bytes": (l2, "l2_bytes"),
+    })  # fmt: skip
     step = require(doc, "resolution_bytes", (int, float))
     if not abs(step - l2 / res) <= 1e-9 * (l2 / res):  # False for NaN
         raise FieldError(
@@ -456,6 +462,34 @@ def validate_policy(doc: dict) -> None:
     _validate_dtypes(doc, configs, rel_only=False)
     _validate_rel_edges(doc)
     _validate_brackets(doc)
+
+
+def _check_catalog_gpu(gpu: Any, fields: dict[str, tuple[Any, str]]) -> None:
+    """A policy (or merged-policy entry) that names a GPU of sweeper's catalog
+    (sweeper.plan.gpus) carries that GPU's compute capability, SM count and L2 size, so a
+    policy edited to claim another GPU is not exported as tuned for it. `fields`: field name
+    -> (its value, the catalog's attribute: "cc", "sm_count" or "l2_bytes"). A GPU the catalog
+    does not know (a spec file's), or a value it does not know, is not checked."""
+    from sweeper.errors import SweeperError
+    from sweeper.plan.gpus import lookup
+
+    if not isinstance(gpu, str):
+        return
+    try:
+        spec = lookup(gpu)
+    except SweeperError:
+        return
+    if spec.key != gpu:
+        return
+    for field, (have, attr) in fields.items():
+        want = getattr(spec, attr)
+        want = list(want) if isinstance(want, tuple) else want
+        if want is not None and have is not None and have != want:
+            raise FieldError(
+                field,
+                f"{have!r} is not the {spec.name}'s ({want!r}), the GPU the policy names: it "
+                "was measured on another GPU",
+            )
 
 
 def _num(v: Any) -> bool:
@@ -559,6 +593,8 @@ def validate_merged(doc: dict) -> None:
         if (tuple(cc), l2, sms) in seen:
             raise FieldError(w + "cc", f"duplicate key (cc {cc}, l2_bytes {l2}, sm_count {sms})")
         seen.add((tuple(cc), l2, sms))
+        _check_catalog_gpu(e.get("gpu"), {w + "cc": (cc, "cc"), w + "l2_bytes": (l2, "l2_bytes"),
+                                          w + "sm_count": (sms, "sm_count")})  # fmt: skip
         _validate_dtypes(e, configs, rel_only=True, where=w)
     require(doc, "fallback", list)
 

@@ -128,8 +128,9 @@ def validate_manifest(doc: dict) -> None:
 # pruned log (their text, whether on disk as is or archived), and the sha256 of the manifest's
 # other fields (canonical JSON, so its layout may change, not its contents). Every reader
 # checks them: a log cut short, replaced or mixed with another and a manifest edited after its
-# run are refused, naming the file. A manifest without the field (written before it existed,
-# or by a run still going) is read as it is: nothing was recorded to check against.
+# run are refused, naming the file. Only a run still going or stopped (status "running",
+# "interrupted") or written by version 1 has none; a complete run's manifest without them is
+# refused.
 
 RECORDS = "records"
 
@@ -158,10 +159,22 @@ def with_records(run_dir: str | os.PathLike, doc: dict) -> dict:
     return {**out, RECORDS: records}
 
 
-def check_manifest_record(run_dir: Path, doc: dict) -> None:
-    """The manifest's fields are the ones its run recorded (records.manifest.json)."""
+def check_manifest_record(run_dir: Path, doc: dict, unrecorded: bool = False) -> None:
+    """The manifest's fields are the ones its run recorded (records.manifest.json). A
+    complete run's manifest without records is refused unless `unrecorded` (the archiving
+    tool, which adds them to a run finished before manifests recorded their files)."""
     rec = doc.get(RECORDS)
     if rec is None:
+        # a manifest of version 1 (its pruned list inside it) was written before records
+        complete = doc.get("status") in (None, "complete")
+        if complete and not unrecorded and not isinstance(doc.get("pruned"), list):
+            raise SchemaError(
+                run_dir / MANIFEST,
+                RECORDS,
+                "missing: a complete run's manifest records its trial and pruned logs and "
+                "itself; restore the run's manifest (a run finished before manifests recorded "
+                "them: `python tools/archive_run.py RUN` adds them)",
+            )
         return
     want, have = rec[MANIFEST]["sha256"], manifest_sha256(doc)
     if have != want:
@@ -224,14 +237,15 @@ def write_manifest(run_dir: str | os.PathLike, manifest: dict, finished: bool = 
     return dump("manifest", doc, run_dir / MANIFEST)
 
 
-def load_manifest(run_dir: str | os.PathLike) -> dict:
+def load_manifest(run_dir: str | os.PathLike, unrecorded: bool = False) -> dict:
     """The manifest of a run folder, its "pruned" the list of pruned configs (read from the
-    file it names; a manifest of schema version 1 holds the list itself)."""
+    file it names; a manifest of schema version 1 holds the list itself). `unrecorded`:
+    a complete run's manifest may lack its records (check_manifest_record)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SweeperError(f"{run_dir}: no such run folder")
     doc = load(run_dir / MANIFEST, "manifest", validate_manifest)
-    check_manifest_record(run_dir, doc)
+    check_manifest_record(run_dir, doc, unrecorded)
     check_plan_record(run_dir, doc)
     if isinstance(doc.get("pruned"), str):
         doc["pruned"] = read_pruned(run_dir, doc["pruned"], (doc.get(RECORDS) or {}).get(PRUNED))
@@ -750,10 +764,9 @@ def check_kernel_source(run_dir: Path, manifest: dict, trials: list[dict]) -> No
 
 def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) -> Path:
     """Write a complete run folder from a manifest and a results table (tests, imports); its
-    trials are the run's (the manifest's run id)."""
+    trials are the run's (the manifest's run id); the manifest, written last, records them."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    write_manifest(path, manifest)
     df = coerce(results).assign(run_id=str(manifest["run_id"]))
     trials_path = path / TRIALS
     lines = []
@@ -764,6 +777,7 @@ def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) ->
         lines.append(json.dumps(doc, separators=(",", ":")))
     atomic_write_text(trials_path, "".join(line + "\n" for line in lines))
     write_results(path, df)
+    write_manifest(path, manifest, finished=True)
     return path
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.analyze.store import with_records
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules that compile the PTX of the default grid (each key for sm_89 and sm_90, in a
@@ -46,11 +48,11 @@ def planted_run(tmp_path) -> Callable[..., Path]:
         folder.mkdir()
         for pruned in src.glob("pruned.jsonl*"):
             shutil.copy(pruned, folder / pruned.name)
-        shipped = json.loads((src / "manifest.json").read_text())
-        # not the shipped run's logs: its manifest without their records
-        m = manifest({k: v for k, v in shipped.items() if k != "records"})
-        (folder / "manifest.json").write_text(json.dumps(m))
         (folder / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in out))
+        shipped = json.loads((src / "manifest.json").read_text())
+        # not the shipped run's logs: its manifest records the planted ones
+        m = manifest({k: v for k, v in shipped.items() if k != "records"})
+        (folder / "manifest.json").write_text(json.dumps(with_records(folder, m)))
         return folder
 
     return make

@@ -14,6 +14,7 @@ from sweeper_kernels import external as ex
 from typer.testing import CliRunner
 
 from sweeper import api
+from sweeper.analyze.store import with_records
 from sweeper.cli import app
 from sweeper.errors import SweeperError
 from sweeper.plan.gpus import lookup
@@ -54,8 +55,8 @@ def test_auto_takes_the_verified_policy_whose_run_finished_last(tmp_path, newer)
             shutil.copy(SHIPPED / "h200" / "hot-7" / f, folder / f)
         manifest = json.loads((SHIPPED / "h200" / "hot-7" / "manifest.json").read_text())
         manifest["finished"] = "2026-12-02T00:00:00Z" if name == newer else "2026-12-01T00:00:00Z"
-        del manifest["records"]  # as a run written before manifests recorded themselves
-        (folder / "manifest.json").write_text(json.dumps(manifest))
+        del manifest["records"]  # and its records made again for the edited fields
+        (folder / "manifest.json").write_text(json.dumps(with_records(folder, manifest)))
     got = dp.shipped_policies(tmp_path, "h200", ["hot"])
     assert [p.parent.name for p in got] == [newer]
 
@@ -175,8 +176,8 @@ def test_a_policys_dispatch_is_never_a_policy_and_its_header_hash_is_checked(tmp
     assert res.exit_code == 1 and "no ok candidate rows" in res.output
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["dispatch"][0]["header_sha256"] = "0" * 64
-    del manifest["records"]  # as a run written before manifests recorded themselves
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    del manifest["records"]  # and its records made again for the edited fields
+    (run_dir / "manifest.json").write_text(json.dumps(with_records(run_dir, manifest)))
     res = CliRunner().invoke(app, ["select", str(run_dir)])
     assert res.exit_code == 1
     assert res.output.startswith(

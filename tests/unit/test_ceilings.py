@@ -137,7 +137,7 @@ def test_a_manifest_with_edited_check_parameters_is_refused_naming_the_field(
 ):
     import json
 
-    from sweeper.analyze.store import load_manifest
+    from sweeper.analyze.store import load_manifest, with_records
     from sweeper.errors import SchemaError
     from sweeper.schema import VERSIONS
 
@@ -155,5 +155,5 @@ def test_a_manifest_with_edited_check_parameters_is_refused_naming_the_field(
     with pytest.raises(SchemaError, match=f"harness.ceiling_check.{field}"):
         load_manifest(tmp_path)
     m["harness"]["ceiling_check"] = {"margin": 1.5, "copy_from_x_l2": 3}
-    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    (tmp_path / "manifest.json").write_text(json.dumps(with_records(tmp_path, m)))
     assert ceilings_of(load_manifest(tmp_path)).margin == 1.5

@@ -18,6 +18,7 @@ from sweeper.analyze.store import (
     load_manifest,
     read_trials,
     trials_to_frame,
+    with_records,
     write_manifest,
     write_results,
 )
@@ -41,9 +42,8 @@ def base(tmp_path_factory) -> Path:
     """hot-7 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
     (dtypes, pruned, climb, timing), the selection and policy that `sweeper select` and
     `sweeper policy build` make from them, and the shipped PNGs (the plot case checks that
-    they are kept). The whole run has 51020 cells; its fp32 part has 15514. Its manifest has
-    no records of its files (write_manifest of a run not finished leaves them out): a run
-    folder of before they were recorded, whose trials are checked line by line."""
+    they are kept). The whole run has 51020 cells; its fp32 part has 15514. Its manifest
+    records its files as they are after the cut."""
     root = tmp_path_factory.mktemp("base") / "results"
     run = root / "h200" / "hot-7"
     (run / "plots").mkdir(parents=True)
@@ -56,7 +56,7 @@ def base(tmp_path_factory) -> Path:
     m["pruned"] = [p for p in m["pruned"] if p["dtype"] == DTYPE]
     m["climb"] = {k: v for k, v in m["climb"].items() if _of_dtype(k)}
     m["timing"] = {k: v for k, v in m["timing"].items() if _of_dtype(k)}
-    write_manifest(run, m)
+    write_manifest(run, m, finished=True)
     api.select(str(run))
     api.policy_build(str(run))
     for png in sorted((SHIPPED / "plots").glob("*.png")):
@@ -189,6 +189,7 @@ def test_an_intact_results_csv_is_read_beside_its_trials(run):
 
 def test_a_policy_is_not_built_from_a_run_that_stopped(run):
     edit_json(run / "manifest.json", lambda d: d.__setitem__("status", "interrupted"))
+    _rerecord(run)
     line = refused(["policy", "build", str(run)], run)
     assert line == (
         f"error: {run / 'manifest.json'}: field 'status': the run is interrupted, not "
@@ -206,6 +207,7 @@ def _unpack(run: Path) -> list[str]:
 def test_a_duplicated_trial_record_is_refused(run, command):
     lines = _unpack(run)
     (run / "trials.jsonl").write_text("".join(lines + [lines[100]]))
+    _rerecord(run)
     line = refused([command, str(run)], run)
     assert line.startswith(
         f"error: {run / 'trials.jsonl'}:{len(lines) + 1}: field 'cell_key': the cell "
@@ -218,6 +220,7 @@ def test_a_duplicated_trial_record_is_refused(run, command):
 
 def test_a_changed_kernel_source_fingerprint_is_noticed(run):
     edit_json(run / "manifest.json", lambda d: d.__setitem__("kernel_source", "0" * 64))
+    _rerecord(run)
     line = refused(["select", str(run)], run)
     assert line.startswith(
         f"error: {run / 'manifest.json'}: field 'kernel_source': 000000000000... is not the "
@@ -229,6 +232,7 @@ def test_a_changed_kernel_source_fingerprint_is_noticed(run):
 @pytest.mark.parametrize("resolution", [1, 16])
 def test_a_manifest_resolution_edited_away_from_its_plan_is_refused(run, resolution):
     edit_json(run / "manifest.json", lambda d: d["plan"].__setitem__("resolution", resolution))
+    _rerecord(run)
     line = refused(["policy", "build", str(run)], run)
     assert line.startswith(
         f"error: {run / 'manifest.json'}: field 'plan.resolution': {resolution} is not the "
@@ -376,10 +380,12 @@ def _rewrite_log(path: Path, fn) -> None:
     path.write_bytes(lzma.compress(fn(lzma.decompress(path.read_bytes())), preset=0))
 
 
-def _unrecord(run: Path) -> None:
-    """Remove the manifest's records of its files: the run folder as one written before
-    manifests recorded them, whose logs are checked line by line alone."""
-    edit_json(run / "manifest.json", lambda d: d.pop("records"))
+def _rerecord(run: Path) -> None:
+    """Record the run's files as they are now: a damage the records cannot see (its records
+    rewritten to match it), so that the checks beneath them are what refuses it."""
+    path = run / "manifest.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(with_records(run, doc), indent=1))
 
 
 # -- bytes that are not UTF-8 ------------------------------------------------------------------
@@ -407,7 +413,7 @@ def test_bytes_that_are_not_utf8_are_refused_in_one_line(shipped, tmp_path, run_
     path = run / name
     if name.endswith(".xz"):
         _rewrite_log(path, lambda b: _with_bad_byte(b, b'"config":"'))
-        _unrecord(run)
+        _rerecord(run)
     else:
         path.write_bytes(
             _with_bad_byte(path.read_bytes(), b'"' if name != "selection.csv" else b",")
@@ -627,7 +633,7 @@ def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
         return "".join(lines).encode()
 
     _rewrite_log(log, edit)
-    _unrecord(run)
+    _rerecord(run)
     line = one_line(["select", run], tmp_path, log)
     assert f"field '{field}': expected " in line
 
@@ -760,6 +766,30 @@ def test_a_manifest_edited_after_its_run_is_refused(shipped, tmp_path, monkeypat
     assert "restore the run's manifest" in line
 
 
+UNRECORDED_EDITS = {"none": lambda d: None, **MANIFEST_EDITS}
+
+
+@pytest.mark.parametrize("run_name", RUNS)
+@pytest.mark.parametrize("field", list(UNRECORDED_EDITS))
+def test_a_complete_runs_manifest_without_its_records_is_refused(
+    shipped, tmp_path, monkeypatch, run_name, field
+):
+    """Removing the records does not let an edit through: a complete run's manifest (or one
+    whose status was removed) must carry them, whatever else was changed with them."""
+    run = _copy(shipped, tmp_path, run_name)
+    manifest = run / "manifest.json"
+
+    def edit(d):
+        d.pop("records")
+        UNRECORDED_EDITS[field](d)
+
+    edit_json(manifest, edit)
+    monkeypatch.chdir(tmp_path)
+    for cmd in (["policy", "build", run], ["select", run]):
+        line = one_line(cmd, tmp_path, manifest)
+        assert "field 'records'" in line and "restore the run's manifest" in line
+
+
 def test_a_manifest_rewritten_with_other_whitespace_is_read(shipped, tmp_path):
     """The record is of the manifest's contents, not of its layout."""
     run = _copy(shipped, tmp_path, "hot-7")
@@ -822,6 +852,7 @@ def _edit_trial(run: Path, pick, change) -> int:
     change(doc)
     lines[k] = json.dumps(doc, separators=(",", ":")) + "\n"
     log.write_bytes(lzma.compress("".join(lines).encode(), preset=0))
+    _rerecord(run)
     return k + 1
 
 
@@ -911,3 +942,44 @@ def test_a_baseline_faster_than_the_l2_ceiling_is_refused(run, tmp_path):
     line = one_line(["select", run], tmp_path, f"{run / 'trials.jsonl.xz'}:{k}")
     assert "field 'gbps': " in line
     assert "L2-resident ceiling" in line
+
+
+OTHER_GPUS = ("4090", "h100-sxm", "a100-40gb", "5090")
+
+
+@pytest.mark.parametrize("run_name", RUNS)
+@pytest.mark.parametrize("gpu", OTHER_GPUS)
+@pytest.mark.parametrize("command", ["export", "show"])
+def test_a_policy_relabelled_for_another_gpu_is_refused_outside_its_run(
+    shipped, tmp_path, run_name, gpu, command
+):
+    """Copied out of its run folder (no manifest to compare with), a shipped policy whose GPU,
+    compute capability and device record were edited to another GPU of the catalog is refused:
+    its L2 size (or SM count) is not that GPU's."""
+    from sweeper.plan.gpus import lookup
+
+    spec = lookup(gpu)
+    policy = tmp_path / "copied" / "policy.json"
+    policy.parent.mkdir()
+    shutil.copy(shipped / "h200" / run_name / "policy.json", policy)
+
+    def relabel(d):
+        d["provenance"]["gpu"] = spec.key
+        d["cc"] = d["provenance"]["device"]["cc"] = list(spec.cc)
+        d["provenance"]["device"]["name"] = spec.name
+
+    edit_json(policy, relabel)
+    out = tmp_path / "out" / "relu_policy.cuh"
+    args = {"export": ["export", policy, "-o", out], "show": ["policy", "show", policy]}[command]
+    line = one_line(args, tmp_path, policy)
+    assert "it was measured on another GPU" in line
+    assert "field 'l2_bytes'" in line or "field 'provenance.device.sm_count'" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("run_name", RUNS)
+def test_a_shipped_policy_copied_out_of_its_run_is_read(shipped, tmp_path, run_name):
+    policy = tmp_path / "policy.json"
+    shutil.copy(shipped / "h200" / run_name / "policy.json", policy)
+    res = CliRunner().invoke(app, ["policy", "show", str(policy)])
+    assert res.exit_code == 0, res.output

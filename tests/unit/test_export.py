@@ -80,7 +80,7 @@ def _manifest(l2, cc, gpu, sms=132):
     }  # fmt: skip
 
 
-def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h200", sms=132):
+def all_hints_policy(l2=50 * MiB, cc=(9, 0), gpu="h100-sxm", sms=132):
     """Bands at L2/4 steps, each a different config: every config ends up in the policy."""
 
     def winner(ws):
@@ -126,8 +126,8 @@ def test_header_contents(merged):
     assert "cudaDevAttrL2CacheSize" in h and "std::call_once" in h
     assert "#ifndef __CUDACC_RTC__" in h
     # each band says where it came from
-    assert "lower edge: between measured" in h and "(run run-h200)" in h
-    assert "entry 0: 4090" in h and "entry 1: h200" in h
+    assert "lower edge: between measured" in h and "(run run-h100-sxm)" in h
+    assert "entry 0: 4090" in h and "entry 1: h100-sxm" in h
     # no floating-point instruction on the data: the ReLU is integer math on words
     assert "0x7F800000u" in h and "fmaxf" not in h
 
@@ -172,7 +172,7 @@ def test_python_and_json_export(tmp_path, merged):
     mpath.write_text(render(merged, "python"))
     mm = _load_module(mpath)
     assert mm.pick_entry("fp32", (8, 9), 72 * MiB, 128) == 0  # the 4090 entry
-    assert mm.pick_entry("fp32", (9, 0), 50 * MiB, 132) == 1  # the H200-like entry
+    assert mm.pick_entry("fp32", (9, 0), 50 * MiB, 132) == 1  # the H100-SXM entry
     for cc, l2, sms in (((9, 7), 72 * MiB, 132), ((9, 0), 50 * MiB, 66), ((9, 0), 60 * MiB, 132),
                         ((8, 9), 72 * MiB, 76), ((10, 0), 50 * MiB, 132)):  # fmt: skip
         assert mm.pick_entry("fp32", cc, l2, sms) is None

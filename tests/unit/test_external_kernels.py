@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from sweeper import api
 from sweeper.analyze.cliff import cliff, cliff_lines
+from sweeper.analyze.store import with_records
 from sweeper.cli import app
 from sweeper.plan.gpus import lookup
 from sweeper.run.replay import ModelExecutor
@@ -485,8 +486,8 @@ def test_a_users_kernel_is_checked_against_its_own_source_hash_not_the_grids(tmp
     (run_dir / "selection.csv").unlink()
     assert CliRunner().invoke(app, ["select", str(run_dir)]).exit_code == 0
     manifest["external"][0]["source_sha256"] = "0" * 64
-    del manifest["records"]  # as a run written before manifests recorded themselves
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    del manifest["records"]  # and its records made again for the edited fields
+    (run_dir / "manifest.json").write_text(json.dumps(with_records(run_dir, manifest)))
     before = (run_dir / "selection.csv").read_bytes()
     res = CliRunner().invoke(app, ["select", str(run_dir)])
     assert res.exit_code == 1

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper import api
-from sweeper.analyze.store import load_manifest, read_trials
+from sweeper.analyze.store import load_manifest, read_trials, with_records
 from sweeper.cli import app
 from sweeper.errors import SweeperError
 from sweeper.plan.gpus import lookup
@@ -211,17 +211,17 @@ def test_check_output_refuses_every_record_name_anywhere(tmp_path, name):
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    """A replay source made from hot-7: its manifest (without the records of hot-7's logs,
-    which these are not), its pruned log and its first REPLAY_CELLS trials."""
+    """A replay source made from hot-7: its manifest (recording these logs, not hot-7's), its
+    pruned log and its first REPLAY_CELLS trials."""
     run = tmp_path_factory.mktemp("source") / "hot-7"
     run.mkdir()
     shutil.copy2(SHIPPED / "hot-7" / "pruned.jsonl.xz", run / "pruned.jsonl.xz")
-    manifest = json.loads((SHIPPED / "hot-7" / "manifest.json").read_text())
-    manifest.pop("records")
-    (run / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     with lzma.open(SHIPPED / "hot-7" / "trials.jsonl.xz", "rt") as f:
         lines = [next(f) for _ in range(REPLAY_CELLS)]
     (run / "trials.jsonl").write_text("".join(lines))
+    manifest = json.loads((SHIPPED / "hot-7" / "manifest.json").read_text())
+    manifest.pop("records")
+    (run / "manifest.json").write_text(json.dumps(with_records(run, manifest), indent=1) + "\n")
     return run
 
 

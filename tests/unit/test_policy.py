@@ -56,10 +56,10 @@ def row(dtype, ws, config, gbps, ci=0.002, gpu="synth"):
     return r
 
 
-def manifest(l2=L2, cc=(8, 9), gpu="synth", resolution=32, run_id="r1"):
+def manifest(l2=L2, cc=(8, 9), gpu="synth", resolution=32, run_id="r1", sms=128):
     return {
         "run_id": run_id, "gpu": gpu, "modes": ["hot"], "baseline": "torch",
-        "device": {"name": f"Synthetic {gpu}", "cc": list(cc), "sm_count": 128, "l2_bytes": l2},
+        "device": {"name": f"Synthetic {gpu}", "cc": list(cc), "sm_count": sms, "l2_bytes": l2},
         "plan": {"path": "sweeps/x.json", "plan_hash": "abc123", "resolution": resolution, "l2_bytes": l2},
     }  # fmt: skip
 
@@ -307,7 +307,7 @@ def test_newer_version_and_wrong_kind_refused(tmp_path, policy_doc):
 # ---- merge --------------------------------------------------------------------------------------
 
 
-def _gpu_policy(l2, cc, gpu, edge_rel):
+def _gpu_policy(l2, cc, gpu, edge_rel, sms=128):
     """A GPU whose 'stream' is best below edge_rel * L2 and 'plain' above (gap-free sizes)."""
     step = l2 // 64
     sizes = [k * step for k in range(1, 129)]
@@ -323,19 +323,19 @@ def _gpu_policy(l2, cc, gpu, edge_rel):
         for c in ("plain", "stream")
     ]
     df = pd.DataFrame(rows, columns=list(COLUMNS))
-    return build_policy(df, manifest(l2=l2, cc=cc, gpu=gpu, run_id=f"run-{gpu}"))
+    return build_policy(df, manifest(l2=l2, cc=cc, gpu=gpu, run_id=f"run-{gpu}", sms=sms))
 
 
 def test_merge_agree_and_disagree(tmp_path):
     a = _gpu_policy(72 * MiB, (8, 9), "4090", 0.5)
-    b = _gpu_policy(50 * MiB, (9, 0), "h200", 0.5)
+    b = _gpu_policy(60 * MiB, (9, 0), "h200", 0.5, sms=132)
     merged = merge_docs([a, b], ["a.json", "b.json"])
     assert merged["disagreements"] == []
     assert [e["gpu"] for e in merged["entries"]] == ["4090", "h200"]
     path = write_merged(tmp_path / "m.json", merged)
     assert load_merged(path)["kind"] == "merged-policy"
 
-    c = _gpu_policy(50 * MiB, (9, 0), "h200", 1.5)  # streams up to 1.5x L2
+    c = _gpu_policy(60 * MiB, (9, 0), "h200", 1.5, sms=132)  # streams up to 1.5x L2
     merged = merge_docs([a, c], ["a.json", "c.json"])
     (d,) = merged["disagreements"]
     assert d["dtype"] == "fp32" and d["configs"] == ["plain", "stream"]

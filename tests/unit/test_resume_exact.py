@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analyze.store import load_manifest, read_trials
+from sweeper.analyze.store import load_manifest, read_trials, with_records
 from sweeper.plan.planfile import load_plan
 from sweeper.run.replay import ReplayExecutor
 from sweeper.run.runner import CLIMB_ROUND, RunConfig, start
@@ -55,8 +55,8 @@ def recorded(tmp_path_factory) -> ReplayExecutor:
     m = json.loads((SHIPPED / "manifest.json").read_text())
     m["dtypes"] = [DTYPE]
     m["climb"] = {k: v for k, v in m["climb"].items() if k == f"{MODE}/{DTYPE}"}
-    m.pop("records", None)  # a run folder of its own, not the shipped run's record
-    (folder / "manifest.json").write_text(json.dumps(m))
+    m.pop("records", None)  # a run folder of its own: it records its own logs
+    (folder / "manifest.json").write_text(json.dumps(with_records(folder, m)))
     return ReplayExecutor(folder)
 
 

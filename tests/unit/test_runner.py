@@ -31,6 +31,11 @@ def unrecorded(manifest: dict) -> dict:
     return {k: v for k, v in manifest.items() if k != "records"}
 
 
+def stopped(manifest: dict) -> dict:
+    """A manifest as a run stopped part way wrote it: status interrupted, no records yet."""
+    return {**unrecorded(manifest), "status": "interrupted"}
+
+
 def keep(ws, l2):  # fast while the data fits comfortably in L2, DRAM-bound after
     return 9000.0 if ws < CROSS else 3600.0
 
@@ -452,11 +457,13 @@ def test_a_manifest_of_version_1_holding_its_pruned_list_reads_the_same(complete
     ],
 )
 def test_a_damaged_pruned_list_is_refused_by_file_and_line(complete, tmp_path, damage, message):
+    """In a run stopped part way (no records of its files yet: what a resume reads) the pruned
+    list is checked line by line."""
     from sweeper.errors import SchemaError
 
     run_dir = _copy_run(complete[0], tmp_path)
     m = json.loads((run_dir / "manifest.json").read_text())
-    (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
+    (run_dir / "manifest.json").write_text(json.dumps(stopped(m)))
     path = run_dir / "pruned.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     docs = [json.loads(line) for line in lines]
@@ -465,7 +472,7 @@ def test_a_damaged_pruned_list_is_refused_by_file_and_line(complete, tmp_path, d
     elif damage == "renamed":
         m = json.loads((run_dir / "manifest.json").read_text())
         m["pruned"] = "other.jsonl"
-        (run_dir / "manifest.json").write_text(json.dumps(unrecorded(m)))
+        (run_dir / "manifest.json").write_text(json.dumps(stopped(m)))
     elif damage == "cut":
         path.write_text(lines[0] + lines[1][:-10])
     elif damage == "not json":

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.analyze.store import with_records
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("slot_profile", ROOT / "lab/tools/slot_profile.py")
 sp = importlib.util.module_from_spec(_spec)
@@ -69,7 +71,7 @@ def test_a_run_held_one_sample_at_a_time_has_no_slots(planted_run):
     m = json.loads((run / "manifest.json").read_text())
     assert "blocked_samples_per_hold" not in m["harness"]  # recorded in rounds of 8
     m["harness"]["blocked_samples_per_hold"] = 1
-    m.pop("records", None)  # as a run written before manifests recorded themselves
-    (run / "manifest.json").write_text(json.dumps(m))
+    m.pop("records", None)  # and its records made again for the edited fields
+    (run / "manifest.json").write_text(json.dumps(with_records(run, m)))
     with pytest.raises(SystemExit, match="held 1 at a time, not in rounds of 8"):
         sp.profile([str(run)])
