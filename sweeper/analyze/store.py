@@ -422,6 +422,8 @@ def check_trial_in_run(doc: dict, manifest: dict) -> None:
     of them."""
     if doc["run_id"] != manifest["run_id"]:
         raise FieldError("run_id", f"{doc['run_id']!r} is not the run's ({manifest['run_id']!r})")
+    if doc.get("gpu") is not None and manifest.get("gpu") and doc["gpu"] != manifest["gpu"]:
+        raise FieldError("gpu", f"{doc['gpu']!r} is not the run's GPU ({manifest['gpu']!r})")
     if doc["mode"] not in manifest["modes"]:
         raise FieldError("mode", f"{doc['mode']!r} is not one of the run's modes "
                          f"({', '.join(manifest['modes'])})")  # fmt: skip

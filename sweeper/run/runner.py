@@ -8,6 +8,7 @@ interrupted one stopped without repeating or losing a finished cell.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import random
 import shlex
@@ -452,6 +453,13 @@ class Runner:
         except (KeyboardInterrupt, TimeLimitReached):
             self.manifest["status"] = "interrupted"
             self._finish(t0)
+            raise
+        except BaseException:
+            # a run that failed part way is stopped, its cells kept to resume, never left
+            # "running"; the error that stopped it is the one reported
+            self.manifest["status"] = "interrupted"
+            with contextlib.suppress(Exception):
+                self._finish(t0)
             raise
         self.manifest["status"] = "complete"
         self._finish(t0)

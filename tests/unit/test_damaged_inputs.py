@@ -878,6 +878,10 @@ def _another_run(d):
     d["run_id"] = "hot-6"
 
 
+def _another_gpu(d):
+    d["gpu"] = "4090"
+
+
 def _another_mode(d):
     d["mode"] = "cold"
     d["cell_key"] = d["cell_key"].replace("hot|", "cold|", 1)
@@ -925,6 +929,7 @@ IMPOSSIBLE = {
     "store_hint not the name's": (_hint_not_the_names, "store_hint"),
     "another run's trial": (_another_run, "run_id"),
     "another mode's trial": (_another_mode, "mode"),
+    "another GPU's trial": (_another_gpu, "gpu"),
 }
 
 

@@ -331,7 +331,8 @@ def test_a_run_that_fails_after_trials_keeps_them_to_resume(fp32_plan, tmp_path)
     with pytest.raises(RuntimeError, match="device lost"):
         api.run(str(fp32_plan), executor=Failing(5), out_root=str(root), run_id="r")
     run = root / "h200" / "r"
-    assert load_manifest(run)["run_id"] == "r"
+    m = load_manifest(run)
+    assert m["run_id"] == "r" and m["status"] == "interrupted"  # resumable, not "running"
     assert len(read_trials(run)[0]) > 0
 
 
