@@ -98,7 +98,7 @@ def test_the_recorded_ab_batched_run_without_the_settle_replay_has_the_effect():
 
 
 def test_the_recorded_ab_batched_run_with_the_settle_replay_has_none():
-    """lab/h200/executor-ab/batched, the same sweep with the settle replay: no slot effect, and
+    """lab/h200/slot-graphs/batched, the same sweep with the settle replay (and slot graphs): no slot effect, and
     the candidates' first a-sample within a fraction of a percent of the second."""
-    b = segment_start(_trials("lab/h200/executor-ab/batched"))
+    b = segment_start(_trials("lab/h200/slot-graphs/batched"))
     assert b["verdict"] == "none found" and abs(b["effect_pct"]) < 0.5
