@@ -12,37 +12,20 @@ batch by its slot launches (SLOTS_PER_HOLD) from this.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
+from slot_graph_probe import relu_unit  # this folder: run as a script
 
 from sweeper.run.batched import add_chain, chain, slot_graph
-from sweeper.run.timers import Bench, capture, check, cuda_driver
+from sweeper.run.timers import Bench, check, cuda_driver
 
 COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
 
 
 def main() -> None:
     cu = cuda_driver()
-    n = 1 << 20
-    x = cuda.to_device(np.random.rand(n).astype(np.float32))
-    y = cuda.device_array_like(x)
-
-    @cuda.jit
-    def relu(x, y):
-        i = cuda.grid(1)
-        if i < x.size:
-            v = x[i]
-            y[i] = v if v > 0 else 0
-
     bench = Bench(block_timeout_s=2.0)
     s, h = bench.stream, bench.h
-
-    def launch(st):
-        relu[(n + 255) // 256, 256, st](x, y)
-
-    launch(s)
-    s.synchronize()
-    unit = capture(launch, 1, s, h)
+    unit, _buffers = relu_unit(1 << 20, bench)
     ev = [cuda.event(timing=True) for _ in range(2)]
     shapes = {}
     for k in (1, 8, 26, 100):

@@ -29,11 +29,9 @@ from sweeper.run.timers import Bench, capture, check, cuda_driver
 CALLS, K = 20, 40
 
 
-def main() -> None:
-    cu = cuda_driver()
-    bench = Bench()
-    s, h = bench.stream, bench.h
-    n = (24 << 20) // 4
+def relu_unit(n: int, bench: Bench):
+    """A one-call graph of an fp32 ReLU over `n` random words on `bench`'s stream, the kernel
+    run once first; returns (graph, its buffers: keep them alive while it is launched)."""
     x = cuda.to_device(np.random.rand(n).astype(np.float32))
     y = cuda.device_array_like(x)
 
@@ -47,9 +45,16 @@ def main() -> None:
     def launch(st):
         relu[(n + 255) // 256, 256, st](x, y)
 
-    launch(s)
-    s.synchronize()
-    unit = capture(launch, 1, s, h)
+    launch(bench.stream)
+    bench.stream.synchronize()
+    return capture(launch, 1, bench.stream, bench.h), (x, y)
+
+
+def main() -> None:
+    cu = cuda_driver()
+    bench = Bench()
+    s, h = bench.stream, bench.h
+    unit, _buffers = relu_unit((24 << 20) // 4, bench)
     timed, warm = chain(unit, CALLS), chain(unit, 4)
     evs = [cuda.event(timing=True) for _ in range(2 * K + 2)]
 

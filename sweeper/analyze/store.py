@@ -61,6 +61,7 @@ class RunData:
     path: Path
     manifest: dict
     results: pd.DataFrame
+    trials: Sequence[dict] = ()  # the trial records the table was built from
 
 
 def validate_manifest(doc: dict) -> None:
@@ -680,7 +681,7 @@ def load_run(path: str | os.PathLike) -> RunData:
     results = trials_to_frame(trials)
     if (path / RESULTS).exists():
         check_results(path, results)
-    return RunData(path=path, manifest=manifest, results=results)
+    return RunData(path=path, manifest=manifest, results=results, trials=trials)
 
 
 def trials_file(run_dir: str | os.PathLike) -> Path:

@@ -1327,7 +1327,7 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
     `targets`: a targets file (`sweeper.analyze.targets.load_targets`) the first screen grades instead of the
     default targets."""
     from sweeper.analyze.policy import load_policy
-    from sweeper.analyze.store import load_run, read_selection, read_trials
+    from sweeper.analyze.store import load_run, read_selection
     from sweeper.analyze.targets import load_targets
     from sweeper.analyze.verdict import load_verify
     from sweeper.files import file_to_write, folder_to_write
@@ -1343,7 +1343,6 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
             "s" if len(chosen) != 1 else ""
         )
     run = load_run(run_dir)
-    trials, _ = read_trials(run_dir, run.manifest)  # their samples: the slot test
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
     verify = load_verify(run_dir)
@@ -1353,5 +1352,5 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
         render_plots(run_dir)
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
     text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify, chosen, source,
-                        sample_rows=trials)  # fmt: skip
+                        sample_rows=run.trials)  # fmt: skip
     return atomic_write_text(run_dir / REPORT, text)

@@ -303,23 +303,22 @@ class BatchedExecutor(GpuExecutor):
         return out
 
     def release(self, dtype: str, n: int) -> None:
-        cu = cuda_driver()
-        for k in [k for k in self._size_graphs if k[:2] == (dtype, n)]:
-            g, ex = self._size_graphs.pop(k)
-            self._slot_nodes.pop(k, None)
-            cu.cuGraphExecDestroy(ex)
-            cu.cuGraphDestroy(g)
+        self._drop_size_graphs([k for k in self._size_graphs if k[:2] == (dtype, n)])
         super().release(dtype, n)
 
     def buffers(self, dtype: str, n: int) -> Buffers:
         if (dtype, n) not in self._buffers:
-            cu = cuda_driver()
-            for k in list(self._size_graphs):  # they hold the old buffers' addresses
-                g, ex = self._size_graphs.pop(k)
-                self._slot_nodes.pop(k, None)
-                cu.cuGraphExecDestroy(ex)
-                cu.cuGraphDestroy(g)
+            self._drop_size_graphs(list(self._size_graphs))  # the old buffers' addresses
         return super().buffers(dtype, n)
+
+    def _drop_size_graphs(self, keys: list) -> None:
+        """Destroy the size graphs of `keys` (and forget a slot graph's record nodes)."""
+        cu = cuda_driver()
+        for k in keys:
+            g, ex = self._size_graphs.pop(k)
+            self._slot_nodes.pop(k, None)
+            cu.cuGraphExecDestroy(ex)
+            cu.cuGraphDestroy(g)
 
     # -- measuring ------------------------------------------------------------------------
     def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any]):
