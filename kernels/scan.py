@@ -23,7 +23,12 @@ the function), so a store through a pointer computed from `&counter` is found wh
 arithmetic happens. Reads of `.global` variables, `.const` and `.shared` data, and atomics on
 shared memory are not findings: they carry nothing from one call to the next. A read of a
 clock is a finding wherever it is, in a branch the kernel never takes included: the scan reads
-code, not what it does.
+code, not what it does. Only a read whose value reaches nothing the kernel does is not a
+finding: the value is followed through registers (any instruction that computes a register
+from it, a load from an address derived from it, an instruction guarded by a predicate derived
+from it) and a read is a finding as soon as it reaches a store, an atomic or reduction, a
+copy, a call's parameter, a branch, a return or any other instruction that writes no register.
+A timer left in and never used changes nothing the kernel does, so it is not refused.
 
 Each finding carries the PTX line and, when the PTX has line info (`.loc`, NVRTC's
 --generate-line-info), the source file and line it came from (for code inlined from a header,
@@ -230,6 +235,36 @@ def _callee(body, i: int) -> str:
     return ""
 
 
+def _reaches_effect(body, start: int) -> bool:
+    """Whether the value statement `start` computes (a time register's) can reach anything the
+    function does: followed through every instruction that writes a register (a load from a
+    derived address, a guarded instruction whose guard derives from it, included) to a
+    store, an atomic or reduction, a copy, a call, a branch or any other instruction that
+    writes no register. Flow-insensitive, like _taint: a register derived anywhere counts
+    everywhere in the function."""
+    derived: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, (_, stmt, _) in enumerate(body):
+            guard = _PRED_RE.match(stmt)
+            op, ops = _split(stmt)
+            base = op.split(".", 1)[0]
+            writes = base in _WRITES or op.startswith(("cp.", "multimem."))
+            has_dest = bool(ops) and base not in _NO_DEST and not writes
+            used = _REG_RE.findall(" ".join(ops[1:] if has_dest else ops))
+            used += _REG_RE.findall(guard.group()) if guard else []
+            if i != start and not derived.intersection(used):
+                continue
+            if not has_dest or base == "atom":
+                return True
+            new = set(_REG_RE.findall(ops[0])) - derived
+            if new:
+                derived |= new
+                changed = True
+    return False
+
+
 def _scan_function(fn: _Function, variables: set[str], defined: set[str], where) -> list[Finding]:
     taint = _taint(fn, variables)
     found = []
@@ -238,8 +273,9 @@ def _scan_function(fn: _Function, variables: set[str], defined: set[str], where)
         found.append(Finding(fn.name, what, " ".join(stmt.split()), no, where(loc)))
 
     for i, (no, stmt, loc) in enumerate(fn.body):
-        for reg in dict.fromkeys(_SREG_RE.findall(stmt)):
-            add(f"reads %{reg}", no, stmt, loc)
+        if _SREG_RE.search(stmt) and _reaches_effect(fn.body, i):
+            for reg in dict.fromkeys(_SREG_RE.findall(stmt)):
+                add(f"reads %{reg}", no, stmt, loc)
         op, ops = _split(stmt)
         base = op.split(".", 1)[0]
         brackets = _BRACKET_RE.findall(stmt)

@@ -119,6 +119,14 @@ extern "C" __global__ void __launch_bounds__(256) k_fp32(const float* __restrict
 {LOOP}    y[i] = x[i] > zero_c ? x[i] : table[i & 3];
 }}
 """,
+    # a timer read and never used (asm volatile: the compiler keeps the read)
+    "unused_timer": f"""{SIG} {{
+  long long t0 = clock64();
+{LOOP}    y[i] = x[i] > 0.f ? x[i] : 0.f;
+  long long t1 = clock64();
+  (void)(t1 - t0);
+}}
+""",
     # a clock read in another kernel of the file: the scan reads only k_fp32 and what it calls
     "clock_elsewhere": f"""{SIG} {{
 {LOOP}    y[i] = x[i] > 0.f ? x[i] : 0.f;
@@ -224,7 +232,10 @@ def test_honest_kernels_with_constants_tables_and_shared_atomics_are_not_refused
     path = _write(tmp_path, HONEST[case])
     k = ex.load_kernel(f"{path}:k")
     ex.check(k, ["fp32"])
-    assert scan(ex.ptx(k, "fp32"), "k_fp32", str(path)) == []
+    text = ex.ptx(k, "fp32")
+    assert scan(text, "k_fp32", str(path)) == []
+    if case == "unused_timer":  # the reads are in the PTX, and reach nothing
+        assert text.count("%clock64") == 2
 
 
 def test_the_clock_in_another_kernel_of_the_file_is_found_in_that_kernel(tmp_path):
@@ -419,6 +430,7 @@ PTX = """
 $L__BB2_1:
 	@%p1 st.global.u32 [%rd5], %r1;
 	mov.u32 %r2, %current_graph_exec; mov.u32 %r3, %pm3;
+	add.u32 %r1, %r2, %r3;
 	mov.u64 %rd4, flag;
 	cvta.global.u64 %rd5, %rd4;
 	@%p2 bra $L__BB2_1;
@@ -447,9 +459,57 @@ def test_an_address_computed_after_its_store_in_a_loop_and_two_statements_on_a_l
     assert found[1].ptx_line == found[2].ptx_line
 
 
+def _entry(body: str) -> str:
+    return f".visible .entry e(\n\t.param .u64 e_param_0\n)\n{{\n{body}\n\tret;\n}}\n"
+
+
 def test_every_time_register_is_a_finding_and_other_special_registers_are_not():
-    body = "\n".join(f"\tmov.u64 %rd{i}, %{r};" for i, r in enumerate(TIME_REGISTERS))
+    # each value stored (to the output, through the first parameter)
+    body = "\tld.param.u64 %rd100, [e_param_0];\n"
+    body += "\n".join(f"\tmov.u64 %rd{i}, %{r};\n\tst.global.u64 [%rd100], %rd{i};"
+                      for i, r in enumerate(TIME_REGISTERS))  # fmt: skip
     body += "\n\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %smid;\n\tmov.u32 %r3, %nctaid.x;"
-    text = f".visible .entry e(\n\t.param .u64 e_param_0\n)\n{{\n{body}\n\tret;\n}}\n"
+    body += "\n\tst.global.u32 [%rd100], %r1;\n\tst.global.u32 [%rd100], %r2;"
+    text = _entry(body)
     assert [f.what for f in scan(text, "e")] == [f"reads %{r}" for r in TIME_REGISTERS]
     assert scan(text, "absent") == []
+
+
+# what a clock's value reaches, each through a chain of registers: a finding
+EFFECTS = {
+    "a store's value": "add.s64 %rd3, %rd2, 1;\n\tst.global.u64 [%rd1], %rd3;",
+    "a store's address": "cvt.u32.u64 %r1, %rd2;\n\tmul.wide.u32 %rd3, %r1, 4;\n"
+    "\tadd.s64 %rd4, %rd1, %rd3;\n\tst.global.u32 [%rd4], 0;",
+    "a branch": "setp.lt.s64 %p1, %rd2, 100;\n\t@%p1 bra $L__done;\n"
+    "\tst.global.u32 [%rd1], 0;\n$L__done:",
+    "an early return": "setp.lt.s64 %p1, %rd2, 100;\n\t@%p1 ret;\n\tst.global.u32 [%rd1], 0;",
+    "a guarded store": "setp.lt.s64 %p1, %rd2, 100;\n\t@%p1 st.global.u32 [%rd1], 0;",
+    "a select then a store": "setp.lt.s64 %p1, %rd2, 100;\n\tselp.u32 %r1, 1, 0, %p1;\n"
+    "\tst.global.u32 [%rd1], %r1;",
+    "a load's address then a store": "and.b64 %rd3, %rd2, 1020;\n\tadd.s64 %rd4, %rd1, %rd3;\n"
+    "\tld.global.u32 %r1, [%rd4];\n\tst.global.u32 [%rd1], %r1;",
+    "an atomic": "cvt.u32.u64 %r1, %rd2;\n\tatom.global.add.u32 %r2, [%rd1], %r1;",
+    "a call's parameter": "{\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd2;\n"
+    "\tcall.uni helper, (param0);\n\t}",
+}
+
+
+@pytest.mark.parametrize("effect", sorted(EFFECTS))
+def test_a_clock_whose_value_reaches_what_the_kernel_does_is_a_finding(effect):
+    body = "\tld.param.u64 %rd1, [e_param_0];\n\tmov.u64 %rd2, %globaltimer;\n\t"
+    text = ".extern .func helper(.param .b64 helper_param_0);\n" + _entry(body + EFFECTS[effect])
+    (f,) = scan(text, "e")
+    assert f.what == "reads %globaltimer" and f.instruction == "mov.u64 %rd2, %globaltimer"
+
+
+def test_a_clock_whose_value_reaches_nothing_is_not_a_finding():
+    """A timer left in: read, even computed on, but nothing the kernel does depends on it."""
+    body = (
+        "\tld.param.u64 %rd1, [e_param_0];\n\tmov.u64 %rd2, %clock64;\n"
+        "\tadd.s64 %rd3, %rd2, 7;\n\tsetp.lt.s64 %p1, %rd3, 100;\n"
+        "\tmov.u64 %rd4, %globaltimer;\n\tst.global.u32 [%rd1], 0;"
+    )
+    assert scan(_entry(body), "e") == []
+    # the same register read again where it is stored: that read is the finding, not the first
+    stored = body + "\n\tmov.u32 %r1, %clock;\n\tst.global.u32 [%rd1], %r1;"
+    assert [f.what for f in scan(_entry(stored), "e")] == ["reads %clock"]
