@@ -627,6 +627,10 @@ class GpuExecutor:
         """The hot warm-up rule in force, as the manifest records it (harness.hot_warm_calls)."""
         return WARM_RULE if self.hot_warm_calls is None else self.hot_warm_calls
 
+    def hot_calls(self, dtype: str, n: int) -> int | None:
+        """Hot mode's timed calls per sample at this size (None before it was calibrated)."""
+        return self._base_calls.get((dtype, n))
+
     def warm_calls(self, key: tuple) -> int:
         """Hot mode's warm-up calls per sample at (dtype, n)."""
         from sweeper_kernels import itemsize
