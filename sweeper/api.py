@@ -200,7 +200,7 @@ class RunRequest:
     baseline_grid: str = "stride1"
     allow_stateful: bool = False
     policy: str = "none"
-    executor: str | None = None  # None: a new run's "classic", a resumed run's recorded one
+    executor: str | None = None  # None: DEFAULT_EXECUTOR for a new run, a resumed run's own
 
     def __post_init__(self) -> None:
         from sweeper.analyze.columns import MODES
@@ -229,6 +229,7 @@ class RunRequest:
 
 # sweeper.run.executor (one cell at a time) and sweeper.run.batched (a size's cells in batches)
 EXECUTORS = ("classic", "batched")
+DEFAULT_EXECUTOR = "batched"  # a new run's; a resumed run keeps the one it recorded
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ class _Measure:
     dispatch: object = None
     resume_dir: object | None = None
     plan: object = None
-    executor: str = "classic"
+    executor: str = DEFAULT_EXECUTOR
 
 
 def run(
@@ -305,7 +306,7 @@ def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measur
         allocating=req.allocating, full=req.full, stopping=quick if req.quick else Stopping(),
         search=search, producer=req.producer, configs=tuple(req.configs or ()),
         ws_range=parse_ws_range(req.sizes) if req.sizes else None, kernels=kernels,
-        baseline_kernel=baseline_kernel, executor=req.executor or "classic",
+        baseline_kernel=baseline_kernel, executor=req.executor or DEFAULT_EXECUTOR,
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from sweeper import __version__
+from sweeper.api import DEFAULT_EXECUTOR
 from sweeper.errors import USER_ERRORS
 from sweeper.units import fmt_bytes
 
@@ -384,7 +385,7 @@ def run_cmd(
         metavar="classic|batched",
         help="How hot cells are timed: one at a time (classic), or a size's cells in CUDA "
         "graph batches (batched). A resumed run keeps its own.",
-        show_default="classic; a resumed run's own",
+        show_default=f"{DEFAULT_EXECUTOR}; a resumed run's own",
     ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
