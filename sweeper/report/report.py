@@ -1228,20 +1228,42 @@ def _l2(manifest: Mapping[str, Any]) -> int:
                (manifest.get("plan") or {}).get("l2_bytes") or 0)  # fmt: skip
 
 
+# what a run that measured hot mode alone cannot check, and how to check it
+HOT_ALONE = (
+    "This run measured hot mode alone, so a kernel that works less in back-to-back calls than "
+    "after a write (a hot-only gain) cannot be told from a fast one here: run it with "
+    "`--modes hot,after-write` to compare the modes from 2 x L2 on."
+)
+
+
+def _hot_alone(manifest: Mapping[str, Any], results: pd.DataFrame) -> bool:
+    """Whether the run measured hot mode alone (its manifest's modes, else its results')."""
+    modes = manifest.get("modes") or (
+        sorted(set(results["mode"])) if "mode" in results.columns else []
+    )
+    return list(modes) == ["hot"]
+
+
 def hot_only(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     """Hot against the run's other mode, per range of working set (sweeper.analyze.modegain);
-    nothing for a run of one mode."""
+    for a run of hot mode alone, that the check could not be made; nothing for another run
+    of one mode."""
     from sweeper.analyze.modegain import hot_only_lines
 
     lines = hot_only_lines(results, _l2(manifest), show=user_configs(manifest))
+    if not lines and _hot_alone(manifest, results):
+        lines = [HOT_ALONE, ""]
     return ["### Hot-only gains", "", *lines] if lines else []
 
 
 def hot_only_warning(results: pd.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
-    """An audit's first screen: the users' kernels whose hot gain the other mode does not see."""
+    """An audit's first screen: the users' kernels whose hot gain the other mode does not see,
+    or, for an audit of hot mode alone, that it could not be looked for."""
     from sweeper.analyze.modegain import mode_gains
 
     mine = set(user_configs(manifest))
+    if mine and _hot_alone(manifest, results):
+        return ["", f"**Hot mode alone**: {HOT_ALONE}"]
     bad = [r for r in mode_gains(results, _l2(manifest)) if r["flagged"] and r["config"] in mine]
     if not bad:
         return []

@@ -87,6 +87,20 @@ def test_a_run_of_one_mode_says_nothing(results):
     assert mode_gains(hot, L2) == [] and hot_only_lines(hot, L2) == []
 
 
+def test_a_run_of_hot_mode_alone_says_the_check_was_not_made_and_an_audit_warns(results):
+    hot = results[results["mode"] == "hot"]
+    manifest = {"device": {"l2_bytes": L2}, "modes": ["hot"]}
+    text = "\n".join(hot_only(hot, manifest))
+    assert "### Hot-only gains" in text and "hot mode alone" in text
+    assert "--modes hot,after-write" in text
+    assert hot_only_warning(hot, manifest) == []  # not an audit: no kernel of a user's
+    warning = "\n".join(hot_only_warning(hot, {**manifest, "external": [{"config": "cheat"}]}))
+    assert "**Hot mode alone**" in warning and "--modes hot,after-write" in warning
+    # a run of after-write alone has nothing to say about hot gains
+    aw = results[results["mode"] == "after-write"]
+    assert hot_only(aw, {"device": {"l2_bytes": L2}, "modes": ["after-write"]}) == []
+
+
 def test_the_report_lists_the_flag_and_an_audit_warns_on_its_first_screen(results):
     manifest = {"device": {"l2_bytes": L2}, "external": [{"config": "cheat"}]}
     text = "\n".join(hot_only(results, manifest))
