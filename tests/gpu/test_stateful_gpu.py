@@ -58,9 +58,17 @@ def _kernel(tmp_path, skip: int) -> str:
     return f"{path}:skip"
 
 
-def _audit(tmp_path, kernel: str, run_id: str):
+@pytest.fixture(scope="module")
+def plan_path(tmp_path_factory):
+    """This GPU's plan (sweeps/ holds the shipped GPUs' only)."""
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    return str(api.plan("auto", out=str(out), dtypes="fp32").path)
+
+
+def _audit(tmp_path, plan_path: str, kernel: str, run_id: str):
     run_dir, _ = api.audit(
         kernel,
+        plan_path=plan_path,
         kernel_grid="stride1",
         modes=["hot", "after-write"],
         dtypes=["fp32"],
@@ -77,15 +85,15 @@ def _audit(tmp_path, kernel: str, run_id: str):
     return [g for g in mine if g["range"] == ">= 2 L2"]
 
 
-def test_the_scan_refuses_it(tmp_path):
+def test_the_scan_refuses_it(tmp_path, plan_path):
     with pytest.raises(USER_ERRORS, match="globaltimer"):
-        api.audit(_kernel(tmp_path, 1), modes=["hot"], dtypes=["fp32"], quick=True,
+        api.audit(_kernel(tmp_path, 1), plan_path=plan_path, modes=["hot"], dtypes=["fp32"], quick=True,
                   sizes="120:130", policy="none", out_root=str(tmp_path / "runs"))  # fmt: skip
 
 
-def test_timed_anyway_its_hot_only_gain_is_flagged_and_the_honest_twin_is_not(tmp_path):
-    (cheat,) = _audit(tmp_path, _kernel(tmp_path, 1), "skip")
-    (honest,) = _audit(tmp_path, _kernel(tmp_path, 0), "noskip")
+def test_timed_anyway_its_hot_only_gain_is_flagged_and_the_honest_twin_is_not(tmp_path, plan_path):
+    (cheat,) = _audit(tmp_path, plan_path, _kernel(tmp_path, 1), "skip")
+    (honest,) = _audit(tmp_path, plan_path, _kernel(tmp_path, 0), "noskip")
     print(f"\n  hot / after-write from 2 x L2: skipping {cheat['excess']:+.1%} "
           f"(hot {cheat['hot']:.3f}, aw {cheat['other']:.3f}, {cheat['sizes']} sizes); "
           f"honest {honest['excess']:+.1%} (hot {honest['hot']:.3f}, aw {honest['other']:.3f})")  # fmt: skip
