@@ -10,8 +10,10 @@ compressed with `xz -9e` (what sweeper reads as the run's archive; `unxz` both t
 run). The figures are drawn from the manifest and the pruned list, so `sweeper plot` the
 folder again afterwards. A manifest without "records" (a run finished before manifests
 recorded their files) gains them: the count and sha256 of its logs as they are, and of its
-own other fields; no other byte of it changes. A folder whose manifest does not load is left
-as it is.
+own other fields; no other byte of it changes. The files later commands derived from the run
+(selection, policy, verify timing) are recorded too (records.derived), each after it is read
+back against the trial log as every reader does. A folder whose manifest or a derived file
+does not load is left as it is.
 """
 
 from __future__ import annotations
@@ -21,9 +23,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweeper.analyze.store import RECORDS, load_manifest, with_records, write_manifest
+from sweeper.analyze.store import (
+    load_manifest,
+    load_run,
+    read_selection,
+    with_records,
+    write_manifest,
+)
 from sweeper.errors import SweeperError
-from sweeper.runfolder import MANIFEST, PRUNED, TRIALS
+from sweeper.records import DERIVED, RECORDS, record_derived
+from sweeper.runfolder import (
+    MANIFEST,
+    POLICY,
+    PRUNED,
+    SELECTION_CSV,
+    SELECTION_MD,
+    TRIALS,
+    VERIFY_CSV,
+)
 from sweeper.schema import VERSIONS, dump
 
 
@@ -41,11 +58,38 @@ def archive(run: Path) -> list[str]:
     elif RECORDS not in raw:
         dump("manifest", with_records(run, raw), run / MANIFEST)
         done.append(f"{MANIFEST}: {RECORDS} of its logs and itself added")
+    derived = checked_derived(run)
+    if derived:
+        record_derived(*derived)
+        done.append(f"{MANIFEST}: {RECORDS}.{DERIVED} of {', '.join(p.name for p in derived)}")
     for log in (TRIALS, PRUNED):
         if (run / log).exists():
             subprocess.run(["xz", "-9e", "-f", str(run / log)], check=True)
             done.append(f"{log} -> {log}.xz")
     return done
+
+
+def checked_derived(run: Path) -> list[Path]:
+    """The derived files in `run` that its manifest does not record yet, each read back as
+    its readers do (a damaged one raises SweeperError before anything is recorded)."""
+    import json
+
+    from sweeper.analyze.policy import load_policy
+    from sweeper.analyze.verdict import load_verify
+
+    raw = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
+    recorded = (raw.get(RECORDS) or {}).get(DERIVED) or {}
+    paths = [
+        run / name for name in (SELECTION_CSV, SELECTION_MD, POLICY, VERIFY_CSV)
+        if (run / name).is_file() and name not in recorded
+    ]  # fmt: skip
+    if not paths:
+        return []
+    read_selection(run, load_run(run).results)
+    if (run / POLICY).is_file():
+        load_policy(run / POLICY)
+    load_verify(run)
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:

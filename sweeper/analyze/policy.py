@@ -340,8 +340,13 @@ def _bands_doc(sizes: list[int], acc, measured, bands, l2: int) -> dict:
 
 
 def write_policy(path: str | os.PathLike, payload: dict) -> Path:
+    """Write a policy file; in a finished run's folder its manifest records it."""
+    from sweeper.records import record_derived
+
     validate_policy({"kind": "policy", **payload})
-    return dump("policy", payload, path)
+    path = dump("policy", payload, path)
+    record_derived(path)
+    return path
 
 
 # ---- validation -------------------------------------------------------------------------
@@ -602,8 +607,12 @@ def validate_merged(doc: dict) -> None:
 def load_policy(path: str | os.PathLike) -> dict:
     """A policy file, validated as a whole; one inside a run folder (a manifest.json beside
     it) must also carry that run's plan resolution, plan hash and L2 size."""
+    from sweeper.files import file_bytes
+    from sweeper.records import check_derived
+
     doc = load(path, "policy", validate_policy)
     check_against_run(path, doc)
+    check_derived(path, file_bytes(path))
     return doc
 
 

@@ -504,9 +504,10 @@ def write_selection(
     baseline: str,
 ) -> tuple[Path, Path]:
     """Atomically write selection.csv (with the baseline's name in a `baseline` column) and
-    selection.md into the run folder."""
+    selection.md into the run folder; a finished run's manifest records both."""
     import io
 
+    from sweeper.records import record_derived
     from sweeper.schema import atomic_write_text
 
     run_dir = Path(run_dir)
@@ -514,4 +515,5 @@ def write_selection(
     sel.assign(baseline=baseline).to_csv(buf, index=False)
     csv = atomic_write_text(run_dir / SELECTION_CSV, buf.getvalue())
     md = atomic_write_text(run_dir / SELECTION_MD, to_markdown(sel, l2_bytes, title, baseline))
+    record_derived(csv, md)
     return csv, md

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.analyze.columns import ADDED_COLUMNS, COLUMNS, MEASURED, MODES, ROLES, STATUSES
 from sweeper.errors import FieldError, SchemaError, SweeperError
 from sweeper.files import file_bytes, read_text, text_of
+from sweeper.records import DERIVED, RECORDS, check_derived, derived_files, file_record
 from sweeper.runfolder import (
     MANIFEST,
     PRUNED,
@@ -121,6 +122,22 @@ def validate_manifest(doc: dict) -> None:
                 raise FieldError(
                     f"{RECORDS}.{name}.count", f"expected a line count, found {rec.get('count')!r}"
                 )
+        derived = records.get(DERIVED, {})
+        if not isinstance(derived, dict):
+            raise FieldError(f"{RECORDS}.{DERIVED}", f"expected an object, found {derived!r}")
+        for name, rec in derived.items():
+            where = f"{RECORDS}.{DERIVED}.{name}"
+            if name not in derived_files():
+                raise FieldError(where, "not a file a command derives from the run")
+            if not isinstance(rec, dict):
+                raise FieldError(where, f"expected an object, found {rec!r}")
+            digest = require(rec, "sha256", str, f"{where}.")
+            if not re.fullmatch("[0-9a-f]{64}", digest):
+                raise FieldError(f"{where}.sha256", f"not a sha256: {digest!r}")
+            if not (_is_int(rec.get("count")) and rec["count"] >= 0):
+                raise FieldError(
+                    f"{where}.count", f"expected a line count, found {rec.get('count')!r}"
+                )
 
 
 # ---- what a finished run recorded of its files ----------------------------------------------
@@ -132,13 +149,6 @@ def validate_manifest(doc: dict) -> None:
 # run are refused, naming the file. Only a run still going or stopped (status "running",
 # "interrupted") or written by version 1 has none; a complete run's manifest without them is
 # refused.
-
-RECORDS = "records"
-
-
-def file_record(data: bytes) -> dict:
-    """The record of a log's text: its line count and sha256."""
-    return {"count": data.count(b"\n"), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def manifest_sha256(doc: dict) -> str:
@@ -157,6 +167,7 @@ def with_records(run_dir: str | os.PathLike, doc: dict) -> dict:
         got = read_log(run_dir, log)
         records[log] = file_record(got[1] if got is not None else b"")
     records[MANIFEST] = {"sha256": manifest_sha256(out)}
+    records[DERIVED] = {}  # each is recorded by the command that writes it (record_derived)
     return {**out, RECORDS: records}
 
 
@@ -845,4 +856,5 @@ def read_selection(run_dir: str | os.PathLike, results: pd.DataFrame) -> pd.Data
         x, y = m[col].to_numpy(dtype=float), m[f"{col}_trial"].to_numpy(dtype=float)
         if not (np.isclose(x, y, rtol=1e-9, atol=0.0) | (np.isnan(x) & np.isnan(y))).all():
             raise SchemaError(path, col, f"differs from the trial log; {fix}")
+    check_derived(path, file_bytes(path))  # what the trial log cannot tell: another tie's pick
     return sel

@@ -106,6 +106,8 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
     from sweeper.analyze.store import read_table
     from sweeper.dtypes import ITEMSIZE
     from sweeper.errors import SchemaError
+    from sweeper.files import file_bytes
+    from sweeper.records import check_derived
 
     path = Path(run_dir) / VERIFY_CSV
     fix = "run `sweeper verify` again to rewrite it"
@@ -126,4 +128,5 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
     key = [c for c in ("pass", "mode", "dtype", "ws_bytes") if c in vt.columns]
     if vt.duplicated(key).any():
         raise SchemaError(path, "ws_bytes", f"a size is listed twice in one pass; {fix}")
+    check_derived(path, file_bytes(path))
     return vt

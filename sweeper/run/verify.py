@@ -241,6 +241,9 @@ def verify(
             launchers, select_config, sizes, tuple(cc), l2, mode=mode, on_row=progress,
             passes=passes,
         )  # fmt: skip
+        from sweeper.records import record_derived
+
+        record_derived(csv_path)
         result["timing"] = timing_verdict(rows)
         result["timing_csv"] = str(csv_path)
     return result

@@ -70,3 +70,48 @@ def test_a_folder_whose_manifest_does_not_load_is_left_as_it_is(v1_run, tmp_path
     assert "device.l2_bytes" in capsys.readouterr().err
     for p in copy.iterdir():
         assert (v1_run / p.name).read_bytes() == p.read_bytes()
+
+
+DERIVED = ["policy.json", "selection.csv", "selection.md", "verify_timing.csv"]
+
+
+@pytest.fixture
+def unrecorded(tmp_path) -> Path:
+    """hot-7 as shipped, its manifest without records.derived (as one written before
+    derived files were recorded)."""
+    run = tmp_path / "h200" / "hot-7"
+    shutil.copytree(ROOT / "results/h200/hot-7", run)
+    raw = json.loads((run / "manifest.json").read_text())
+    raw["records"].pop("derived", None)
+    (run / "manifest.json").write_text(json.dumps(raw, indent=1) + "\n")
+    return run
+
+
+def test_derived_files_are_recorded_once_read_back(unrecorded):
+    from sweeper.analyze.policy import load_policy
+    from sweeper.errors import SchemaError
+
+    done = ar.archive(unrecorded)
+    names = "selection.csv, selection.md, policy.json, verify_timing.csv"
+    assert done == [f"manifest.json: records.derived of {names}"]
+    raw = json.loads((unrecorded / "manifest.json").read_text())
+    assert sorted(raw["records"]["derived"]) == DERIVED
+    load_manifest(unrecorded)  # the manifest's own record still holds
+    load_policy(unrecorded / "policy.json")
+    assert ar.archive(unrecorded) == []  # nothing left to record
+    policy = unrecorded / "policy.json"
+    policy.write_text(policy.read_text().replace('"kind"', '"kind" ', 1))
+    with pytest.raises(SchemaError, match="records.derived.policy.json"):
+        load_policy(policy)
+
+
+def test_a_damaged_derived_file_is_not_recorded(unrecorded):
+    from sweeper.errors import SweeperError
+
+    csv = unrecorded / "selection.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    csv.write_text("".join(lines[: len(lines) // 2]))
+    before = (unrecorded / "manifest.json").read_bytes()
+    with pytest.raises(SweeperError, match="selection.csv"):
+        ar.archive(unrecorded)
+    assert (unrecorded / "manifest.json").read_bytes() == before

@@ -55,8 +55,10 @@ def test_auto_takes_the_verified_policy_whose_run_finished_last(tmp_path, newer)
             shutil.copy(SHIPPED / "h200" / "hot-7" / f, folder / f)
         manifest = json.loads((SHIPPED / "h200" / "hot-7" / "manifest.json").read_text())
         manifest["finished"] = "2026-12-02T00:00:00Z" if name == newer else "2026-12-01T00:00:00Z"
-        del manifest["records"]  # and its records made again for the edited fields
-        (folder / "manifest.json").write_text(json.dumps(with_records(folder, manifest)))
+        derived = manifest.pop("records")["derived"]  # its records made again for the edits
+        manifest = with_records(folder, manifest)
+        manifest["records"]["derived"] = {"policy.json": derived["policy.json"]}
+        (folder / "manifest.json").write_text(json.dumps(manifest))
     got = dp.shipped_policies(tmp_path, "h200", ["hot"])
     assert [p.parent.name for p in got] == [newer]
 

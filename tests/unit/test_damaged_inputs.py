@@ -249,6 +249,98 @@ def test_a_selection_csv_that_disagrees_with_the_trials_is_refused(run):
     assert line.endswith("run `sweeper select` to rebuild it from the trial log")
 
 
+# ---- a derived file is the one its command wrote (records.derived) ---------------------------
+
+
+def _another_tie(run: Path) -> Path:
+    """selection.csv with one size's pick replaced by another config measured ok there, with
+    that config's own GB/s and ratio: a file the trial log alone cannot tell from the real one."""
+    import pandas as pd
+
+    from sweeper.analyze.select import ok_candidates
+    from sweeper.analyze.store import load_run
+
+    csv = run / "selection.csv"
+    sel = pd.read_csv(csv)
+    ok = ok_candidates(load_run(run).results)
+    key = ["mode", "pattern", "dtype", "n"]
+    for i, row in sel.iterrows():
+        here = ok[(ok[key] == row[key]).all(axis=1) & (ok["config"] != row["config"])]
+        if len(here):
+            o = here.iloc[0]
+            sel.loc[i, ["config", "gbps", "ratio"]] = [o["config"], o["gbps"], o["ratio"]]
+            break
+    else:
+        pytest.fail("no size has a second ok config")
+    sel.to_csv(csv, index=False)
+    return csv
+
+
+def test_a_selection_csv_naming_another_measured_config_is_refused(run):
+    csv = _another_tie(run)
+    line = refused(["report", str(run)], run)
+    assert line.startswith(f"error: {csv}: field 'records.derived.selection.csv': ")
+    assert line.endswith("not the file `sweeper select` wrote; rebuild it with `sweeper select`")
+
+
+def _another_config(doc: dict) -> None:
+    """The first band dispatched to a config of the policy's table that no neighbour uses."""
+    used = {band(doc, 0)["config"], band(doc, 1)["config"]}
+    band(doc, 0)["config"] = next(c for c in doc["configs"] if c not in used)
+
+
+@pytest.mark.parametrize("command", ["export", "show", "report"])
+def test_a_policy_dispatching_a_band_elsewhere_is_refused(run, tmp_path, command):
+    policy = run / "policy.json"
+    edit_json(policy, _another_config)
+    args = {
+        "export": ["export", str(policy), "-o", str(tmp_path / "out" / "relu_policy.cuh")],
+        "show": ["policy", "show", str(policy)],
+        "report": ["report", str(run)],
+    }[command]
+    line = refused(args, tmp_path)
+    assert line.startswith(f"error: {policy}: field 'records.derived.policy.json': ")
+    assert "rebuild it with `sweeper policy build`" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_verify_timing_csv_of_another_run_is_refused(run):
+    shutil.copy2(SHIPPED / "verify_timing.csv", run / "verify_timing.csv")
+    line = refused(["policy", "build", str(run), "--tolerance", "verify"], run)
+    assert line == (
+        f"error: {run / 'verify_timing.csv'}: field 'records.derived.verify_timing.csv': not "
+        "recorded by the run's manifest; rebuild it with `sweeper verify`"
+    )
+
+
+def test_files_derived_before_a_run_finished_again_are_rebuilt_not_read(run):
+    """A resumed run that finishes again has new trials: the selection and policy made before
+    are refused until `sweeper select` and `sweeper policy build` write them again."""
+    write_manifest(run, load_manifest(run), finished=True)
+    line = refused(["report", str(run)], run)
+    assert line == (
+        f"error: {run / 'selection.csv'}: field 'records.derived.selection.csv': not recorded "
+        "by the run's manifest; rebuild it with `sweeper select`"
+    )
+    for args in (["select", str(run)], ["policy", "build", str(run)], ["report", str(run)]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+    recorded = json.loads((run / "manifest.json").read_text())["records"]["derived"]
+    assert sorted(recorded) == ["policy.json", "selection.csv", "selection.md"]
+
+
+def test_a_derived_record_that_names_no_derived_file_is_refused(run):
+    edit_json(
+        run / "manifest.json",
+        lambda d: d["records"]["derived"].__setitem__("trials.jsonl", d["records"]["trials.jsonl"]),
+    )
+    line = refused(["select", str(run)], run)
+    assert line == (
+        f"error: {run / 'manifest.json'}: field 'records.derived.trials.jsonl': not a file a "
+        "command derives from the run"
+    )
+
+
 # ---- no command writes onto its input, outside the results root, or into another run ------
 
 
@@ -385,7 +477,11 @@ def _rerecord(run: Path) -> None:
     rewritten to match it), so that the checks beneath them are what refuses it."""
     path = run / "manifest.json"
     doc = json.loads(path.read_text())
-    path.write_text(json.dumps(with_records(run, doc), indent=1))
+    derived = (doc.get("records") or {}).get("derived")
+    doc = with_records(run, doc)
+    if derived is not None:
+        doc["records"]["derived"] = derived
+    path.write_text(json.dumps(doc, indent=1))
 
 
 # -- bytes that are not UTF-8 ------------------------------------------------------------------

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.dtypes",
             "sweeper.errors",
             "sweeper.files",
+            "sweeper.records",
             "sweeper.runfolder",
             "sweeper.schema",
             "sweeper.slices",

@@ -30,6 +30,7 @@ from sweeper.analyze.policy import (
 from sweeper.errors import SchemaError, SweeperError
 from sweeper.plan.gpus import lookup
 from sweeper.plan.planfile import make_plan
+from sweeper.records import record_derived
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -654,6 +655,7 @@ def test_the_tie_tolerance_can_come_from_verifys_pass_to_pass_movement(tmp_path,
         for p, r in ((1, 1.0), (2, 1.0 + moved))
     ]  # fmt: skip
     pd.DataFrame(rows).to_csv(run / "verify_timing.csv", index=False)
+    record_derived(run / "verify_timing.csv")  # as `sweeper verify` records what it wrote
     r = CliRunner().invoke(app, ["policy", "build", str(run), "--tolerance", "verify"])
     assert r.exit_code == 0, r.output
     doc = json.loads((run / "policy.json").read_text())
@@ -680,6 +682,7 @@ def test_the_tolerance_from_verify_is_taken_per_range_of_working_set(tmp_path):
         for p, r in ((1, 1.0), (2, 1.0 + moved))
     ]  # fmt: skip
     pd.DataFrame(rows).to_csv(run / "verify_timing.csv", index=False)
+    record_derived(run / "verify_timing.csv")  # as `sweeper verify` records what it wrote
     tol = api.verify_tolerance(run)
     overall = round(float(np.quantile([0.04] * 16 + [0.01] * 48, 0.95)), 4)
     fallback = max(0.02, overall)  # (1, 4]: 9 sizes, (4, 16] and (256, inf): none

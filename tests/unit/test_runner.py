@@ -1033,6 +1033,7 @@ def test_a_finished_run_records_its_logs_and_a_resume_drops_the_record(plan, tmp
             "sha256": hashlib.sha256(pruned).hexdigest(),
         },
         "manifest.json": {"sha256": manifest_sha256(done)},
+        "derived": {},  # nothing derived yet: `sweeper select` and the rest record their files
     }
     assert (
         done["records"]["trials.jsonl"]["count"] > interrupted["records"]["trials.jsonl"]["count"]
