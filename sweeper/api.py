@@ -201,6 +201,7 @@ class RunRequest:
     allow_stateful: bool = False
     policy: str = "none"
     executor: str | None = None  # None: DEFAULT_EXECUTOR for a new run, a resumed run's own
+    devices: str | None = None  # "all" or "0,1,...": one Ray actor per GPU (sweeper.run.fleet)
 
     def __post_init__(self) -> None:
         from sweeper.analyze.columns import MODES
@@ -278,15 +279,122 @@ def run(
         request = RunRequest(**{"plan_path": request, **fields})
     elif fields:
         request = replace(request, **fields)
-    if executor is None:
+    if request.devices is not None:
+        from sweeper.run.fleet import parse_devices
+
+        parse_devices(request.devices)  # a bad list is refused before anything else
+        if executor is not None:
+            raise TypeError("run() got an executor and --devices")
+    elif executor is None:
         require_cuda("sweeper run")
     from sweeper.run.runner import start
 
-    m = _measure(request, executor)
+    # a run over several GPUs resolves everything here, where no GPU is needed, and makes its
+    # executors on the GPUs of its Ray actors
+    m = _measure(request, executor, detect=request.devices is None)
     cfg = _run_config(request, m)
-    if executor is None:
+    pool = None
+    if request.devices is not None:
+        from functools import partial
+
+        from sweeper.run.fleet import host_pool
+
+        executor = pool = host_pool(
+            request.devices, partial(_gpu_executor, request, m, cfg), planned_sizes(cfg)
+        )
+    elif executor is None:
         executor = _gpu_executor(request, m, cfg)
-    return start(cfg, executor, resume=m.resume_dir, progress=progress)
+    try:
+        return start(cfg, executor, resume=m.resume_dir, progress=progress)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def planned_sizes(cfg) -> dict[str, list[int]]:
+    """Per dtype of a run, the element counts of its plan's sizes (how a pooled run deals
+    sizes to its GPUs)."""
+    return {d: [e["n"] for e in cfg.plan.sizes(d)] for d in cfg.dtypes}
+
+
+def fleet_run(campaign: str, address: str | None = None, force: bool = False) -> dict:
+    """Measure a campaign (sweeper.run.campaign) on a Ray cluster: one run per GPU model, each
+    on its GPUs (one Ray actor per GPU, of the model's accelerator type), all models at once;
+    a run found complete is kept, one found stopped is resumed. Then each run's selection and
+    policy, and the fleet's policy merged from them with its CUDA header, in
+    <results>/fleet/<name>/. `address`: the cluster's (None: a local Ray instance of this
+    host's GPUs, or the one already started). Returns {"runs": {gpu: run folder}, "policy":
+    merged policy, "header": CUDA header}."""
+    from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
+
+    from sweeper.analyze.store import load_manifest
+    from sweeper.errors import SweeperError
+    from sweeper.files import folder_to_write
+    from sweeper.plan.planfile import load_plan
+    from sweeper.run.campaign import load_campaign
+    from sweeper.run.fleet import actors, ray_module
+    from sweeper.run.pool import PoolExecutor
+    from sweeper.run.replay import ReplayExecutor
+    from sweeper.run.runner import start
+    from sweeper.runfolder import MANIFEST
+
+    c = load_campaign(campaign)
+    plans = [load_plan(r.plan) for r in c.runs]  # every plan read before Ray starts
+    seen: dict[str, int] = {}
+    for i, p in enumerate(plans):
+        if p.gpu in seen:
+            raise SweeperError(
+                f"{c.path}: gpu[{seen[p.gpu]}] and gpu[{i}] both plan for '{p.gpu}': one run "
+                "per GPU model (its `gpus` says how many of them measure it)"
+            )
+        seen[p.gpu] = i
+    ray = ray_module()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+
+    def measure(r, plan):
+        run_id = r.run_id or f"{c.name}-{plan.gpu}"
+        run_dir = c.results / plan.gpu / run_id
+        resume = None
+        if (run_dir / MANIFEST).is_file():
+            if load_manifest(run_dir).get("status") == "complete":
+                return run_dir
+            resume = str(run_dir)
+        request = RunRequest(
+            plan_path=str(r.plan), dtypes=r.dtypes, modes=r.modes, out_root=str(c.results),
+            run_id=None if resume else run_id, resume=resume,
+        )  # fmt: skip
+        replay = ReplayExecutor(r.replay) if r.replay is not None else None
+        m = _measure(request, replay, detect=False)
+        cfg = _run_config(request, m)
+        if r.replay is not None:
+            make = partial(ReplayExecutor, str(r.replay))
+        else:
+            make = partial(_gpu_executor, request, m, cfg)
+        workers = actors(make, r.gpus, r.accelerator_type, name=f"{plan.gpu}-gpu")
+        pool = PoolExecutor(workers, planned_sizes(cfg))
+        try:
+            return start(cfg, pool, resume=m.resume_dir)
+        finally:
+            pool.close()
+
+    with ThreadPoolExecutor(len(c.runs)) as threads:
+        run_dirs = list(threads.map(measure, c.runs, plans))
+    policies = []
+    for run_dir in run_dirs:
+        select(str(run_dir), root=str(c.results))
+        path, _ = policy_build(str(run_dir), root=str(c.results))
+        policies.append(str(path))
+    fleet = folder_to_write(c.results / "fleet" / c.name, "fleet folder")
+    fleet.mkdir(parents=True, exist_ok=True)
+    merged, _ = policy_merge(policies, out=str(fleet / "policy.json"), force=force)
+    header = export(str(merged), "cuda", out=str(fleet / "relu_policy.cuh"), force=force)
+    return {
+        "runs": {p.gpu: d for p, d in zip(plans, run_dirs, strict=True)},
+        "policy": merged,
+        "header": header,
+    }
 
 
 def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measure:
@@ -349,10 +457,12 @@ def _resumed(req: RunRequest, gpu_key: str | None) -> _Measure:
     )  # fmt: skip
 
 
-def _measure(req: RunRequest, executor) -> _Measure:
+def _measure(req: RunRequest, executor, detect: bool = True) -> _Measure:
     """Resolve the users' kernels, the choices (the request's, or a resumed run's), the plan
     and the policies' dispatch; refuse a bad grid, a kernel that does not compile, a taken run
-    id or a plan for another GPU before anything is written."""
+    id or a plan for another GPU before anything is written. Without `detect` this process's
+    GPU is not asked which it is (a run on other processes' GPUs: the runner checks the plan
+    against the device they describe)."""
     from sweeper.errors import PlanMismatchError, SweeperError
     from sweeper.plan.planfile import load_plan
     from sweeper.run.external import check_kernels, user_kernels
@@ -363,7 +473,7 @@ def _measure(req: RunRequest, executor) -> _Measure:
         req.baseline, req.baseline_block, req.baseline_grid, req.allow_stateful,
     )  # fmt: skip
     gpu_key = None
-    if executor is None and (req.plan_path is None or req.resume is True):
+    if detect and executor is None and (req.plan_path is None or req.resume is True):
         gpu_key = _gpu_key()
     m = _resumed(req, gpu_key) if req.resume else _fresh(req, executor, kernels, baseline_kernel)
     if m.plan_path is None:
@@ -384,7 +494,7 @@ def _measure(req: RunRequest, executor) -> _Measure:
         from sweeper.run.dispatch import resolve
 
         dispatch = resolve(req.policy, req.out_root, plan_obj.gpu, list(m.modes), list(run_dtypes))
-    if executor is None and gpu_key is None:
+    if detect and executor is None and gpu_key is None:
         gpu_key = _gpu_key()
     if m.resume_dir is None:
         new_run_dir(req.out_root, plan_obj.gpu, req.run_id)

@@ -387,6 +387,14 @@ def run_cmd(
         "graph batches (batched). A resumed run keeps its own.",
         show_default=f"{DEFAULT_EXECUTOR}; a resumed run's own",
     ),
+    devices: str = typer.Option(
+        None,
+        "--devices",
+        metavar="all|0,1,...",
+        help="Measure on several GPUs of this host, each size on one of them, through Ray "
+        "(install extra 'ray'); one process writes the run (docs/fleet.md).",
+        show_default="one GPU",
+    ),
     replay: str = typer.Option(None, hidden=True, help="Answer cells from a recorded run."),
     as_json: bool = typer.Option(False, "--json", help="Print the closing summary as JSON."),
 ) -> None:
@@ -428,7 +436,10 @@ def run_cmd(
             allow_stateful=allow_stateful,
             policy=policy,
             executor=executor_name,
+            devices=devices,
         )
+        if replay and devices:
+            fail("--replay answers from a recorded run; it takes no --devices")
         if replay:
             from sweeper.run.replay import ReplayExecutor
 
@@ -1003,6 +1014,47 @@ def _echo_timing(t: dict, rep: dict) -> None:
             )
     for r in t["bit_failures"][:20]:
         typer.echo(f"WRONG after timing {r['dtype']} n={r['n']} (pass {r.get('pass', 1)})")
+
+
+fleet_app = typer.Typer(
+    help="Sweeps on a Ray cluster: one run per GPU model, one fleet policy.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("run", epilog="Example: sweeper fleet run examples/fleet.toml")
+def fleet_run_cmd(
+    campaign: Annotated[
+        str, typer.Argument(metavar="CAMPAIGN", help="The campaign file (docs/fleet.md).")
+    ],
+    address: Annotated[
+        str,
+        typer.Option(
+            "--address",
+            metavar="HOST:PORT",
+            help="The Ray cluster's address ('auto': the one this node belongs to).",
+            show_default="a Ray instance of this host's GPUs",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a fleet policy or header with other contents.")
+    ] = False,
+) -> None:
+    """Measure every GPU model of a campaign on its GPUs (one Ray actor per GPU), resume a
+    stopped run, then build each run's policy and merge them into the fleet's policy and
+    CUDA header (<results>/fleet/<name>/)."""
+    from sweeper import api
+
+    try:
+        out = api.fleet_run(campaign, address=address, force=force)
+    except USER_ERRORS as e:
+        fail(str(e))
+    for gpu, run_dir in out["runs"].items():
+        typer.echo(f"{gpu}: {run_dir}")
+    typer.echo(f"fleet policy: {out['policy']}")
+    typer.echo(f"header: {out['header']}")
 
 
 kernels_app = typer.Typer(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.analyze.columns import MODES
+from sweeper.analyze.spread import spread_lines
 from sweeper.analyze.targets import DEFAULT_SOURCE, Target
 from sweeper.dtypes import DTYPES
 from sweeper.report.plots import _plots_stale, plot_order, render_plots
@@ -1314,7 +1315,7 @@ def build_report(
     cliff = [] if is_audit(manifest) else audit_section(results, manifest)  # users' kernels
     bodies = {
         "Summary": [*cliff, *summary(run_dir, manifest, results, f, missing, headline)],
-        "Environment": environment(manifest),
+        "Environment": [*environment(manifest), *spread_lines(sample_rows or (), manifest)],
         "Plan coverage": coverage(results, manifest),
         "Selection": [
             *selection(

@@ -180,6 +180,7 @@ class ReplayExecutor:
         from sweeper_kernels import Variant
 
         data = load_run(run_dir)
+        self.run_dir = Path(run_dir)  # the recorded run (a worker elsewhere opens it again)
         self.manifest = data.manifest
         df = data.results
         self.rows: dict[tuple, dict] = {}

@@ -237,6 +237,8 @@ def manifest_for(cfg: RunConfig, device: dict, run_id: str) -> dict:
         "kernel_source": device.get("kernel_source", ""),
         # users' kernels (sweeper_kernels.external): candidates and the baseline
         **{k: device[k] for k in ("external", "baseline_kernel", "dispatch") if device.get(k)},
+        # a run over several GPUs (sweeper.run.pool): every device, in the order rows name them
+        **({"devices": device["devices"]} if len(device.get("devices") or ()) > 1 else {}),
         "plan": {
             "path": cfg.plan_path,
             "plan_hash": plan.plan_hash,
@@ -352,22 +354,12 @@ class Runner:
         phase: str,
         tag: dict | None = None,
     ) -> None:
-        ref_keys = [cell_key(mode, dtype, n, role, role_cfg) for role, role_cfg in self._refs()]
-        if not all(k in self.rows for k in ref_keys):
+        if self._needs_reference(mode, dtype, n):
             for row in self.ex.reference(mode, dtype, n):
                 if row_key(row) not in self.rows:
                     self._record(row, phase)
         role = "confirm" if phase == CONFIRM else "candidate"
-        order = list(variants)
-        # the confirmation round times its configs in another order than their first cells
-        random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}|{role}").shuffle(order)
-        todo = []
-        for v in order:
-            if cell_key(mode, dtype, n, role, v.id) in self.rows:
-                self.skipped += 1
-                self._tick(f"{mode} {dtype} {phase}")
-            else:
-                todo.append(v)
+        todo = self._todo(mode, dtype, n, variants, phase)
         many = getattr(self.ex, "measure_many", None)
         if hasattr(self.ex, "role"):  # an executor answering from a record: which of its cells
             self.ex.role = role
@@ -384,6 +376,58 @@ class Runner:
             if hasattr(self.ex, "role"):
                 self.ex.role = "candidate"
         self.ex.release(dtype, n)
+
+    def _needs_reference(self, mode: str, dtype: str, n: int) -> bool:
+        return not all(
+            cell_key(mode, dtype, n, role, role_cfg) in self.rows for role, role_cfg in self._refs()
+        )
+
+    def _todo(self, mode: str, dtype: str, n: int, variants: list[Any], phase: str) -> list[Any]:
+        """The variants of a size still to measure, in the order they are timed (recorded
+        cells are skipped and counted)."""
+        role = "confirm" if phase == CONFIRM else "candidate"
+        order = list(variants)
+        # the confirmation round times its configs in another order than their first cells
+        random.Random(f"{self.cfg.seed}|{mode}|{dtype}|{n}|{role}").shuffle(order)
+        todo = []
+        for v in order:
+            if cell_key(mode, dtype, n, role, v.id) in self.rows:
+                self.skipped += 1
+                self._tick(f"{mode} {dtype} {phase}")
+            else:
+                todo.append(v)
+        return todo
+
+    def _measure_sizes(
+        self,
+        mode: str,
+        dtype: str,
+        jobs: list[tuple[int, list[Any]]],
+        phase: str,
+        tag: dict | None = None,
+    ) -> None:
+        """`_measure_size` for each (n, variants) of `jobs`. An executor over several GPUs
+        (sweeper.run.pool.PoolExecutor: `measure_sizes`) measures them at once, each on its
+        size's GPU, and they are recorded in the jobs' order, as one GPU records them."""
+        pooled = getattr(self.ex, "measure_sizes", None)
+        if pooled is None:
+            for n, variants in jobs:
+                self._measure_size(mode, dtype, n, variants, phase, tag)
+            return
+        role = "confirm" if phase == CONFIRM else "candidate"
+        sent = []
+        for n, variants in jobs:
+            need_ref = self._needs_reference(mode, dtype, n)
+            todo = self._todo(mode, dtype, n, variants, phase)
+            if need_ref or todo:
+                sent.append((n, need_ref, todo))
+        for refs, rows in pooled(mode, dtype, sent, role):
+            for row in refs:
+                if row_key(row) not in self.rows:
+                    self._record(row, phase)
+            for row in rows:
+                self._record(row, phase, tag)
+                self._tick(f"{mode} {dtype} {phase}")
 
     def _refs(self) -> list[tuple[str, str]]:
         return [("copy", "copy"), ("baseline", baseline_of(self.manifest))]
@@ -507,8 +551,7 @@ class Runner:
         if cfg.sliced:  # a slice re-times what it names: every config at every size, no search
             t = time.perf_counter()
             self._total += len(entries) * len(variants)
-            for e in entries:
-                self._measure_size(mode, dtype, e["n"], variants, "sweep")
+            self._measure_sizes(mode, dtype, [(e["n"], variants) for e in entries], "sweep")
             self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
             return
         itemsize = ITEMSIZE[dtype]
@@ -528,8 +571,7 @@ class Runner:
             keep = list(by_config)
         else:
             screen = screen_sizes(entries, plan.l2_bytes)
-            for n in screen:
-                self._measure_size(mode, dtype, n, variants, "screen")
+            self._measure_sizes(mode, dtype, [(n, variants) for n in screen], "screen")
             self._climb(mode, dtype, set(screen), by_config)
             keep, pruned = survivors(self._screen_rows(mode, dtype, set(screen)), cfg.search)
             kept_anyway = [
@@ -547,8 +589,7 @@ class Runner:
         t = time.perf_counter()
         chosen = [by_config[c] for c in keep]
         self._total += len(entries) * len(chosen)
-        for e in entries:
-            self._measure_size(mode, dtype, e["n"], chosen, "sweep")
+        self._measure_sizes(mode, dtype, [(e["n"], chosen) for e in entries], "sweep")
         self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
@@ -560,12 +601,14 @@ class Runner:
             if not cfg.search.confirm:
                 return
             tc = time.perf_counter()
+            jobs = []
             for n in points:
                 rows = [r for r in self._rows_for(mode, dtype, {n}) if r["config"] in kept]
                 names = confirm_set(rows, floor, cfg.search.confirm, cfg.search.policy_tolerance)
                 self._total += len(names)
-                self._measure_size(mode, dtype, n, [by_config[c] for c in names], CONFIRM)
+                jobs.append((n, [by_config[c] for c in names]))
                 confirmed += len(names)
+            self._measure_sizes(mode, dtype, jobs, CONFIRM)
             self._add(f"{mode}/{dtype}/confirm_s", time.perf_counter() - tc)
 
         confirm([e["n"] for e in entries])
@@ -582,8 +625,7 @@ class Runner:
 
         def measure(points: list[int]) -> None:
             self._total += len(points) * len(chosen)
-            for n in points:
-                self._measure_size(mode, dtype, n, chosen, "refine")
+            self._measure_sizes(mode, dtype, [(n, chosen) for n in points], "refine")
             confirm(points)
             decided.update(points)
 
@@ -709,9 +751,8 @@ class Runner:
             self.ex.prepare([by_config[c] for c in sorted(new)])
             compile_s += time.perf_counter() - tc
             self._total += sum(len(cs) for cs in moves.values())
-            for n, cs in moves.items():
-                variants = [by_config[c] for c in cs]
-                self._measure_size(mode, dtype, n, variants, "screen", {CLIMB_ROUND: rounds})
+            jobs = [(n, [by_config[c] for c in cs]) for n, cs in moves.items()]
+            self._measure_sizes(mode, dtype, jobs, "screen", {CLIMB_ROUND: rounds})
             rows = self._screen_rows(mode, dtype, screen)
         self.manifest.setdefault("climb", {})[f"{mode}/{dtype}"] = {
             "rounds": rounds,

@@ -1,0 +1,212 @@
+"""Runs on Ray (sweeper.run.fleet): a local Ray instance with GPUs it is told it has, actors
+answering from recorded runs. A run over Ray actors records what one GPU records; an actor
+killed part way costs no cell and no duplicate; a campaign of two GPU models gives one run per
+model, a policy each and one fleet policy with its header; a campaign's mistakes are one line
+before any actor starts."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+ray = pytest.importorskip("ray", reason="the ray install extra (CI installs it)")
+
+from test_pool import lines, planned  # noqa: E402
+from test_resume_exact import config, recorded  # noqa: E402, F401 (a fixture)
+
+from sweeper import api  # noqa: E402
+from sweeper.analyze.store import load_manifest, read_trials  # noqa: E402
+from sweeper.cli import app  # noqa: E402
+from sweeper.plan.gpus import lookup  # noqa: E402
+from sweeper.run.fleet import RayWorker, actors  # noqa: E402
+from sweeper.run.pool import PoolExecutor  # noqa: E402
+from sweeper.run.replay import ModelExecutor, ReplayExecutor  # noqa: E402
+from sweeper.run.runner import start  # noqa: E402
+
+FAKE = "FAKE-4090"  # the accelerator type the second model's GPUs are told they are
+
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray instance: its tests in one worker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    """A Ray instance of 4 GPUs: 3 of type H200, 1 of type FAKE-4090 (labels only: the actors
+    answer from recorded runs)."""
+    ray.init(
+        num_cpus=2,
+        num_gpus=4,
+        resources={"accelerator_type:H200": 1, f"accelerator_type:{FAKE}": 1},
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def one_gpu(recorded, tmp_path_factory) -> Path:  # noqa: F811
+    return start(config(tmp_path_factory.mktemp("one"), "one"), recorded)
+
+
+class Killing(RayWorker):
+    """An actor killed (ray.kill: its process ends) when it is sent its `at`-th size."""
+
+    def __init__(self, worker: RayWorker, at: int):
+        super().__init__(worker.actor, worker.name)
+        self.at, self.sizes = at, 0
+
+    def call(self, method, *args):
+        if method == "measure_size":
+            self.sizes += 1
+            if self.sizes == self.at:
+                ray.kill(self.actor)
+        return super().call(method, *args)
+
+
+def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp_path):  # noqa: F811
+    cfg = config(tmp_path, "ray")
+    workers = actors(partial(ReplayExecutor, recorded.run_dir), 2, "H200")
+    pool = PoolExecutor(workers, planned(cfg))
+    try:
+        run_dir = start(cfg, pool)
+    finally:
+        pool.close()
+    assert lines(run_dir) == lines(one_gpu)
+    assert {t["device"] for t in read_trials(run_dir)[0]} == {0, 1}
+
+
+def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_path):  # noqa: F811
+    cfg = config(tmp_path, "killed")
+    a, b = actors(partial(ReplayExecutor, recorded.run_dir), 2)
+    pool = PoolExecutor([a, Killing(b, at=30)], planned(cfg))
+    try:
+        run_dir = start(cfg, pool)
+    finally:
+        pool.close()
+    assert pool.alive == [True, False]
+    assert lines(run_dir) == lines(one_gpu)
+    trials = read_trials(run_dir)[0]
+    assert len({t["cell_key"] for t in trials}) == len(trials)
+
+
+def test_a_run_asking_for_more_gpus_than_the_cluster_has_is_refused(recorded, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("SWEEPER_ACTOR_START_S", "3")
+    with pytest.raises(Exception, match=r"Ray placed \d of 9 GPU workers \(9 GPUs of type H200"):
+        actors(partial(ReplayExecutor, recorded.run_dir), 9, "H200")
+
+
+def _curve(fast, slow):
+    return lambda ws, l2: fast if ws < 0.9 * l2 else slow
+
+
+class Modelled(ModelExecutor):
+    """A synthetic GPU that describes itself as the catalog's `gpu`."""
+
+    def __init__(self, gpu: str, **kwargs):
+        self.spec = lookup(gpu)
+        super().__init__(l2_bytes=self.spec.l2_bytes, device_name=self.spec.name, **kwargs)
+
+    def describe(self) -> dict:
+        d = super().describe()
+        s = self.spec
+        return {**d, "device": {**d["device"], "cc": list(s.cc), "sm_count": s.sm_count}}
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory) -> Path:
+    """Runs of two GPU models (synthetic GPUs on the h200 and 4090 plans, fp32, hot) and a
+    campaign that measures both again, on Ray actors answering from them."""
+    base = tmp_path_factory.mktemp("fleet")
+    recorded_runs = {}
+    for gpu in ("h200", "4090"):
+        plan = api.plan(gpu, out=str(base / f"{gpu}.json"), dtypes="fp32")
+        ex = Modelled(
+            gpu,
+            curves={"a": _curve(9000.0, 3600.0), "b": _curve(6000.0, 4500.0)},
+            baseline=_curve(5000.0, 4300.0),
+            copy=_curve(4800.0, 4800.0),
+        )
+        recorded_runs[gpu] = api.run(
+            str(plan.path), executor=ex, out_root=str(base / "recorded"), run_id="rec"
+        )
+    (base / "fleet.toml").write_text(
+        'name = "two"\nresults = "results"\n'
+        '[[gpu]]\nplan = "h200.json"\naccelerator_type = "H200"\ngpus = 2\n'
+        'replay = "recorded/h200/rec"\n'
+        f'[[gpu]]\nplan = "4090.json"\naccelerator_type = "{FAKE}"\n'
+        'replay = "recorded/4090/rec"\n'
+    )
+    return base
+
+
+def figures(run_dir: Path) -> list[tuple]:
+    """Each cell of a run and what it measured."""
+    return [
+        (t["cell_key"], t["status"], t["gbps"], t["ratio"], t["ratio_lo"], t["ratio_hi"])
+        for t in read_trials(run_dir)[0]
+    ]
+
+
+def test_a_campaign_of_two_models_gives_one_fleet_policy(two_models):
+    res = CliRunner().invoke(app, ["fleet", "run", str(two_models / "fleet.toml")])
+    assert res.exit_code == 0, res.output
+    results = two_models / "results"
+    for gpu in ("h200", "4090"):
+        run_dir = results / gpu / f"two-{gpu}"
+        assert load_manifest(run_dir)["status"] == "complete"
+        assert figures(run_dir) == figures(two_models / "recorded" / gpu / "rec")
+        assert (run_dir / "policy.json").is_file()
+    h200 = load_manifest(results / "h200" / "two-h200")
+    assert len(h200["devices"]) == 2
+    merged = json.loads((results / "fleet" / "two" / "policy.json").read_text())
+    assert merged["kind"] == "merged-policy"
+    assert len(merged["entries"]) == 2
+    header = (results / "fleet" / "two" / "relu_policy.cuh").read_text()
+    assert "sweeper_launch_relu_fp32" in header
+    # run again: both runs are complete and kept, the fleet's files come out the same
+    before = {p: p.read_bytes() for p in (results / "fleet" / "two").iterdir()}
+    res = CliRunner().invoke(app, ["fleet", "run", str(two_models / "fleet.toml")])
+    assert res.exit_code == 0, res.output
+    assert {p: p.read_bytes() for p in (results / "fleet" / "two").iterdir()} == before
+
+
+CAMPAIGN_ERRORS = {
+    "no name": ('[[gpu]]\nplan = "p.json"\n', "field 'name': expected a folder name"),
+    "unknown field": ('name = "x"\nspeed = 1\n[[gpu]]\nplan = "p.json"\n', "field 'speed'"),
+    "no gpu": ('name = "x"\n', "field 'gpu': expected one [[gpu]] table or more"),
+    "zero gpus": (
+        'name = "x"\n[[gpu]]\nplan = "p.json"\ngpus = 0\n',
+        "field 'gpu[0].gpus': expected a positive count, found 0",
+    ),
+    "unknown op": (
+        'name = "x"\n[[gpu]]\nplan = "p.json"\nops = ["gelu"]\n',
+        "field 'gpu[0].ops': unknown op 'gelu' (known: relu)",
+    ),
+    "unknown dtype": (
+        'name = "x"\n[[gpu]]\nplan = "p.json"\ndtypes = ["fp64"]\n',
+        "field 'gpu[0].dtypes': unknown dtype 'fp64'",
+    ),
+    "not toml": ("name = \n", "not valid TOML"),
+    "two tables of one model": (
+        'name = "x"\n[[gpu]]\nplan = "h200.json"\n[[gpu]]\nplan = "h200.json"\n',
+        "gpu[0] and gpu[1] both plan for 'h200'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CAMPAIGN_ERRORS))
+def test_a_campaigns_mistake_is_one_line_before_any_actor_starts(two_models, tmp_path, case):
+    text, message = CAMPAIGN_ERRORS[case]
+    (tmp_path / "h200.json").write_bytes((two_models / "h200.json").read_bytes())
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    res = CliRunner().invoke(app, ["fleet", "run", str(path)])
+    assert res.exit_code == 1, res.output
+    lines_out = res.stderr.strip().splitlines()
+    assert len(lines_out) == 1 and lines_out[0].startswith("error: "), res.stderr
+    assert message in lines_out[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "h200.json"]
