@@ -15,7 +15,8 @@ count=0
 check() {  # N NAME FILE OLD NEW TESTFILE: one mutation in $WORK/N; prints its line
   local n=$1 name=$2 file=$3 old=$4 new=$5 test=$6 copy="$WORK/$1/tree"
   mkdir -p "$copy"
-  cp -r "$ROOT"/sweeper "$ROOT"/tests "$ROOT"/sweeps "$ROOT"/results "$ROOT"/pyproject.toml "$copy"/
+  cp -r "$ROOT"/sweeper "$ROOT"/tests "$ROOT"/sweeps "$ROOT"/results "$ROOT"/tools "$ROOT"/examples \
+    "$ROOT"/pyproject.toml "$copy"/
   ln -s "$ROOT/kernels" "$copy/sweeper_kernels"
   if ! "$PY" - "$copy/$file" "$old" "$new" <<'PYCODE'
 import sys
@@ -73,6 +74,27 @@ mutate "a round's moves decided from every climbed cell, not the rounds before i
 mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \
   'if grid is not None and manifest.get("grid_hash", grid) != grid:' \
   'if False and manifest.get("grid_hash", grid) != grid:' tests/unit/test_runner.py
+mutate "verify's loss rule on the point ratio, not the interval" sweeper/analyze/verdict.py \
+  "loses, loses_some = split(below_baseline)" \
+  'loses, loses_some = split(lambda r: r["ratio"] < 1)' tests/unit/test_verdict_rule.py
+mutate "the Python export's band edge: rel < below -> <=" sweeper/export/templates/relu_policy.py.tmpl \
+  'if band["below"] is None or rel < band["below"]:' \
+  'if band["below"] is None or rel <= band["below"]:' tests/unit/test_dispatch_edges.py
+mutate "the CUDA header's choice at a band edge: rel < hi -> <=" sweeper/export/cuda.py \
+  "out.append(f'  if (rel < {_num(b[\"hi_rel\"])}) return \"{b[\"config\"]}\";')" \
+  "out.append(f'  if (rel <= {_num(b[\"hi_rel\"])}) return \"{b[\"config\"]}\";')" \
+  tests/unit/test_dispatch_edges.py
+mutate "outputs not poisoned before they are checked" sweeper/run/executor.py \
+  "        for y in ys:
+            self._poison(y)" "        for y in ys:
+            pass" tests/unit/test_guards_simulated.py
+mutate "a derived file's record not compared" sweeper/records.py \
+  'if have != {"count": rec["count"], "sha256": rec["sha256"]}:' 'if False:' \
+  tests/unit/test_archive_run.py
+mutate "a pooled run times its confirmation rounds as candidate cells" sweeper/run/runner.py \
+  'role = "confirm" if phase == CONFIRM else "candidate"
+        sent = []' 'role = "candidate"
+        sent = []' tests/unit/test_pool.py
 wait
 status=0
 for n in $(seq 1 "$count"); do

@@ -210,3 +210,21 @@ def test_a_campaigns_mistake_is_one_line_before_any_actor_starts(two_models, tmp
     assert len(lines_out) == 1 and lines_out[0].startswith("error: "), res.stderr
     assert message in lines_out[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "h200.json"]
+
+
+def test_the_gpu_executors_recipe_travels_to_an_actor(tmp_path):
+    """`sweeper run --devices` resolves the run where no GPU is needed and sends each actor
+    the recipe of its GPU executor: it must survive Ray's pickling whole."""
+    root = Path(__file__).resolve().parents[2]
+    req = api.RunRequest(
+        plan_path=str(root / "sweeps" / "h200.json"), dtypes=("fp32",), out_root=str(tmp_path),
+        run_id="x", devices="all",
+    )  # fmt: skip
+    m = api._measure(req, None, detect=False)
+    cfg = api._run_config(req, m)
+    make = partial(api._gpu_executor, req, m, cfg)
+    back = ray.cloudpickle.loads(ray.cloudpickle.dumps(make))
+    assert back.func is api._gpu_executor
+    assert back.args[0] == req and back.args[1].stopping == m.stopping
+    assert back.args[2].plan.plan_hash == cfg.plan.plan_hash and back.args[2].dtypes == ("fp32",)
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -186,3 +186,41 @@ def test_a_bad_devices_option_is_one_line(tmp_path, args, message):
     lines_out = res.stderr.strip().splitlines()
     assert len(lines_out) == 1 and message in lines_out[0], res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pooled_run_times_each_confirmation_round_as_the_run_did(tmp_path):
+    """A run with confirmation rounds (a synthetic GPU whose confirmation cells draw their own
+    noise), replayed on one worker and on two: each round's cells are answered as confirmation
+    cells, never as the candidate cells of their size."""
+    from sweeper import api
+    from sweeper.plan.gpus import lookup
+    from sweeper.run.replay import ModelExecutor
+
+    plan = api.plan("h200", out=str(tmp_path / "h200.json"), dtypes="fp32")
+    curve = lambda fast, slow: lambda ws, _l2: fast if ws < 0.9 * _l2 else slow  # noqa: E731
+    model = ModelExecutor(
+        {"a": curve(9000.0, 3600.0), "b": curve(8950.0, 3610.0)},
+        l2_bytes=lookup("h200").l2_bytes,
+        baseline=curve(5000.0, 4300.0),
+        copy=curve(4800.0, 4800.0),
+    )
+    rec = api.run(str(plan.path), executor=model, out_root=str(tmp_path / "rec"), run_id="rec")
+    assert any(t["role"] == "confirm" for t in read_trials(rec)[0])
+    runs = {}
+    for name, pooled in (("one", False), ("two", True)):
+        req = api.RunRequest(plan_path=str(plan.path), out_root=str(tmp_path / name), run_id=name)
+        replay = ReplayExecutor(rec)
+        m = api._measure(req, replay, detect=False)
+        cfg = api._run_config(req, m)
+        ex = replay
+        if pooled:
+            ex = PoolExecutor(
+                [LocalWorker(ReplayExecutor(rec), f"gpu{i}") for i in range(2)],
+                api.planned_sizes(cfg),
+            )
+        runs[name] = start(cfg, ex)
+
+    def figures(run_dir):
+        return [(t["cell_key"], t["gbps"], t["ratio"]) for t in read_trials(run_dir)[0]]
+
+    assert figures(runs["two"]) == figures(runs["one"]) == figures(rec)
