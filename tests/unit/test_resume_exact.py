@@ -121,3 +121,40 @@ def test_a_run_stopped_at_any_point_and_resumed_measures_the_run_in_one_go(recor
     got, full = load_manifest(run_dir), load_manifest(whole)
     assert search_record(got) == search_record(full)
     assert got["status"] == "complete" and len(got["resumed"]) == len(stops)
+
+
+class StoppedInReference(ReplayExecutor):
+    """The replay, interrupted in its `stop_at`-th reference call (a size's baseline and
+    copy cells: before any of that size's cells is recorded)."""
+
+    def __init__(self, source: ReplayExecutor):
+        self.__dict__.update(source.__dict__)
+        self.stop_at: int | None = None
+        self.calls = 0
+
+    def reference(self, *args):
+        self.calls += 1
+        if self.calls == self.stop_at:
+            raise KeyboardInterrupt
+        return super().reference(*args)
+
+
+def test_a_run_stopped_in_a_baseline_call_resumes_as_the_run_in_one_go(recorded, tmp_path):
+    whole = start(config(tmp_path, "whole"), recorded)
+    sizes = len({(t["mode"], t["n"]) for t in read_trials(whole)[0]})
+    ex = StoppedInReference(recorded)
+    run_dir = tmp_path / "h200" / "parts"
+    resume, done = None, 0
+    # in the seed's screening, the sweep, and the refinement rounds' new sizes
+    for stop in (2, sizes // 2, sizes - 3, sizes - 1):
+        ex.calls, ex.stop_at = 0, stop - done
+        with pytest.raises(KeyboardInterrupt):
+            start(config(tmp_path, "parts"), ex, resume=resume)
+        resume = run_dir
+        done = len({(t["mode"], t["n"]) for t in read_trials(run_dir)[0] if t["role"] == "copy"})
+        assert done == stop - 1
+    ex.calls, ex.stop_at = 0, None
+    start(config(tmp_path, "parts"), ex, resume=run_dir)
+    keys = [t["cell_key"] for t in read_trials(run_dir)[0]]
+    assert len(keys) == len(set(keys))
+    assert keys == [t["cell_key"] for t in read_trials(whole)[0]]
