@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The decision mutations of docs/mutation-testing.md, each applied to a copy of the
-# tree; the mutated module's own test file must fail on each. Exit status 1 if one survives.
+# tree; the mutated module's own test file (or the test named) must fail on each. Exit status 1 if one survives.
 # The mutations run side by side, one per core ($JOBS, default nproc); their lines are
 # printed in the order below.
 #   tools/decision_mutations.sh
@@ -76,25 +76,28 @@ mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \
   'if False and manifest.get("grid_hash", grid) != grid:' tests/unit/test_runner.py
 mutate "verify's loss rule on the point ratio, not the interval" sweeper/analyze/verdict.py \
   "loses, loses_some = split(below_baseline)" \
-  'loses, loses_some = split(lambda r: r["ratio"] < 1)' tests/unit/test_verdict_rule.py
+  'loses, loses_some = split(lambda r: r["ratio"] < 1)' \
+  tests/unit/test_verdict_rule.py::test_one_pass_loses_only_where_the_whole_ci_is_below_1
 mutate "the Python export's band edge: rel < below -> <=" sweeper/export/templates/relu_policy.py.tmpl \
   'if band["below"] is None or rel < band["below"]:' \
-  'if band["below"] is None or rel <= band["below"]:' tests/unit/test_dispatch_edges.py
+  'if band["below"] is None or rel <= band["below"]:' \
+  tests/unit/test_dispatch_edges.py::test_the_python_export_serves_the_policy_at_every_band_edge
 mutate "the CUDA header's choice at a band edge: rel < hi -> <=" sweeper/export/cuda.py \
   "out.append(f'  if (rel < {_num(b[\"hi_rel\"])}) return \"{b[\"config\"]}\";')" \
   "out.append(f'  if (rel <= {_num(b[\"hi_rel\"])}) return \"{b[\"config\"]}\";')" \
-  tests/unit/test_dispatch_edges.py
+  tests/unit/test_dispatch_edges.py::test_the_cuda_header_serves_the_policy_at_every_band_edge
 mutate "outputs not poisoned before they are checked" sweeper/run/executor.py \
   "        for y in ys:
             self._poison(y)" "        for y in ys:
-            pass" tests/unit/test_guards_simulated.py
+            pass" tests/unit/test_guards_simulated.py::test_each_cheat_is_caught_by_its_guard
 mutate "a derived file's record not compared" sweeper/records.py \
   'if have != {"count": rec["count"], "sha256": rec["sha256"]}:' 'if False:' \
-  tests/unit/test_archive_run.py
+  tests/unit/test_archive_run.py::test_derived_files_are_recorded_once_read_back
 mutate "a pooled run times its confirmation rounds as candidate cells" sweeper/run/runner.py \
   'role = "confirm" if phase == CONFIRM else "candidate"
         sent = []' 'role = "candidate"
-        sent = []' tests/unit/test_pool.py
+        sent = []' \
+  tests/unit/test_pool.py::test_a_pooled_run_times_each_confirmation_round_as_the_run_did
 wait
 status=0
 for n in $(seq 1 "$count"); do
