@@ -224,3 +224,16 @@ def test_a_pooled_run_times_each_confirmation_round_as_the_run_did(tmp_path):
         return [(t["cell_key"], t["gbps"], t["ratio"]) for t in read_trials(run_dir)[0]]
 
     assert figures(runs["two"]) == figures(runs["one"]) == figures(rec)
+
+
+def test_the_report_of_a_pooled_run_shows_each_gpus_baseline(recorded, tmp_path):  # noqa: F811
+    from sweeper import api
+
+    cfg = config(tmp_path, "report")
+    run_dir = start(
+        cfg, PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(2)], planned(cfg))
+    )
+    text = api.report(str(run_dir)).read_text()
+    env = text.split("## Environment", 1)[1].split("\n## ", 1)[0]
+    assert "Measured on 2 GPUs, each size on one of them" in env
+    assert "| 0 | NVIDIA H200 |" in env and "| 1 | NVIDIA H200 |" in env
