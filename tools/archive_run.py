@@ -31,16 +31,8 @@ from sweeper.analyze.store import (
     write_manifest,
 )
 from sweeper.errors import SweeperError
-from sweeper.records import DERIVED, RECORDS, record_derived
-from sweeper.runfolder import (
-    MANIFEST,
-    POLICY,
-    PRUNED,
-    SELECTION_CSV,
-    SELECTION_MD,
-    TRIALS,
-    VERIFY_CSV,
-)
+from sweeper.records import DERIVED, RECORDS, derived_files, record_derived
+from sweeper.runfolder import MANIFEST, POLICY, PRUNED, TRIALS
 from sweeper.schema import VERSIONS, dump
 
 
@@ -80,9 +72,8 @@ def checked_derived(run: Path) -> list[Path]:
     raw = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
     recorded = (raw.get(RECORDS) or {}).get(DERIVED) or {}
     paths = [
-        run / name for name in (SELECTION_CSV, SELECTION_MD, POLICY, VERIFY_CSV)
-        if (run / name).is_file() and name not in recorded
-    ]  # fmt: skip
+        run / name for name in derived_files() if (run / name).is_file() and name not in recorded
+    ]
     if not paths:
         return []
     read_selection(run, load_run(run).results)

@@ -115,13 +115,7 @@ def validate_manifest(doc: dict) -> None:
         records = require(doc, RECORDS, dict)
         for name in (TRIALS, PRUNED, MANIFEST):
             rec = require(records, name, dict, f"{RECORDS}.")
-            digest = require(rec, "sha256", str, f"{RECORDS}.{name}.")
-            if not re.fullmatch("[0-9a-f]{64}", digest):
-                raise FieldError(f"{RECORDS}.{name}.sha256", f"not a sha256: {digest!r}")
-            if name != MANIFEST and not (_is_int(rec.get("count")) and rec["count"] >= 0):
-                raise FieldError(
-                    f"{RECORDS}.{name}.count", f"expected a line count, found {rec.get('count')!r}"
-                )
+            _validate_record(rec, f"{RECORDS}.{name}", counted=name != MANIFEST)
         derived = records.get(DERIVED, {})
         if not isinstance(derived, dict):
             raise FieldError(f"{RECORDS}.{DERIVED}", f"expected an object, found {derived!r}")
@@ -131,13 +125,17 @@ def validate_manifest(doc: dict) -> None:
                 raise FieldError(where, "not a file a command derives from the run")
             if not isinstance(rec, dict):
                 raise FieldError(where, f"expected an object, found {rec!r}")
-            digest = require(rec, "sha256", str, f"{where}.")
-            if not re.fullmatch("[0-9a-f]{64}", digest):
-                raise FieldError(f"{where}.sha256", f"not a sha256: {digest!r}")
-            if not (_is_int(rec.get("count")) and rec["count"] >= 0):
-                raise FieldError(
-                    f"{where}.count", f"expected a line count, found {rec.get('count')!r}"
-                )
+            _validate_record(rec, where, counted=True)
+
+
+def _validate_record(rec: dict, where: str, counted: bool) -> None:
+    """A file's record (sweeper.records.file_record): its sha256, and its line count when
+    `counted`."""
+    digest = require(rec, "sha256", str, f"{where}.")
+    if not re.fullmatch("[0-9a-f]{64}", digest):
+        raise FieldError(f"{where}.sha256", f"not a sha256: {digest!r}")
+    if counted and not (_is_int(rec.get("count")) and rec["count"] >= 0):
+        raise FieldError(f"{where}.count", f"expected a line count, found {rec.get('count')!r}")
 
 
 # ---- what a finished run recorded of its files ----------------------------------------------

@@ -40,6 +40,7 @@ OPTIONAL = (
 )
 # the fields of a device record that make two GPUs the same model for a run
 SAME_MODEL = ("name", "cc", "sm_count", "l2_bytes")
+ALL_LOST = "every GPU worker of the run was lost; resume the run"
 
 
 class WorkerLost(Exception):
@@ -146,35 +147,45 @@ class PoolExecutor:
         """The index of the worker that measures size `n` of `dtype` (among those alive)."""
         live = [i for i, a in enumerate(self.alive) if a]
         if not live:
-            raise SweeperError("every GPU worker of the run was lost; resume the run")
+            raise SweeperError(ALL_LOST)
         planned = self._planned.get(dtype) or [n]
         k = max(0, bisect.bisect_right(planned, n) - 1)
         return live[k % len(live)]
 
-    def _call(self, i: int, method: str, *args: Any) -> Any:
-        """A call answered by worker `i`, or by the next one alive when `i` is lost."""
+    def _answer(self, i: int, fut: cf.Future, method: str, args: tuple) -> tuple[int, Any]:
+        """The answer to a call sent to worker `i` (`fut`), and the worker that gave it: when
+        `i` is lost, the call is sent again to the next worker alive."""
         while True:
             try:
-                return self.workers[i].call(method, *args).result()
+                return i, fut.result()
             except Exception as e:
                 if not self.workers[i].lost(e):
                     raise
                 self.alive[i] = False
                 i = self._next_alive(i)
+                fut = self.workers[i].call(method, *args)
+
+    def _call(self, i: int, method: str, *args: Any) -> Any:
+        """A call answered by worker `i`, or by the next one alive when `i` is lost."""
+        return self._answer(i, self.workers[i].call(method, *args), method, args)[1]
 
     def _next_alive(self, i: int) -> int:
         for k in range(1, len(self.workers) + 1):
             j = (i + k) % len(self.workers)
             if self.alive[j]:
                 return j
-        raise SweeperError("every GPU worker of the run was lost; resume the run")
+        raise SweeperError(ALL_LOST)
+
+    def _first(self) -> int:
+        """The first worker alive (what calls that no size owns go to)."""
+        return 0 if self.alive[0] else self._next_alive(0)
 
     # -- the executor -----------------------------------------------------------------------
     def describe(self) -> dict:
         return self._described
 
     def variants(self, grid: str, dtype: str) -> list[Any]:
-        return self._call(0 if self.alive[0] else self._next_alive(0), "variants", grid, dtype)
+        return self._call(self._first(), "variants", grid, dtype)
 
     def prepare(self, variants: list[Any]) -> None:
         """Every worker compiles and loads the variants (any of them may measure any size)."""
@@ -214,39 +225,19 @@ class PoolExecutor:
         sent = []
         for n, need_ref, variants in jobs:
             i = self.owner(dtype, n)
-            sent.append(
-                [i, self.workers[i].call("measure_size", mode, dtype, n, need_ref, variants, role)]
-            )
-        for (n, need_ref, variants), job in zip(jobs, sent, strict=True):
-            while True:
-                i, fut = job
-                try:
-                    refs, rows = fut.result()
-                    break
-                except Exception as e:
-                    if not self.workers[i].lost(e):
-                        raise
-                    self.alive[i] = False
-                    j = self._next_alive(i)
-                    job[:] = [
-                        j,
-                        self.workers[j].call(
-                            "measure_size", mode, dtype, n, need_ref, variants, role
-                        ),
-                    ]
+            args = (mode, dtype, n, need_ref, variants, role)
+            sent.append((n, i, self.workers[i].call("measure_size", *args), args))
+        for n, i, fut, args in sent:
+            i, (refs, rows) = self._answer(i, fut, "measure_size", args)
             yield self._tag(refs, dtype, n, i), self._tag(rows, dtype, n, i)
 
     @property
     def compile_stats(self) -> dict:
         """Every worker's compile stats, summed (each compiles every variant)."""
-        total: dict[str, float] = {}
-        for i, w in enumerate(self.workers):
-            if self.alive[i]:
-                for k, v in w.call("compile_stats").result().items():
-                    total[k] = round(total.get(k, 0) + v, 2)
-        return total
+        return {k: round(v, 2) for k, v in self._summed("compile_stats").items()}
 
     def _summed(self, method: str) -> dict:
+        """The dicts of numbers the workers alive answer `method` with, summed by key."""
         total: dict[str, float] = {}
         for i, w in enumerate(self.workers):
             if self.alive[i]:
@@ -264,7 +255,7 @@ class PoolExecutor:
             raise AttributeError(name)  # sizes go through measure_sizes
         if name == "baseline_shape":
             return lambda dtype, n: self._call(self.owner(dtype, n), name, dtype, n)
-        return lambda *args: self._call(0 if self.alive[0] else self._next_alive(0), name, *args)
+        return lambda *args: self._call(self._first(), name, *args)
 
     def close(self) -> None:
         for w in self.workers:

@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 ray = pytest.importorskip("ray", reason="the ray install extra (CI installs it)")
 
-from test_pool import lines, planned  # noqa: E402
+from test_pool import figures, lines  # noqa: E402
 from test_resume_exact import config, recorded  # noqa: E402, F401 (a fixture)
 
 from sweeper import api  # noqa: E402
 from sweeper.analyze.store import load_manifest, read_trials  # noqa: E402
+from sweeper.api import planned_sizes  # noqa: E402
 from sweeper.cli import app  # noqa: E402
 from sweeper.plan.gpus import lookup  # noqa: E402
 from sweeper.run.fleet import RayWorker, actors  # noqa: E402
@@ -70,7 +71,7 @@ class Killing(RayWorker):
 def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp_path):  # noqa: F811
     cfg = config(tmp_path, "ray")
     workers = actors(partial(ReplayExecutor, recorded.run_dir), 2, "H200")
-    pool = PoolExecutor(workers, planned(cfg))
+    pool = PoolExecutor(workers, planned_sizes(cfg))
     try:
         run_dir = start(cfg, pool)
     finally:
@@ -82,7 +83,7 @@ def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp
 def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_path):  # noqa: F811
     cfg = config(tmp_path, "killed")
     a, b = actors(partial(ReplayExecutor, recorded.run_dir), 2)
-    pool = PoolExecutor([a, Killing(b, at=30)], planned(cfg))
+    pool = PoolExecutor([a, Killing(b, at=30)], planned_sizes(cfg))
     try:
         run_dir = start(cfg, pool)
     finally:
@@ -141,14 +142,6 @@ def two_models(tmp_path_factory) -> Path:
         'replay = "recorded/4090/rec"\n'
     )
     return base
-
-
-def figures(run_dir: Path) -> list[tuple]:
-    """Each cell of a run and what it measured."""
-    return [
-        (t["cell_key"], t["status"], t["gbps"], t["ratio"], t["ratio_lo"], t["ratio_hi"])
-        for t in read_trials(run_dir)[0]
-    ]
 
 
 def test_a_campaign_of_two_models_gives_one_fleet_policy(two_models):

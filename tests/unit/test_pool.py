@@ -17,20 +17,25 @@ import pytest
 from test_resume_exact import config, recorded  # noqa: F401 (a fixture)
 
 from sweeper.analyze.store import load_manifest, read_trials
+from sweeper.api import planned_sizes
 from sweeper.errors import SweeperError
 from sweeper.run.pool import LocalWorker, PoolExecutor, WorkerLost
 from sweeper.run.replay import ReplayExecutor
 from sweeper.run.runner import start
 
 
-def planned(cfg) -> dict[str, list[int]]:
-    return {d: [e["n"] for e in cfg.plan.sizes(d)] for d in cfg.dtypes}
-
-
 def lines(run_dir: Path) -> list[dict]:
     """The trial log without what differs between any two runs of it (device, run id)."""
     return [
         {k: v for k, v in t.items() if k not in ("device", "run_id")}
+        for t in read_trials(run_dir)[0]
+    ]
+
+
+def figures(run_dir: Path) -> list[tuple]:
+    """Each cell of a run and what it measured."""
+    return [
+        (t["cell_key"], t["status"], t["gbps"], t["ratio"], t["ratio_lo"], t["ratio_hi"])
         for t in read_trials(run_dir)[0]
     ]
 
@@ -62,7 +67,7 @@ class Dropping(LocalWorker):
 @pytest.mark.parametrize("gpus", [2, 3])
 def test_a_pooled_run_records_what_one_gpu_records(recorded, one_gpu, tmp_path, gpus):  # noqa: F811
     cfg = config(tmp_path, "pooled")
-    pool = PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(gpus)], planned(cfg))
+    pool = PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(gpus)], planned_sizes(cfg))
     run_dir = start(cfg, pool)
     assert lines(run_dir) == lines(one_gpu)
     trials = read_trials(run_dir)[0]
@@ -79,7 +84,7 @@ def test_a_pooled_run_records_what_one_gpu_records(recorded, one_gpu, tmp_path, 
 def test_a_lost_worker_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_path):  # noqa: F811
     cfg = config(tmp_path, "lost")
     workers = [Dropping(recorded, "gpu0", None), Dropping(recorded, "gpu1", 25)]
-    pool = PoolExecutor(workers, planned(cfg))
+    pool = PoolExecutor(workers, planned_sizes(cfg))
     run_dir = start(cfg, pool)
     assert lines(run_dir) == lines(one_gpu)
     assert pool.alive == [True, False]
@@ -89,7 +94,7 @@ def test_a_lost_worker_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_pat
 
 def test_every_worker_lost_stops_the_run_and_it_resumes_exactly(recorded, one_gpu, tmp_path):  # noqa: F811
     cfg = config(tmp_path, "gone")
-    pool = PoolExecutor([Dropping(recorded, "gpu0", 40)], planned(cfg))
+    pool = PoolExecutor([Dropping(recorded, "gpu0", 40)], planned_sizes(cfg))
     pool.replays = False  # as GPUs: the cells measured before are kept
     with pytest.raises(SweeperError, match="every GPU worker of the run was lost"):
         start(cfg, pool)
@@ -99,7 +104,7 @@ def test_every_worker_lost_stops_the_run_and_it_resumes_exactly(recorded, one_gp
     kept = len(read_trials(run_dir)[0])
     assert kept > 0
     again = PoolExecutor(
-        [LocalWorker(recorded, "gpu0"), LocalWorker(recorded, "gpu1")], planned(cfg)
+        [LocalWorker(recorded, "gpu0"), LocalWorker(recorded, "gpu1")], planned_sizes(cfg)
     )
     start(cfg, again, resume=run_dir)
     assert lines(run_dir) == lines(one_gpu)
@@ -116,7 +121,9 @@ def test_gpus_of_two_models_are_not_one_run(recorded, tmp_path):  # noqa: F811
 
     cfg = config(tmp_path, "mixed")
     with pytest.raises(SweeperError, match="one run measures one GPU model"):
-        PoolExecutor([LocalWorker(recorded, "a"), LocalWorker(Other(recorded), "b")], planned(cfg))
+        PoolExecutor(
+            [LocalWorker(recorded, "a"), LocalWorker(Other(recorded), "b")], planned_sizes(cfg)
+        )
 
 
 def test_the_planned_sizes_are_dealt_in_turn_and_added_ones_follow_the_size_below():
@@ -134,7 +141,7 @@ def test_a_gpu_reading_the_baseline_slower_shows_in_the_spread(recorded, one_gpu
 
     cfg = config(tmp_path, "spread")
     run_dir = start(
-        cfg, PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(2)], planned(cfg))
+        cfg, PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(2)], planned_sizes(cfg))
     )
     trials = read_trials(run_dir)[0]
     manifest = load_manifest(run_dir)
@@ -220,9 +227,6 @@ def test_a_pooled_run_times_each_confirmation_round_as_the_run_did(tmp_path):
             )
         runs[name] = start(cfg, ex)
 
-    def figures(run_dir):
-        return [(t["cell_key"], t["gbps"], t["ratio"]) for t in read_trials(run_dir)[0]]
-
     assert figures(runs["two"]) == figures(runs["one"]) == figures(rec)
 
 
@@ -231,7 +235,7 @@ def test_the_report_of_a_pooled_run_shows_each_gpus_baseline(recorded, tmp_path)
 
     cfg = config(tmp_path, "report")
     run_dir = start(
-        cfg, PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(2)], planned(cfg))
+        cfg, PoolExecutor([LocalWorker(recorded, f"gpu{i}") for i in range(2)], planned_sizes(cfg))
     )
     text = api.report(str(run_dir)).read_text()
     env = text.split("## Environment", 1)[1].split("\n## ", 1)[0]

@@ -30,18 +30,29 @@ STOPS = (0.02, 0.2, 0.4, 0.6, 0.75, 0.85, 0.9, 0.945, 0.96, 0.975, 0.985, 0.99, 
 
 
 class Stopped(ReplayExecutor):
-    """The replay, interrupted at its `stop_at`-th candidate cell of a segment (None: never)."""
+    """The replay, interrupted at its `stop_at`-th call of `at` in a segment (None: never):
+    "measure" (a candidate cell) or "reference" (a size's baseline and copy cells, before any
+    of that size's cells is recorded)."""
 
-    def __init__(self, source: ReplayExecutor):
+    def __init__(self, source: ReplayExecutor, at: str = "measure"):
         self.__dict__.update(source.__dict__)
+        self.at = at
         self.stop_at: int | None = None
         self.calls = 0
 
+    def _count(self, method: str) -> None:
+        if method == self.at:
+            self.calls += 1
+            if self.calls == self.stop_at:
+                raise KeyboardInterrupt
+
     def measure(self, *args):
-        self.calls += 1
-        if self.calls == self.stop_at:
-            raise KeyboardInterrupt
+        self._count("measure")
         return super().measure(*args)
+
+    def reference(self, *args):
+        self._count("reference")
+        return super().reference(*args)
 
 
 @pytest.fixture(scope="module")
@@ -123,26 +134,10 @@ def test_a_run_stopped_at_any_point_and_resumed_measures_the_run_in_one_go(recor
     assert got["status"] == "complete" and len(got["resumed"]) == len(stops)
 
 
-class StoppedInReference(ReplayExecutor):
-    """The replay, interrupted in its `stop_at`-th reference call (a size's baseline and
-    copy cells: before any of that size's cells is recorded)."""
-
-    def __init__(self, source: ReplayExecutor):
-        self.__dict__.update(source.__dict__)
-        self.stop_at: int | None = None
-        self.calls = 0
-
-    def reference(self, *args):
-        self.calls += 1
-        if self.calls == self.stop_at:
-            raise KeyboardInterrupt
-        return super().reference(*args)
-
-
 def test_a_run_stopped_in_a_baseline_call_resumes_as_the_run_in_one_go(recorded, tmp_path):
     whole = start(config(tmp_path, "whole"), recorded)
     sizes = len({(t["mode"], t["n"]) for t in read_trials(whole)[0]})
-    ex = StoppedInReference(recorded)
+    ex = Stopped(recorded, at="reference")
     run_dir = tmp_path / "h200" / "parts"
     resume, done = None, 0
     # in the seed's screening, the sweep, and the refinement rounds' new sizes
