@@ -741,6 +741,12 @@ def timing(manifest: Mapping[str, Any], results: pd.DataFrame | None = None) -> 
     if isinstance(g, Mapping) and g:
         out += [f"The fresh-input replay updated {g.get('updated', 0):,} graphs in place and "
                 f"instantiated {g.get('instantiated', 0):,}."]  # fmt: skip
+        if any(k.startswith("batch_") for k in g):
+            out[-1] += (
+                f" The batches' cell graphs: {g.get('batch_set', 0):,} set in place and "
+                f"{g.get('batch_built', 0):,} built, {g.get('batch_updated', 0):,} updated and "
+                f"{g.get('batch_instantiated', 0):,} instantiated (docs/timing.md)."
+            )
     out += gpu_work_line(manifest, results)
     total, parts, recorded = run_seconds(manifest)
     out += [

@@ -5,8 +5,11 @@ times per cell: after every ABBA round, after every output check, around the fre
 replay. BatchedExecutor measures the same cells with the same guards, queued so that the host
 waits for the GPU once per batch and prepares the next batch while one runs.
 
-Each cell's pieces are CUDA graphs, captured once per cell and instantiated from a pool (an
-instantiated graph of the same shape is updated, not rebuilt): on each buffer set the slot
+Each cell's pieces are CUDA graphs. Where the cell's launcher makes one kernel launch they are
+CellGraphs: pooled instantiated graphs whose calls are kernel nodes set to the cell's kernel
+(its parameters read from a one-call capture), nothing built or instantiated per cell. Else
+they are chained from the cell's captures and instantiated from a pool (an instantiated graph
+of the same shape is updated, not rebuilt). On each buffer set the slot
 graph [L2 normalizer, warm-up calls, event record, `calls` calls, event record] (slot_graph;
 calls chained from a one-call capture by doubling), launched once per slot with that slot's
 two events set first, the fresh-input replay's chains, and per size the baseline's slot
@@ -124,6 +127,115 @@ def chain(unit, calls: int):
     return g
 
 
+def unit_kernel(unit):
+    """The kernel-node parameters of a captured one-call graph that is a single kernel node
+    (a launcher that makes one launch), else None."""
+    cu = cuda_driver()
+    count = check(cu.cuGraphGetNodes(unit, 0))[1]
+    if count != 1:
+        return None
+    (node,) = check(cu.cuGraphGetNodes(unit, 1))[0]
+    if check(cu.cuGraphNodeGetType(node)) != cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+        return None
+    return check(cu.cuGraphKernelNodeGetParams(node))
+
+
+@dataclass(eq=False)
+class CellGraph:
+    """An instantiated cell graph whose candidate calls are kernel nodes, set per cell to the
+    cell's own kernel (cuGraphExecKernelNodeSetParams) instead of built and instantiated (or
+    updated) anew: `calls` the nodes set to the cell's kernel, `fixed` the child-graph nodes
+    that run the size's own graphs (the L2 normalizer, the fresh-input rewrite and check),
+    set when the size changes (cuGraphExecChildGraphNodeSetParams), `events` a slot's two
+    event record nodes (set per launch)."""
+
+    graph: Any
+    exec: Any
+    calls: list
+    fixed: list  # (node, name of the size graph it runs)
+    events: tuple = ()
+    holds: Any = None  # the size graphs' serials the fixed nodes run now
+
+    def set_kernel(self, params) -> None:
+        cu = cuda_driver()
+        set_params, ex = cu.cuGraphExecKernelNodeSetParams, self.exec
+        for node in self.calls:
+            check(set_params(ex, node, params))
+
+    def set_fixed(self, graphs: dict, serials: tuple) -> bool:
+        """Point the fixed nodes at `graphs` (name -> graph) unless they run them already;
+        False where the driver refuses (another topology: build a new one)."""
+        if self.holds == serials:
+            return True
+        cu = cuda_driver()
+        for node, name in self.fixed:
+            err = cu.cuGraphExecChildGraphNodeSetParams(self.exec, node, graphs[name])[0]
+            if err != cu.CUresult.CUDA_SUCCESS:
+                self.holds = None
+                return False
+        self.holds = serials
+        return True
+
+    def destroy(self) -> None:
+        cu = cuda_driver()
+        cu.cuGraphExecDestroy(self.exec)
+        cu.cuGraphDestroy(self.graph)
+
+
+def cell_graph(parts: list, params, event=None) -> CellGraph:
+    """Build and instantiate a CellGraph from `parts`, in order: ("call", count) adds `count`
+    kernel nodes of `params`, ("fixed", name, graph) a child-graph node running `graph`,
+    ("event",) an event record node recording `event`."""
+    cu = cuda_driver()
+    g = check(cu.cuGraphCreate(0))
+    prev, calls, fixed, events = None, [], [], []
+    try:
+        for part in parts:
+            deps = [prev] if prev is not None else None
+            nd = len(deps or ())
+            if part[0] == "call":
+                for _ in range(part[1]):
+                    deps = [prev] if prev is not None else None
+                    prev = check(cu.cuGraphAddKernelNode(g, deps, len(deps or ()), params))
+                    calls.append(prev)
+            elif part[0] == "fixed":
+                prev = check(cu.cuGraphAddChildGraphNode(g, deps, nd, part[2]))
+                fixed.append((prev, part[1]))
+            else:
+                prev = check(cu.cuGraphAddEventRecordNode(g, deps, nd, event))
+                events.append(prev)
+        ex = check(cu.cuGraphInstantiate(g, 0))
+    except BaseException:
+        cu.cuGraphDestroy(g)
+        raise
+    return CellGraph(g, ex, calls, fixed, tuple(events))
+
+
+class CellGraphPool:
+    """CellGraphs kept for reuse, by shape: a new cell sets one's kernel nodes instead of
+    building its graphs. Counts the graphs set and built since take_counts."""
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list[CellGraph]] = {}
+        self.set = self.built = 0
+
+    def take(self, key: tuple, build) -> CellGraph:
+        free = self._free.get(key)
+        if free:
+            self.set += 1
+            return free.pop()
+        self.built += 1
+        return build()
+
+    def give(self, key: tuple, cg: CellGraph) -> None:
+        self._free.setdefault(key, []).append(cg)
+
+    def take_counts(self) -> dict[str, int]:
+        out = {"set": self.set, "built": self.built}
+        self.set = self.built = 0
+        return out
+
+
 def slot_graph(warm_up, timed, event):
     """One timed slot as a graph (not instantiated): what `warm_up(g, prev)` adds (the L2
     normalizer, the warm-up calls), an event record, what `timed(g, prev)` adds (the timed
@@ -201,6 +313,8 @@ class _Cell:
     launcher: Any = None
     graphs: dict = field(default_factory=dict)  # name -> CUgraph owned by the cell
     execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
+    cgs: dict = field(default_factory=dict)  # name -> (pool key, CellGraph set to its kernel)
+    params: dict = field(default_factory=dict)  # buffer set -> its one-call kernel's parameters
     nodes: dict = field(default_factory=dict)  # slot graph name -> its two event record nodes
     halves: list = field(default_factory=list)
     bad_pre: int = 0
@@ -216,10 +330,17 @@ class _Cell:
     sm_mhz: int | None = None
     throttled: bool = False  # its batch throttled on every launch and was kept
 
-    def destroy(self, pool=None) -> None:
-        """Graphs destroyed, instantiated ones back to `pool` (every launch of them is
-        complete when a cell's row is made)."""
+    def destroy(self, pool=None, cell_graphs=None) -> None:
+        """Graphs destroyed, instantiated ones back to `pool` and CellGraphs to `cell_graphs`
+        (every launch of them is complete when a cell's row is made, and none was queued
+        when a cell failed before it was)."""
         cu = cuda_driver()
+        for key, cg in self.cgs.values():
+            if cell_graphs is not None:
+                cell_graphs.give(key, cg)
+            else:
+                cg.destroy()
+        self.cgs.clear()
         for key, ex in self.execs.values():
             if pool is not None:
                 pool.give(key, ex)
@@ -250,9 +371,15 @@ class _Batch:
 class BatchedExecutor(GpuExecutor):
     """GpuExecutor whose hot cells of one size are measured in batches (module docstring)."""
 
-    def __init__(self, *args, batch_cells: int = BATCH_CELLS, **kwargs):
+    def __init__(self, *args, batch_cells: int = BATCH_CELLS, set_in_place: bool = True,
+                 **kwargs):  # fmt: skip
         super().__init__(*args, **kwargs)
         self.batch_cells = batch_cells
+        # a cell whose launcher makes one kernel launch gets its graphs by setting that
+        # kernel on pooled CellGraphs; False: every cell's graphs built from its captures
+        self.set_in_place = set_in_place
+        self._cell_graphs = CellGraphPool()
+        self._epoch = 0  # counts buffer allocations: the size graphs a CellGraph runs
         self._batches = 0
         self._events: dict[int, list] = {0: [], 1: []}
         n_counters = COUNTERS_PER_CELL * 2 * batch_cells
@@ -300,6 +427,8 @@ class BatchedExecutor(GpuExecutor):
         out = super().replay_graphs()
         cells = self._cell_pool.take_counts()
         out["batch_updated"], out["batch_instantiated"] = cells["updated"], cells["instantiated"]
+        cgs = self._cell_graphs.take_counts()
+        out["batch_set"], out["batch_built"] = cgs["set"], cgs["built"]
         return out
 
     def release(self, dtype: str, n: int) -> None:
@@ -309,6 +438,7 @@ class BatchedExecutor(GpuExecutor):
     def buffers(self, dtype: str, n: int) -> Buffers:
         if (dtype, n) not in self._buffers:
             self._drop_size_graphs(list(self._size_graphs))  # the old buffers' addresses
+            self._epoch += 1
         return super().buffers(dtype, n)
 
     def _drop_size_graphs(self, keys: list) -> None:
@@ -436,7 +566,7 @@ class BatchedExecutor(GpuExecutor):
 
     def _slot_events(self, batch: _Batch):
         pool = self._events[batch.parity]
-        i = sum(1 for _ in batch.slots) * 2
+        i = len(batch.slots) * 2
         while len(pool) <= i + 1:
             pool.append(self.cuda.event(timing=True))
         return i, pool[i], pool[i + 1]
@@ -462,8 +592,10 @@ class BatchedExecutor(GpuExecutor):
         return self._size_entry(name, key, make)[1]
 
     def _exec(self, cell: _Cell, name: str, calls: int):
-        """The cell's graph `name` instantiated (from the pool: updated where the driver
-        allows, else instantiated)."""
+        """The cell's graph `name` instantiated (a CellGraph set to the cell's kernel, or from
+        the pool: updated where the driver allows, else instantiated)."""
+        if name in cell.cgs:
+            return cell.cgs[name][1].exec
         if name not in cell.execs:
             key = (name.split("-")[0], calls)
             if name in cell.nodes:  # a slot graph: its events are set per launch
@@ -480,7 +612,29 @@ class BatchedExecutor(GpuExecutor):
         """The cell's slot graph on buffer set `side`: (instantiated graph, the two record
         nodes that address it)."""
         name = f"slot-{side}"
+        if name in cell.cgs:
+            cg = cell.cgs[name][1]
+            return cg.exec, cg.events
         return self._exec(cell, name, calls), cell.nodes[name]
+
+    def _cell_graph(self, cell: _Cell, name: str, key: tuple, parts: list, graphs: dict,
+                    serials: tuple, params) -> None:  # fmt: skip
+        """Cell graph `name` of `cell` as a CellGraph of shape `key` (cell_graph's `parts`):
+        a pooled one set to the cell's kernel and pointed at the size's `graphs`, else a new
+        one."""
+        scratch = int(self._scratch.handle)
+        pool = self._cell_graphs
+        cg = pool.take(key, lambda: cell_graph(parts, params, scratch))
+        if cg.holds is None:  # just built: it runs this size's graphs and this kernel
+            cg.holds = serials
+        elif cg.set_fixed(graphs, serials):
+            cg.set_kernel(params)
+        else:
+            cg.destroy()
+            pool.built += 1
+            cg = cell_graph(parts, params, scratch)
+            cg.holds = serials
+        cell.cgs[name] = (key, cg)
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
         y = b.side(side)[1]
@@ -522,6 +676,16 @@ class BatchedExecutor(GpuExecutor):
                 units[side] = capture(launch, 1, s, h)
                 cell.graphs[f"unit-{side}"] = units[side]
                 unit = units[side]
+                params = unit_kernel(unit) if self.set_in_place else None
+                if params is not None:
+                    cell.params[side] = params
+                    before = self._before_slot(b)
+                    parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
+                             ("event",), ("call", calls), ("event",)]  # fmt: skip
+                    self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
+                                     parts, {"normalize": before[0] if before else None},
+                                     (self._epoch, key), params)  # fmt: skip
+                    continue
                 cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
                     lambda g, p, u=unit: add_chain(g, add_children(g, p, self._before_slot(b)),
                                                    u, warm),
@@ -531,7 +695,7 @@ class BatchedExecutor(GpuExecutor):
             cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
             cell.state = self.bench.persisting_state()
         except USER_ERRORS as e:
-            cell.destroy()
+            cell.destroy(self._cell_pool, self._cell_graphs)
             cell.row.update(status="error", status_detail=str(e))
             batch.counters = [c for c in batch.counters if c[0] is not cell]
             batch.errors.append(cell.row)
@@ -547,9 +711,13 @@ class BatchedExecutor(GpuExecutor):
         if made < SOAK_CALLS:
             g = batch.graph
             g.child(self._poison_graph(b, key, "B"))
-            soak = chain(cell.graphs["unit-B"], SOAK_CALLS - made)
-            cell.graphs["soak"] = soak
-            g.child(self._exec(cell, "soak", SOAK_CALLS - made))
+            more = SOAK_CALLS - made
+            if "B" in cell.params:
+                self._cell_graph(cell, "soak", ("soak", more), [("call", more)], {}, (),
+                                 cell.params["B"])  # fmt: skip
+            else:
+                cell.graphs["soak"] = chain(cell.graphs["unit-B"], more)
+            g.child(self._exec(cell, "soak", more))
             g.child(
                 self._check_graph(b, key, "B", batch.parity, self._counter(batch, cell, "soak"))
             )
@@ -605,6 +773,14 @@ class BatchedExecutor(GpuExecutor):
             checked = graph_of("check", lambda st, y=y, fresh=fresh: fresh.check(y, st))[0]
             restore = graph_of("restore",
                                lambda st, x=x, fresh=fresh: fresh.restore(x, b.src, st))[1]  # fmt: skip
+            if side in cell.params:  # the replay's calls set to the cell's kernel
+                unit = [("fixed", "rewrite", rewrite), ("call", 1), ("fixed", "check", checked)]
+                self._cell_graph(cell, f"fresh-{side}", ("fresh", *room_key, warm, calls),
+                                 [("call", warm), *unit * calls],
+                                 {"rewrite": rewrite, "check": checked},
+                                 (self._epoch, key, room), cell.params[side])  # fmt: skip
+                out.append((side, fresh, restore))
+                continue
             u = check(cu.cuGraphCreate(0))
             try:
                 add_children(u, None, (rewrite, cell.graphs[f"unit-{side}"], checked))
@@ -779,7 +955,7 @@ class BatchedExecutor(GpuExecutor):
                 )
             return row
         finally:
-            cell.destroy(self._cell_pool)
+            cell.destroy(self._cell_pool, self._cell_graphs)
 
 
 def _half_done(hf: _Half) -> bool:

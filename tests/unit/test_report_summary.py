@@ -477,3 +477,15 @@ def test_the_cells_host_time_by_phase_is_one_line_per_mode_largest_first():
     assert "The fresh-input replay updated 1,200 graphs in place and instantiated 4." in t
     assert "cell_phases" not in t and "replay_graphs" not in t  # never shown as raw entries
     assert "the phases above add up to 1.0 s" in t  # nor added to the run's phases
+
+
+def test_a_batched_runs_cell_graphs_are_counted_set_and_built():
+    t = "\n".join(timing({"timing": {"total_s": 60.0, "replay_graphs": {
+        "updated": 68, "instantiated": 4, "batch_updated": 0, "batch_instantiated": 0,
+        "batch_set": 52624, "batch_built": 7275}}}))  # fmt: skip
+    assert (
+        "The batches' cell graphs: 52,624 set in place and 7,275 built, 0 updated and 0 "
+        "instantiated (docs/timing.md)."
+    ) in t
+    plain = "\n".join(timing({"timing": {"total_s": 1.0, "replay_graphs": {"updated": 1}}}))
+    assert "cell graphs" not in plain  # a classic run's line stays as it was
