@@ -7,8 +7,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable
 
-from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import SweeperError
+from sweeper.ops import working_set
 
 
 def config_matches(config: str, patterns: Iterable[str] | None) -> bool:
@@ -39,7 +39,7 @@ def slice_sizes(
         keep = [
             n
             for n in ns
-            if (ws_range is None or ws_range[0] <= 2 * n * ITEMSIZE[dt] <= ws_range[1])
+            if (ws_range is None or ws_range[0] <= working_set(n, dt) <= ws_range[1])
             and (not pats or config_matches(config_of(dt, n), pats))  # type: ignore[misc]
         ]
         if keep:

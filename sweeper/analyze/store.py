@@ -340,6 +340,7 @@ def check_plan_record(run_dir: Path, manifest: dict) -> None:
 
 def validate_trial(doc: dict) -> None:
     from sweeper.dtypes import ITEMSIZE
+    from sweeper.ops import working_set
 
     for f in ("run_id", "mode", "dtype", "role", "config", "status"):
         require(doc, f, str)
@@ -347,8 +348,10 @@ def validate_trial(doc: dict) -> None:
         require(doc, f, int)
     if doc["dtype"] not in ITEMSIZE:
         raise FieldError("dtype", f"unknown dtype {doc['dtype']!r}")
-    if doc["n"] <= 0 or doc["ws_bytes"] != 2 * doc["n"] * ITEMSIZE[doc["dtype"]]:
-        raise FieldError("ws_bytes", f"{doc['ws_bytes']} is not 2 * n * itemsize of {doc['dtype']}")
+    if doc["n"] <= 0 or doc["ws_bytes"] != working_set(doc["n"], doc["dtype"]):
+        raise FieldError(
+            "ws_bytes", f"{doc['ws_bytes']} is not n * bytes per element of {doc['dtype']}"
+        )
     for f in NUMERIC:
         v = doc.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):

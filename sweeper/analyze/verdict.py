@@ -107,6 +107,7 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
     from sweeper.dtypes import ITEMSIZE
     from sweeper.errors import SchemaError
     from sweeper.files import file_bytes
+    from sweeper.ops import bytes_per_element
     from sweeper.records import check_derived
 
     path = Path(run_dir) / VERIFY_CSV
@@ -122,7 +123,7 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
             raise SchemaError(path, col, f"a value is missing or not a positive number; {fix}")
     if not vt["dtype"].isin(list(ITEMSIZE)).all():
         raise SchemaError(path, "dtype", f"an unknown dtype; {fix}")
-    ws = vt["n"].astype("int64") * 2 * vt["dtype"].map(ITEMSIZE).astype("int64")
+    ws = vt["n"].astype("int64") * vt["dtype"].map(bytes_per_element).astype("int64")
     if not (ws == vt["ws_bytes"].astype("int64")).all():
         raise SchemaError(path, "ws_bytes", f"not 2 x n x the dtype's size; {fix}")
     key = [c for c in ("pass", "mode", "dtype", "ws_bytes") if c in vt.columns]

@@ -34,6 +34,7 @@ from sweeper_kernels.hints import createpolicy
 from sweeper.analyze.policy import describe_tolerance
 from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
+from sweeper.ops import get_op
 from sweeper.units import fmt_bytes
 
 EXPORT_VEC_BYTES = (4, 8, 16)
@@ -272,6 +273,7 @@ def render_cuda(doc: dict) -> str:
         )
     return _template("relu_policy.cuh").substitute(
         fallback=" > ".join(doc["fallback"]),
+        differs=get_op("relu").differs,
         provenance="\n".join(provenance),
         hint_structs=_hint_structs(doc).removesuffix("\n"),
         variant_aliases=_variant_aliases(doc),

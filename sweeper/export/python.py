@@ -7,6 +7,7 @@ from importlib.resources import files
 from string import Template
 
 from sweeper.analyze.policy import FALLBACK_RULE
+from sweeper.ops import get_op
 
 # ---- JSON and Python ------------------------------------------------------------------------
 
@@ -46,4 +47,6 @@ def render_python(doc: dict) -> str:
     template = Template(
         (files("sweeper.export") / "templates" / "relu_policy.py.tmpl").read_text(encoding="utf-8")
     )
-    return template.substitute(fallback=" > ".join(FALLBACK_RULE), policy=text)
+    return template.substitute(
+        fallback=" > ".join(FALLBACK_RULE), differs=get_op("relu").differs, policy=text
+    )

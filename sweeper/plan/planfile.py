@@ -10,6 +10,7 @@ from typing import Any
 from sweeper import __version__, schema
 from sweeper.dtypes import DTYPES, ITEMSIZE
 from sweeper.errors import FieldError, SchemaError, SweeperError
+from sweeper.ops import elements, working_set
 from sweeper.plan.gpus import GpuSpec, require_plannable
 from sweeper.plan.ladder import (
     EST_CALLS_PER_SAMPLE,
@@ -142,13 +143,13 @@ def make_plan(
             entries.append(
                 {
                     "dtype": d,
-                    "n": ws // (2 * item),
+                    "n": elements(ws, d),
                     "working_set_bytes": ws,
                     "region": b.region(ws),
                     "anchors": names_at.get(ws, []),
                 }
             )
-        tails.extend({"dtype": d, "n": n, "working_set_bytes": 2 * n * item} for n in TAIL_NS)
+        tails.extend({"dtype": d, "n": n, "working_set_bytes": working_set(n, d)} for n in TAIL_NS)
     payload = {
         "gpu": spec.key,
         "spec": snap,
@@ -278,9 +279,10 @@ def validate_plan_doc(doc: dict) -> None:
         item = ITEMSIZE[d]
         if n <= 0:
             raise FieldError(where + "n", f"must be positive, found {n}")
-        if ws != 2 * n * item:
+        if ws != working_set(n, d):
             raise FieldError(
-                where + "working_set_bytes", f"{ws} != 2 * n * itemsize = {2 * n * item} ({d})"
+                where + "working_set_bytes",
+                f"{ws} != n * bytes per element = {working_set(n, d)} ({d})",
             )
         if (n * item) % 16:
             raise FieldError(where + "n", f"n * itemsize = {n * item} is not a multiple of 16")
@@ -339,8 +341,8 @@ def validate_plan_doc(doc: dict) -> None:
             raise FieldError(where + "dtype", f"unknown dtype {d!r}")
         n = _req(t, "n", int, where)
         ws = _req(t, "working_set_bytes", int, where)
-        if n <= 0 or ws != 2 * n * ITEMSIZE[d]:
-            raise FieldError(where + "working_set_bytes", f"{ws} != 2 * n * itemsize")
+        if n <= 0 or ws != working_set(n, d):
+            raise FieldError(where + "working_set_bytes", f"{ws} != n * bytes per element")
     _req(doc, "sweeper_version", str)
     got = _req(doc, "plan_hash", str)
     want = _hash(doc)

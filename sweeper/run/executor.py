@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.errors import USER_ERRORS, SweeperError
+from sweeper.ops import working_set
 from sweeper.run.fresh import FRESH_BLOCKED_CALLS, FRESH_WORDS, FreshInput, fresh_table
 from sweeper.run.timers import (
     BLOCKED_SAMPLES_PER_HOLD,
@@ -633,10 +634,8 @@ class GpuExecutor:
 
     def warm_calls(self, key: tuple) -> int:
         """Hot mode's warm-up calls per sample at (dtype, n)."""
-        from sweeper_kernels import itemsize
-
         dtype, n = key[:2]
-        return warm_rule(self._warm_rule, self.bench.l2_bytes)(2 * n * itemsize(dtype))
+        return warm_rule(self._warm_rule, self.bench.l2_bytes)(working_set(n, dtype))
 
     def pair_swapped(
         self,
@@ -682,10 +681,8 @@ class GpuExecutor:
             return self._reference(mode, dtype, n)
 
     def _reference(self, mode: str, dtype: str, n: int) -> list[dict]:
-        from sweeper_kernels import itemsize
-
         b = self.buffers(dtype, n)
-        ws = 2 * n * itemsize(dtype)
+        ws = working_set(n, dtype)
         self.bench.reset_persisting()
         if self.baseline_kernel is not None and (dtype, n) not in self._ext_checked:
             self._check_baseline(dtype, b, n)
@@ -761,13 +758,11 @@ class GpuExecutor:
 
     def _candidate_row(self, mode: str, dtype: str, n: int, variant: Any) -> dict:
         """A candidate cell's row before it is measured: what it is, status ok."""
-        from sweeper_kernels import itemsize
-
         row: dict[str, Any] = {
             "mode": mode,
             "dtype": dtype,
             "n": n,
-            "ws_bytes": 2 * n * itemsize(dtype),
+            "ws_bytes": working_set(n, dtype),
             "role": "candidate",
             "config": variant.config,
             "variant_id": variant.id,

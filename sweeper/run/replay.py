@@ -13,8 +13,8 @@ from typing import Any
 
 from sweeper.analyze.columns import MEASURED
 from sweeper.analyze.store import isna, load_run
-from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import SweeperError
+from sweeper.ops import working_set
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class ModelExecutor:
         return t, t * (1 - self.noise / 2), t * (1 + self.noise / 2)
 
     def _row(self, mode, dtype, n, role, config, t, base_t) -> dict:
-        ws = 2 * n * ITEMSIZE[dtype]
+        ws = working_set(n, dtype)
         tm, lo, hi = t
         r = base_t[0] / tm
         return {
@@ -135,7 +135,7 @@ class ModelExecutor:
         }
 
     def reference(self, mode: str, dtype: str, n: int) -> list[dict]:
-        ws = 2 * n * ITEMSIZE[dtype]
+        ws = working_set(n, dtype)
         key = f"{mode}|{dtype}|{n}"
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         copy_t = self._time(self.copy_curve, ws, key + "|copy")
@@ -148,7 +148,7 @@ class ModelExecutor:
         if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
             raise KeyboardInterrupt
         self.calls.append((mode, dtype, n, variant.config))
-        ws = 2 * n * ITEMSIZE[dtype]
+        ws = working_set(n, dtype)
         key = f"{mode}|{dtype}|{n}" + ("|confirm" if self.role == "confirm" else "")
         base_t = self._time(self.baseline_curve, ws, key + "|base")
         t = self._time(self.curves[variant.config], ws, key + "|" + variant.config)

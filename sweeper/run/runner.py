@@ -38,6 +38,7 @@ from sweeper.analyze.store import (
 from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.files import folder_to_write
+from sweeper.ops import working_set
 from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
@@ -529,7 +530,7 @@ class Runner:
                 best = max(ok, key=lambda r: r["gbps"])
                 points.append(
                     {
-                        "ws_bytes": 2 * n * ITEMSIZE[dtype],
+                        "ws_bytes": working_set(n, dtype),
                         "gbps": best["gbps"],
                         "by": best["config"],
                     }

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sweeper.analyze.verdict import timing_verdict
-from sweeper.dtypes import DTYPES, ITEMSIZE
+from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
 from sweeper.export.native import (
     Launcher,
@@ -24,6 +24,7 @@ from sweeper.export.native import (
     nvcc_version,
 )
 from sweeper.export.verify import check_export, run_sizes, verify_bits
+from sweeper.ops import bytes_per_element, working_set
 from sweeper.slices import slice_sizes
 
 # Before timing pass p (p = 1, 2, ...) verify holds p * SPACER_BYTES of device memory, so most
@@ -109,7 +110,7 @@ def time_pass(ex, launchers, select_config, sizes, cc, l2_bytes, mode, pass_no, 
             vs_base = ex.pair_swapped(mode, exported, base_side, b, key, ex.stopping, check=True)
             bad = vs_numba.bad + vs_base.bad
             vs_numba, vs_base = vs_numba.timing.summary(), vs_base.timing.summary()
-            ws = 2 * n * ITEMSIZE[dtype]
+            ws = working_set(n, dtype)
             rows.append(
                 {
                     "pass": pass_no,
@@ -197,7 +198,7 @@ def verify(
     dispatch = []
     for dt in dtypes:
         for k in range(1, 257):
-            n = max(1, int(k / 64 * l2 / (2 * ITEMSIZE[dt])))
+            n = max(1, int(k / 64 * l2 / bytes_per_element(dt)))
             want, _ = select_config(dt, n, cc, l2)
             got = choices[dt](n)
             if got != want:

@@ -2,6 +2,7 @@
 // re-run the export. Kernels mirror the Numba variants of sweeper_kernels exactly.
 //
 // Policy: working set ws = 2 * n * sizeof(T) bytes, bands in ws / l2CacheSize.
+// Differs from torch.relu: NaN of either sign maps to +0 (`x > 0 ? x : 0`: a NaN is not above 0), where torch.relu keeps the NaN.
 // Entry choice per device: exact (cc major.minor, l2_bytes, sm_count) > the generic config of the first entry with the dtype (highest worst-case ratio to the baseline over its run's sizes).
 //   h200: cc 9.0, L2 62914560 bytes; runs cold-6; plan c3e620e4ee88
 

@@ -2,6 +2,7 @@
 
 select_config(dtype, n, cc, l2_bytes, sm_count) -> (name, variant fields). Bands are in
 working set (2 * n * itemsize bytes) relative to L2; device entry: exact (cc major.minor, l2_bytes, sm_count) > the generic config of the first entry with the dtype (highest worst-case ratio to the baseline over its run's sizes).
+Differs from torch.relu: NaN of either sign maps to +0 (`x > 0 ? x : 0`: a NaN is not above 0), where torch.relu keeps the NaN.
 """
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}

@@ -2,6 +2,7 @@
 // re-run the export. Kernels mirror the Numba variants of sweeper_kernels exactly.
 //
 // Policy: working set ws = 2 * n * sizeof(T) bytes, bands in ws / l2CacheSize.
+// Differs from torch.relu: $differs.
 // Entry choice per device: $fallback.
 $provenance
 
