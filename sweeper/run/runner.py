@@ -38,7 +38,7 @@ from sweeper.analyze.store import (
 from sweeper.dtypes import ITEMSIZE
 from sweeper.errors import PlanMismatchError, SweeperError
 from sweeper.files import folder_to_write
-from sweeper.ops import working_set
+from sweeper.ops import bytes_per_element, working_set
 from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
@@ -101,11 +101,11 @@ CEILING_FRACTIONS = (0.5, 0.625, 0.75)
 CEILING_DTYPE = "fp32"
 
 
-def ceiling_sizes(l2_bytes: int, itemsize: int) -> list[int]:
+def ceiling_sizes(l2_bytes: int, dtype: str) -> list[int]:
     """The element counts of the ceiling's working sets (whole 16-byte vectors)."""
-    per_vec = 16 // itemsize
+    per_vec = 16 // ITEMSIZE[dtype]
     return [
-        max(per_vec, round(f * l2_bytes / (2 * itemsize) / per_vec) * per_vec)
+        max(per_vec, round(f * l2_bytes / bytes_per_element(dtype) / per_vec) * per_vec)
         for f in CEILING_FRACTIONS
     ]
 
@@ -521,7 +521,7 @@ class Runner:
         variants = ceiling_set(dtype)
         self.ex.prepare(variants)
         points = []
-        for n in ceiling_sizes(self.cfg.plan.l2_bytes, ITEMSIZE[dtype]):
+        for n in ceiling_sizes(self.cfg.plan.l2_bytes, dtype):
             rows = [r for r in self.ex.reference("hot", dtype, n) if r["role"] == "copy"]
             rows += [self.ex.measure("hot", dtype, n, v) for v in variants]
             ok = [r for r in rows if r["status"] == "ok" and r.get("gbps")]

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.ops import bytes_per_element
+
 # Screening sizes, as fractions of L2 (working set): three small sizes at different wave
 # fractions, one below the band, four inside (L2/2, L2] (with 54 MiB of L2 or more, as on the
 # H200 and the 4090, all four lie in the seeds' (32 MiB, L2] band), and two DRAM-bound
@@ -269,7 +271,7 @@ def refinement_points(
             continue
         if not (_beats(at[lo], a, b) or _beats(at[hi], b, a)):
             continue
-        if (hi - lo) * 2 * itemsize <= limit:
+        if at[hi][b]["ws_bytes"] - at[lo][a]["ws_bytes"] <= limit:
             continue
         mid = (lo + hi) // 2 // grain * grain
         if lo < mid < hi:
@@ -355,8 +357,10 @@ def policy_sample_points(
     step = l2_bytes / resolution
     grain = max(1, 16 // itemsize)
 
+    per_element = bytes_per_element(ok[0]["dtype"])  # the rows are one dtype's
+
     def midpoint(lo_ws: int, hi_ws: int) -> int | None:
-        lo_n, hi_n = lo_ws // (2 * itemsize), hi_ws // (2 * itemsize)
+        lo_n, hi_n = lo_ws // per_element, hi_ws // per_element
         mid = (lo_n + hi_n) // 2 // grain * grain
         return mid if lo_n < mid < hi_n else None
 

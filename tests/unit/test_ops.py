@@ -55,11 +55,10 @@ def test_the_reference_is_resolved_where_it_is_called_and_unknown_ops_are_refuse
 
 
 # Where a working set is still written as two elements of the dtype (one read, one write):
-# the planner's ladder and the search's element grain. Any other stage takes it from the op.
+# the planner's ladder, and two descriptions of the ws_bytes column. Any other stage takes it
+# from the op.
 STILL_READ_WRITE = {
     "sweeper/plan/ladder.py",  # named anchors (2 x 1024^2 x itemsize) and the 32-byte grain
-    "sweeper/run/search.py",  # refinement midpoints in elements
-    "sweeper/run/runner.py",  # the in-run ceiling's sizes in elements
     "sweeper/analyze/columns.py",  # the ws_bytes column's description
     "sweeper/export/python.py",  # the exported policy's description of its bands
 }

@@ -762,7 +762,7 @@ def test_a_hot_run_records_the_l2_resident_ceiling_once(plan, tmp_path):
     assert c["gbps"] == sorted(p["gbps"] for p in c["points"])[1]  # the median of three
     assert c["gbps"] == pytest.approx(9000.0, rel=0.02)  # the model's noise is +-1%
     assert c["dtype"] == "fp32" and c["mode"] == "hot"
-    assert [p["ws_bytes"] for p in c["points"]] == [8 * n for n in ceiling_sizes(L2, 4)]
+    assert [p["ws_bytes"] for p in c["points"]] == [8 * n for n in ceiling_sizes(L2, "fp32")]
     assert all(
         abs(p["ws_bytes"] / L2 - f) < 1e-3
         for p, f in zip(c["points"], CEILING_FRACTIONS, strict=True)
@@ -786,7 +786,7 @@ def test_a_run_without_hot_mode_measures_the_ceiling_in_hot_mode(plan, tmp_path)
     c = load_manifest(run_dir)["ceiling"]
     assert c["mode"] == "hot" and c["gbps"] == pytest.approx(9000.0, rel=0.02)
     hot = {(n, config) for mode, _, n, config in ex.calls if mode == "hot"}
-    assert hot == {(n, v) for n in ceiling_sizes(L2, 4) for v in ("keep", "stream")}
+    assert hot == {(n, v) for n in ceiling_sizes(L2, "fp32") for v in ("keep", "stream")}
     assert {t["mode"] for t in read_trials(run_dir)[0]} == {"cold"}  # no hot cell recorded
 
 
