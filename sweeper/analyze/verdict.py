@@ -125,7 +125,11 @@ def load_verify(run_dir: str | Path) -> pd.DataFrame | None:
         raise SchemaError(path, "dtype", f"an unknown dtype; {fix}")
     ws = vt["n"].astype("int64") * vt["dtype"].map(bytes_per_element).astype("int64")
     if not (ws == vt["ws_bytes"].astype("int64")).all():
-        raise SchemaError(path, "ws_bytes", f"not 2 x n x the dtype's size; {fix}")
+        raise SchemaError(
+            path,
+            "ws_bytes",
+            f"not n x the op's bytes per element (relu: 2 x the dtype's size); {fix}",
+        )
     key = [c for c in ("pass", "mode", "dtype", "ws_bytes") if c in vt.columns]
     if vt.duplicated(key).any():
         raise SchemaError(path, "ws_bytes", f"a size is listed twice in one pass; {fix}")

@@ -360,7 +360,7 @@ GOOD_VERIFY = (
         (GOOD_VERIFY.replace("1,hot,fp32,8192,65536,a,55.7", "1,hot,fp32,8192,65536,a,nan"),
          "field 'gbps': a value is missing or not a positive number"),
         (GOOD_VERIFY.replace("2,hot,fp32", "1,hot,fp32"), "field 'ws_bytes': a size is listed twice"),
-        (GOOD_VERIFY.replace("65536", "65537"), "field 'ws_bytes': not 2 x n x the dtype's size"),
+        (GOOD_VERIFY.replace("65536", "65537"), "field 'ws_bytes': not n x the op's bytes per element"),
         (GOOD_VERIFY.replace("fp32", "fp64"), "field 'dtype': an unknown dtype"),
     ],
     ids=["column-gone", "cut", "nan", "duplicate", "edited-size", "unknown-dtype"],
