@@ -14,6 +14,7 @@ from sweeper.dtypes import DTYPES, ITEMSIZE
 from sweeper.errors import SchemaError, SweeperError
 from sweeper.plan import gpus
 from sweeper.plan import planfile as P
+from sweeper.plan.ladder import EST_CALLS_PER_SAMPLE, EST_MIN_CALL_S, EST_SAMPLES, EST_WARMUP
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -404,3 +405,50 @@ def test_an_anchor_of_one_grain_is_kept():
     assert any(
         "persist-max" in e["anchors"] and e["working_set_bytes"] == 32 for e in p.sizes("fp32")
     )
+
+
+def test_a_plan_without_a_resolution_has_the_default_of_32():
+    assert P.make_plan(gpus.lookup("4090"), dtypes="fp32").resolution == 32
+
+
+def test_an_absent_dtype_names_every_dtype_of_the_plan():
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp16,int8")
+    with pytest.raises(SweeperError) as e:
+        p.sizes("fp32")
+    assert str(e.value) == "dtype 'fp32' is not in this plan (fp16, int8)"
+
+
+def test_the_time_estimate_is_replays_of_calls_at_dram_peak_with_a_floor_per_call():
+    # 20 calls per sample, 5 warm-up + 30 samples: 700 calls per size; 1 TB/s
+    per_size = 20 * (5 + 30)
+    assert per_size == EST_CALLS_PER_SAMPLE * (EST_WARMUP + EST_SAMPLES)
+    big = 2 * 10**9  # 2 ms per call at 1000 GB/s
+    small = 64  # below the 5 us floor per call
+    got = P.estimate_seconds([big, small], 1000.0)
+    assert got == pytest.approx(per_size * (2e-3 + EST_MIN_CALL_S), rel=1e-12)
+    assert P.estimate_seconds([], 1000.0) == 0
+
+
+def test_the_summary_is_what_the_plans_sizes_say():
+    """Every field of a summary row, recomputed from the plan's own sizes and bounds."""
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp32,int8")
+    b = p.bounds
+    for r in P.summarize(p):
+        ws = [e["working_set_bytes"] for e in p.sizes(r["dtype"])]
+        pairs = list(zip(ws, ws[1:], strict=False))
+        dense = [(x, y) for x, y in pairs if b.region(x) == b.region(y) == "dense"]
+        outer = [(x, y) for x, y in pairs if (x, y) not in dense]
+        assert r == {
+            "dtype": r["dtype"],
+            "sizes": len(ws),
+            "dense_lo_bytes": b.dense_lo,
+            "dense_hi_bytes": b.dense_hi,
+            "dense_count": sum(b.region(x) == "dense" for x in ws),
+            "max_gap_dense_bytes": max(y - x for x, y in dense),
+            "max_ratio_outer": max(y / x for x, y in outer),
+            "min_ws_bytes": min(ws),
+            "max_ws_bytes": max(ws),
+            "est_seconds_per_config": P.estimate_seconds(ws, p.dram_peak_gbps),
+        }
+        assert 0 < r["dense_count"] < r["sizes"]  # both kinds of step are exercised
+        assert r["max_ratio_outer"] > 1 and r["max_gap_dense_bytes"] > 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analyze.verdict import load_verify, timing_verdict
+from sweeper.analyze.verdict import load_verify, pass_values, timing_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 WS = 1 << 20
@@ -115,3 +115,41 @@ def test_no_rows_is_an_empty_passing_verdict():
     v = timing_verdict([])
     assert (v["sizes"], v["passes"], v["max_parity_dev"], v["ok"]) == (0, 0, 0.0, True)
     assert math.isnan(v["min_ratio"]) and v["pass_spread"] is None
+
+
+def test_a_parity_failure_in_one_pass_only_is_unrepeated_and_the_largest_deviation_reported():
+    rows = [
+        _row(1.1, 1.2, 1.3, p=1, vs_numba=1.07), _row(1.1, 1.2, 1.3, p=2, vs_numba=1.01),
+        _row(1.1, 1.2, 1.3, p=1, vs_numba=0.90, ws=2 * WS),
+        _row(1.1, 1.2, 1.3, p=2, vs_numba=0.93, ws=2 * WS),
+    ]  # fmt: skip
+    v = timing_verdict(rows)
+    assert set(v) == {
+        "sizes", "passes", "parity_failures", "baseline_losses", "unrepeated_parity_failures",
+        "unrepeated_losses", "bit_failures", "max_parity_dev", "min_ratio", "pass_spread", "ok",
+    }  # fmt: skip
+    assert _sizes(v["unrepeated_parity_failures"]) == [WS]
+    assert _sizes(v["parity_failures"]) == [2 * WS]
+    assert v["max_parity_dev"] == pytest.approx(0.10)  # |0.90 - 1|, below 1 counts as well
+    assert v["min_ratio"] == 1.2
+
+
+def test_each_pass_of_a_failure_is_written_out():
+    a = _row(0.95, 0.97, 0.99, p=1, vs_numba=1.0625)
+    b = _row(0.9, 0.96, 0.98, p=2, vs_numba=0.875)
+    v = timing_verdict([a, b])
+    (loss,) = v["baseline_losses"]
+    assert pass_values(loss, "ratio") == ["0.970x [0.950, 0.990]", "0.960x [0.900, 0.980]"]
+    assert pass_values(loss, "parity") == ["1.062x of Numba", "0.875x of Numba"]
+    # a row of one pass, as a single timing writes it: its own value
+    assert pass_values(a, "parity") == ["1.062x of Numba"]
+    assert pass_values(a, "ratio") == ["0.970x [0.950, 0.990]"]
+
+
+def test_the_pass_to_pass_spread_is_each_later_pass_against_the_first():
+    rows = [_row(1.0, 1.00, 1.1, p=1), _row(1.0, 1.02, 1.1, p=2), _row(1.0, 0.97, 1.1, p=3),
+            _row(1.0, 2.00, 2.1, p=1, ws=2 * WS), _row(1.0, 2.02, 2.1, p=2, ws=2 * WS)]  # fmt: skip
+    s = timing_verdict(rows)["pass_spread"]
+    # |1.02/1 - 1| = 0.02, |0.97/1 - 1| = 0.03, |2.02/2 - 1| = 0.01
+    assert s["n"] == 3 and s["max"] == pytest.approx(0.03)
+    assert s["median"] == pytest.approx(0.02) and s["p95"] == pytest.approx(0.029)
