@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib.resources import files
 from string import Template
 
@@ -39,11 +40,22 @@ def runtime_doc(doc: dict) -> dict:
     }
 
 
+_PYTHON_WORDS = {"null": "None", "true": "True", "false": "False"}
+# a JSON string (kept as it is) or one of JSON's three words outside strings
+_JSON_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\b(?:null|true|false)\b')
+
+
+def python_literal(value) -> str:
+    """JSON data as Python source: json.dumps's layout (indent 1, sorted keys), with null,
+    true and false written None, True and False outside strings only (a GPU or run named
+    "true-1" keeps its name)."""
+    text = json.dumps(value, indent=1, sort_keys=True)
+    return _JSON_TOKEN.sub(lambda m: _PYTHON_WORDS.get(m[0], m[0]), text)
+
+
 def render_python(doc: dict) -> str:
     """The module of templates/relu_policy.py.tmpl with the runtime document inlined."""
-    rt = runtime_doc(doc)
-    text = json.dumps(rt, indent=1, sort_keys=True)
-    text = text.replace("null", "None").replace("true", "True").replace("false", "False")
+    text = python_literal(runtime_doc(doc))
     template = Template(
         (files("sweeper.export") / "templates" / "relu_policy.py.tmpl").read_text(encoding="utf-8")
     )

@@ -425,3 +425,23 @@ def test_the_sass_check_and_verify_build_the_header_with_the_same_flags():
         "-gencode", "arch=compute_90,code=sm_90",
     ]  # fmt: skip
     assert nvcc_flags("90", "-cubin") == nvcc_flags("90")[:2] + ["-cubin"] + nvcc_flags("90")[2:]
+
+
+def test_the_python_export_writes_json_words_as_python_outside_strings_only():
+    import ast
+
+    from sweeper.export.python import python_literal
+
+    value = {"gpu": 'null-true "false"', "run_ids": ["true-1", "a\\null"], "on": True,
+             "off": False, "sm_count": None, "cc": [9, 0], "rel": 0.125}  # fmt: skip
+    text = python_literal(value)
+    assert ast.literal_eval(text) == value
+    assert text == json.dumps(value, indent=1, sort_keys=True).replace(
+        ": true", ": True").replace(": false", ": False").replace(": null", ": None")  # fmt: skip
+
+
+def test_a_python_export_keeps_names_that_spell_json_words(tmp_path):
+    ppath = write_policy(tmp_path / "policy.json", all_hints_policy(gpu="null-true-false"))
+    mod = _load_module(export(ppath, "python"))
+    (entry,) = mod.POLICY["entries"]
+    assert entry["gpu"] == "null-true-false"

@@ -452,3 +452,39 @@ def test_the_summary_is_what_the_plans_sizes_say():
         }
         assert 0 < r["dense_count"] < r["sizes"]  # both kinds of step are exercised
         assert r["max_ratio_outer"] > 1 and r["max_gap_dense_bytes"] > 0
+
+
+class _Bounds:
+    def __init__(self, lo, hi):
+        self.dense_lo, self.dense_hi = lo, hi
+
+    def region(self, ws):
+        return "dense" if self.dense_lo <= ws <= self.dense_hi else "outer"
+
+
+class _Plan:
+    """What summarize reads of a plan, with sizes chosen to tell the two kinds of step apart."""
+
+    def __init__(self, ws, lo, hi):
+        self.bounds, self.dtypes, self.dram_peak_gbps, self._ws = _Bounds(lo, hi), ["fp32"], 1e3, ws
+
+    def sizes(self, dtype):
+        return [{"working_set_bytes": w} for w in self._ws]
+
+
+@pytest.mark.parametrize(
+    "ws, lo, hi, gap, ratio",
+    [
+        # outer 100->110 (1.1), into the band 110->200 (1.82), in it 200->500 (2.5, a gap of
+        # 300), out of it 500->750 (1.5): a step that touches the band's edge is an outer step
+        ([100, 110, 200, 500, 750], 200, 500, 300, 200 / 110),
+        ([100, 150, 160], 1000, 2000, 0, 1.5),  # no dense step: the gap is 0
+        ([1000, 1500], 1000, 2000, 500, 1.0),  # no outer step: the ratio is 1
+    ],
+    ids=["both", "outer-only", "dense-only"],
+)
+def test_the_summary_tells_dense_steps_from_outer_ones(ws, lo, hi, gap, ratio):
+    (row,) = P.summarize(_Plan(ws, lo, hi))
+    assert row["max_gap_dense_bytes"] == gap
+    assert row["max_ratio_outer"] == pytest.approx(ratio)
+    assert row["dense_count"] == sum(lo <= w <= hi for w in ws)
