@@ -4,6 +4,7 @@ select what the policy says."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import re
@@ -445,3 +446,22 @@ def test_a_python_export_keeps_names_that_spell_json_words(tmp_path):
     mod = _load_module(export(ppath, "python"))
     (entry,) = mod.POLICY["entries"]
     assert entry["gpu"] == "null-true-false"
+
+
+def test_the_runtime_doc_of_a_policy_without_generic_configs_or_run_ids(merged):
+    from sweeper.export.python import runtime_doc
+
+    doc = copy.deepcopy(merged)
+    del doc["generic"]
+    for e in doc["entries"]:
+        e["source"].pop("run_ids", None)
+    rt = runtime_doc(doc)
+    assert rt["generic"] == {}
+    assert [e["run_ids"] for e in rt["entries"]] == [[], []]
+    assert runtime_doc(merged)["generic"] == merged["generic"]
+
+
+def test_the_templates_are_ascii_so_any_locale_reads_them_alike():
+    root = Path(__file__).parents[2] / "sweeper" / "export" / "templates"
+    for p in root.iterdir():
+        assert p.read_bytes().isascii(), p.name

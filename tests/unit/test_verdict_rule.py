@@ -153,3 +153,29 @@ def test_the_pass_to_pass_spread_is_each_later_pass_against_the_first():
     # |1.02/1 - 1| = 0.02, |0.97/1 - 1| = 0.03, |2.02/2 - 1| = 0.01
     assert s["n"] == 3 and s["max"] == pytest.approx(0.03)
     assert s["median"] == pytest.approx(0.02) and s["p95"] == pytest.approx(0.029)
+
+
+_VERIFY = (
+    "pass,mode,dtype,n,ws_bytes,config,gbps,vs_numba,ratio,ratio_lo,ratio_hi\n"
+    "1,hot,fp32,8192,65536,a,55.7,0.995,1.077,1.076,1.078\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (_VERIFY.split("\n")[0] + "\n", "no rows"),
+        (_VERIFY.replace("55.7", "fast"), "field 'gbps': a value is missing or not a positive number"),
+        (_VERIFY.replace(",ratio_hi\n", "\n").replace(",1.078\n", "\n"), "field 'ratio_hi': column missing"),
+    ],
+    ids=["header-only", "not-a-number", "column-gone"],
+)  # fmt: skip
+def test_a_damaged_verify_table_names_the_file_the_field_and_the_fix(tmp_path, text, message):
+    from sweeper.errors import SchemaError
+    from sweeper.runfolder import VERIFY_CSV
+
+    path = tmp_path / VERIFY_CSV
+    path.write_text(text)
+    with pytest.raises(SchemaError) as e:
+        load_verify(tmp_path)
+    assert str(e.value) == f"{path}: {message}; run `sweeper verify` again to rewrite it"
