@@ -488,3 +488,47 @@ def test_the_summary_tells_dense_steps_from_outer_ones(ws, lo, hi, gap, ratio):
     assert row["max_gap_dense_bytes"] == gap
     assert row["max_ratio_outer"] == pytest.approx(ratio)
     assert row["dense_count"] == sum(lo <= w <= hi for w in ws)
+
+
+def _set(path, value):
+    def edit(doc):
+        *head, last = path
+        for k in head:
+            doc = doc[k]
+        if value is _DROP:
+            del doc[last]
+        else:
+            doc[last] = value
+
+    return edit
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (_set(["gpu"], _DROP), "gpu"),
+        (_set(["spec", "sm_count"], _DROP), "spec.sm_count"),
+        (_set(["spec", "persisting_l2_max_bytes"], 1.5), "spec.persisting_l2_max_bytes"),
+        (_set(["spec", "persisting_l2_max_bytes"], True), "spec.persisting_l2_max_bytes"),
+        (_set(["spec", "cc"], [9.0, 0]), "spec.cc"),
+        (_set(["spec", "cc"], [True, 0]), "spec.cc"),
+    ],
+    ids=["no-gpu", "no-sm-count", "persisting-float", "persisting-bool", "cc-float", "cc-bool"],
+)
+def test_a_plan_field_of_the_wrong_kind_is_named_exactly(plan_file, edit, field):
+    _, path = plan_file
+    _edit(path, edit)
+    with pytest.raises(SchemaError) as ei:
+        P.load_plan(path)
+    assert ei.value.field == field, str(ei.value)
+
+
+def test_a_plan_without_notes_loads_with_none():
+    p = P.make_plan(gpus.lookup("4090"), dtypes="fp32")
+    doc = json.loads(json.dumps(p.payload()))
+    doc.pop("notes", None)
+    doc["plan_hash"] = P._hash(doc)
+    assert P.plan_from_doc(doc).notes == ()

@@ -166,9 +166,11 @@ _VERIFY = (
     [
         (_VERIFY.split("\n")[0] + "\n", "no rows"),
         (_VERIFY.replace("55.7", "fast"), "field 'gbps': a value is missing or not a positive number"),
+        (_VERIFY.replace("55.7", "0"), "field 'gbps': a value is missing or not a positive number"),
+        (_VERIFY.replace("55.7", "-55.7"), "field 'gbps': a value is missing or not a positive number"),
         (_VERIFY.replace(",ratio_hi\n", "\n").replace(",1.078\n", "\n"), "field 'ratio_hi': column missing"),
     ],
-    ids=["header-only", "not-a-number", "column-gone"],
+    ids=["header-only", "not-a-number", "zero", "negative", "column-gone"],
 )  # fmt: skip
 def test_a_damaged_verify_table_names_the_file_the_field_and_the_fix(tmp_path, text, message):
     from sweeper.errors import SchemaError
@@ -179,3 +181,13 @@ def test_a_damaged_verify_table_names_the_file_the_field_and_the_fix(tmp_path, t
     with pytest.raises(SchemaError) as e:
         load_verify(tmp_path)
     assert str(e.value) == f"{path}: {message}; run `sweeper verify` again to rewrite it"
+
+
+def test_one_size_in_two_modes_of_one_pass_is_not_a_size_listed_twice(tmp_path):
+    from sweeper.runfolder import VERIFY_CSV
+
+    (tmp_path / VERIFY_CSV).write_text(
+        _VERIFY + _VERIFY.split("\n")[1].replace("hot", "cold") + "\n"
+    )
+    vt = load_verify(tmp_path)
+    assert sorted(vt["mode"]) == ["cold", "hot"]
