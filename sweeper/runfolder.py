@@ -148,6 +148,17 @@ def dispatch_configs(manifest) -> tuple[str, ...]:
     return tuple(d["config"] for d in manifest.get("dispatch") or [])
 
 
+def plain_run_id(run_id: str) -> bool:
+    """Whether a run id is a plain folder name: one path part, not hidden, not an option."""
+    return not (
+        not run_id.strip()
+        or run_id in (".", "..")
+        or run_id != Path(run_id).name
+        or "\\" in run_id
+        or run_id.startswith(("-", "."))
+    )
+
+
 def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
     """Refuse a new run's folder, root/gpu/run_id, that `sweeper run` must not write into: a
     run id that is not a plain folder name (it would land outside root/gpu), or a folder
@@ -155,13 +166,7 @@ def new_run_dir(root: str | os.PathLike, gpu: str, run_id: str | None) -> None:
     would be appended to them or replace them)."""
     if run_id is None:
         return
-    if (
-        not run_id.strip()
-        or run_id in (".", "..")
-        or run_id != Path(run_id).name
-        or "\\" in run_id
-        or run_id.startswith(("-", "."))
-    ):
+    if not plain_run_id(run_id):
         raise SweeperError(
             f"--run-id {run_id!r}: a plain folder name (letters, digits, '-', '_'); the run "
             f"goes into {Path(root) / gpu}/<run-id>"

@@ -19,15 +19,13 @@ read: an error names the file and the field, before any GPU is asked for.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.errors import SchemaError
-
-OPS = ("relu",)  # the ops sweeper measures
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+from sweeper.ops import DEFAULT_OP, OPS
+from sweeper.runfolder import plain_run_id
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ def load_campaign(path: str | Path) -> Campaign:
         raise SchemaError(path, None, f"not valid TOML ({e})") from None
     base = path.parent
     name = doc.get("name")
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not plain_run_id(name):
         raise SchemaError(path, "name", f"expected a folder name, found {name!r}")
     results = doc.get("results", "results")
     if not isinstance(results, str) or not results:
@@ -100,11 +98,11 @@ def load_campaign(path: str | Path) -> Campaign:
         count = g.get("gpus", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise SchemaError(path, f"{where}gpus", f"expected a positive count, found {count!r}")
-        ops = _strings(g, "ops", where, path) or ("relu",)
+        ops = _strings(g, "ops", where, path) or (DEFAULT_OP,)
         for op in ops:
             if op not in OPS:
                 raise SchemaError(
-                    path, f"{where}ops", f"unknown op {op!r} (known: {', '.join(OPS)})"
+                    path, f"{where}ops", f"unknown op {op!r} (known: {', '.join(sorted(OPS))})"
                 )
         dtypes = _strings(g, "dtypes", where, path)
         for d in dtypes or ():
@@ -119,7 +117,7 @@ def load_campaign(path: str | Path) -> Campaign:
                     path, f"{where}modes", f"unknown mode {m!r} (known: {', '.join(MODES)})"
                 )
         run_id = g.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not _NAME.fullmatch(run_id)):
+        if run_id is not None and (not isinstance(run_id, str) or not plain_run_id(run_id)):
             raise SchemaError(path, f"{where}run_id", f"expected a folder name, found {run_id!r}")
         replay = g.get("replay")
         if replay is not None and not isinstance(replay, str):

@@ -184,6 +184,11 @@ CAMPAIGN_ERRORS = {
         "field 'gpu[0].dtypes': unknown dtype 'fp64'",
     ),
     "not toml": ("name = \n", "not valid TOML"),
+    "name outside the results": ('name = "../x"\n[[gpu]]\nplan = "p.json"\n', "field 'name'"),
+    "a run id sweeper run refuses": (
+        'name = "x"\n[[gpu]]\nplan = "p.json"\nrun_id = "-x"\n',
+        "field 'gpu[0].run_id': expected a folder name, found '-x'",
+    ),
     "two tables of one model": (
         'name = "x"\n[[gpu]]\nplan = "h200.json"\n[[gpu]]\nplan = "h200.json"\n',
         "gpu[0] and gpu[1] both plan for 'h200'",
@@ -221,3 +226,18 @@ def test_the_gpu_executors_recipe_travels_to_an_actor(tmp_path):
     assert back.args[0] == req and back.args[1].stopping == m.stopping
     assert back.args[2].plan.plan_hash == cfg.plan.plan_hash and back.args[2].dtypes == ("fp32",)
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_campaign_takes_the_run_ids_and_ops_sweeper_run_takes(tmp_path):
+    """One rule for a run id (sweeper.runfolder.plain_run_id) and one list of ops
+    (sweeper.ops): a name with a space is a folder name sweeper run accepts, so a campaign
+    does too."""
+    from sweeper.ops import OPS
+    from sweeper.run.campaign import load_campaign
+    from sweeper.runfolder import plain_run_id
+
+    path = tmp_path / "c.toml"
+    path.write_text('name = "relu fleet"\n[[gpu]]\nplan = "p.json"\nrun_id = "h200 run 2"\n')
+    (g,) = load_campaign(path).runs
+    assert g.run_id == "h200 run 2" and plain_run_id(g.run_id)
+    assert g.ops == ("relu",) and set(g.ops) <= set(OPS)
