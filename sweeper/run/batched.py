@@ -189,21 +189,22 @@ def cell_graph(parts: list, params, event=None) -> CellGraph:
     cu = cuda_driver()
     g = check(cu.cuGraphCreate(0))
     prev, calls, fixed, events = None, [], [], []
+
+    def add(adder, arg):
+        """A node after the last one added (as the first node where there is none)."""
+        nonlocal prev
+        deps = [prev] if prev is not None else None
+        prev = check(adder(g, deps, len(deps or ()), arg))
+        return prev
+
     try:
         for part in parts:
-            deps = [prev] if prev is not None else None
-            nd = len(deps or ())
             if part[0] == "call":
-                for _ in range(part[1]):
-                    deps = [prev] if prev is not None else None
-                    prev = check(cu.cuGraphAddKernelNode(g, deps, len(deps or ()), params))
-                    calls.append(prev)
+                calls += [add(cu.cuGraphAddKernelNode, params) for _ in range(part[1])]
             elif part[0] == "fixed":
-                prev = check(cu.cuGraphAddChildGraphNode(g, deps, nd, part[2]))
-                fixed.append((prev, part[1]))
+                fixed.append((add(cu.cuGraphAddChildGraphNode, part[2]), part[1]))
             else:
-                prev = check(cu.cuGraphAddEventRecordNode(g, deps, nd, event))
-                events.append(prev)
+                events.append(add(cu.cuGraphAddEventRecordNode, event))
         ex = check(cu.cuGraphInstantiate(g, 0))
     except BaseException:
         cu.cuGraphDestroy(g)
@@ -219,11 +220,15 @@ class CellGraphPool:
         self._free: dict[tuple, list[CellGraph]] = {}
         self.set = self.built = 0
 
-    def take(self, key: tuple, build) -> CellGraph:
+    def take(self, key: tuple, build) -> tuple[CellGraph, bool]:
+        """A free CellGraph of shape `key`, else `build()`; and whether it was built."""
         free = self._free.get(key)
         if free:
             self.set += 1
-            return free.pop()
+            return free.pop(), False
+        return self.build(build), True
+
+    def build(self, build) -> CellGraph:
         self.built += 1
         return build()
 
@@ -622,17 +627,20 @@ class BatchedExecutor(GpuExecutor):
         """Cell graph `name` of `cell` as a CellGraph of shape `key` (cell_graph's `parts`):
         a pooled one set to the cell's kernel and pointed at the size's `graphs`, else a new
         one."""
-        scratch = int(self._scratch.handle)
         pool = self._cell_graphs
-        cg = pool.take(key, lambda: cell_graph(parts, params, scratch))
-        if cg.holds is None:  # just built: it runs this size's graphs and this kernel
-            cg.holds = serials
-        elif cg.set_fixed(graphs, serials):
-            cg.set_kernel(params)
-        else:
-            cg.destroy()
-            pool.built += 1
-            cg = cell_graph(parts, params, scratch)
+        scratch = int(self._scratch.handle)
+
+        def build() -> CellGraph:
+            return cell_graph(parts, params, scratch)
+
+        cg, built = pool.take(key, build)
+        if not built:
+            if cg.set_fixed(graphs, serials):
+                cg.set_kernel(params)
+            else:  # another topology of the size's graphs: one of its own
+                cg.destroy()
+                cg, built = pool.build(build), True
+        if built:  # it runs this size's graphs and this kernel
             cg.holds = serials
         cell.cgs[name] = (key, cg)
 

@@ -1,0 +1,128 @@
+"""The batched executor's cell graphs (sweeper.run.batched.CellGraph) without a GPU: a driver
+of Python objects records what is built, instantiated and set, so the pool's reuse (set the
+kernel; re-point the size's graphs only when the size changed; build anew where the driver
+refuses) is checked on the CPU. The GPU tests time them (tests/gpu/test_batched_gpu.py)."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+
+from sweeper.run import batched
+from sweeper.run.batched import BatchedExecutor, CellGraphPool, cell_graph
+
+
+class FakeDriver:
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self):
+        self.ids = itertools.count(1)
+        self.graphs = {}  # graph -> [(node, kind, arg, deps)]
+        self.execs = {}  # exec -> {node: arg}
+        self.refuse_child = False
+        self.destroyed = []
+
+    def cuGraphCreate(self, flags):
+        g = next(self.ids)
+        self.graphs[g] = []
+        return 0, g
+
+    def _add(self, kind, g, deps, n, arg):
+        assert n == len(deps or ())
+        node = next(self.ids)
+        self.graphs[g].append((node, kind, arg, list(deps or ())))
+        return 0, node
+
+    def cuGraphAddKernelNode(self, g, deps, n, params):
+        return self._add("kernel", g, deps, n, params)
+
+    def cuGraphAddChildGraphNode(self, g, deps, n, child):
+        return self._add("child", g, deps, n, child)
+
+    def cuGraphAddEventRecordNode(self, g, deps, n, event):
+        return self._add("event", g, deps, n, event)
+
+    def cuGraphInstantiate(self, g, flags):
+        ex = next(self.ids)
+        self.execs[ex] = {node: arg for node, _, arg, _ in self.graphs[g]}
+        return 0, ex
+
+    def cuGraphExecKernelNodeSetParams(self, ex, node, params):
+        self.execs[ex][node] = params
+        return (0,)
+
+    def cuGraphExecChildGraphNodeSetParams(self, ex, node, child):
+        if self.refuse_child:
+            return (1,)
+        self.execs[ex][node] = child
+        return (0,)
+
+    def cuGraphExecDestroy(self, ex):
+        self.destroyed.append(ex)
+
+    def cuGraphDestroy(self, g):
+        pass
+
+
+@pytest.fixture
+def cu(monkeypatch):
+    d = FakeDriver()
+    monkeypatch.setattr(batched, "cuda_driver", lambda: d)
+    return d
+
+
+def test_a_cell_graph_is_its_parts_in_one_line(cu):
+    cg = cell_graph([("fixed", "normalize", "N"), ("call", 2), ("event",), ("call", 3),
+                     ("event",)], "K", event="E")  # fmt: skip
+    (g,) = cu.graphs.values()
+    assert [kind for _, kind, _, _ in g] == ["child", *["kernel"] * 2, "event",
+                                             *["kernel"] * 3, "event"]  # fmt: skip
+    assert [deps for *_, deps in g] == [[], *[[g[i][0]] for i in range(len(g) - 1)]]
+    assert cg.calls == [g[i][0] for i in (1, 2, 4, 5, 6)]
+    assert cg.fixed == [(g[0][0], "normalize")] and cg.events == (g[3][0], g[7][0])
+    assert cu.execs[cg.exec][g[3][0]] == "E"
+
+
+def _executor():
+    return SimpleNamespace(_cell_graphs=CellGraphPool(), _scratch=SimpleNamespace(handle=7))
+
+
+def _cell():
+    return SimpleNamespace(cgs={})
+
+
+def _take(ex, cell, params, serials, graphs):
+    parts = [("fixed", "normalize", graphs["normalize"]), ("call", 2)]
+    BatchedExecutor._cell_graph(ex, cell, "slot-A", ("slot", 2), parts, graphs, serials, params)
+    return cell.cgs["slot-A"][1]
+
+
+def test_a_pooled_cell_graph_gets_the_next_cells_kernel_and_the_new_sizes_graphs(cu):
+    ex = _executor()
+    first = _cell()
+    cg = _take(ex, first, "K1", (1, "size-1"), {"normalize": "N1"})
+    ex._cell_graphs.give(*first.cgs["slot-A"])
+    again = _take(ex, _cell(), "K2", (1, "size-1"), {"normalize": "N1"})
+    assert again is cg and ex._cell_graphs.take_counts() == {"set": 1, "built": 1}
+    nodes = cu.execs[cg.exec]
+    assert [nodes[n] for n in cg.calls] == ["K2", "K2"]
+    ex._cell_graphs.give(("slot", 2), cg)
+    _take(ex, _cell(), "K3", (2, "size-2"), {"normalize": "N2"})  # the size changed
+    assert [nodes[n] for n, _ in cg.fixed] == ["N2"] and cg.holds == (2, "size-2")
+    assert [nodes[n] for n in cg.calls] == ["K3", "K3"]
+
+
+def test_a_cell_graph_the_driver_will_not_re_point_is_replaced_by_a_new_one(cu):
+    ex = _executor()
+    cell = _cell()
+    cg = _take(ex, cell, "K1", (1, "size-1"), {"normalize": "N1"})
+    ex._cell_graphs.give(*cell.cgs["slot-A"])
+    cu.refuse_child = True
+    new = _take(ex, _cell(), "K2", (2, "size-2"), {"normalize": "N2"})
+    assert new is not cg and cu.destroyed == [cg.exec]
+    assert ex._cell_graphs.take_counts() == {"set": 1, "built": 2}
+    assert new.holds == (2, "size-2")
+    assert [cu.execs[new.exec][n] for n in new.calls] == ["K2", "K2"]
