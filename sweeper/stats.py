@@ -46,6 +46,33 @@ def _resample_medians(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return (xs[lo] + xs[hi]) / 2
 
 
+def _resample_medians_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """_resample_medians of every row of x (rows: arrays of one size, counts' columns), as
+    an array (rows of x, resamples): the same values, in one pass over all rows."""
+    k = x.shape[1]
+    order = np.argsort(x, axis=1, kind="stable")
+    xs = np.take_along_axis(x, order, axis=1)
+    cum = np.cumsum(counts.T[order], axis=1)  # (rows, k, resamples)
+    # the first rank whose cumulative count reaches the median's: the ranks below it
+    lo = (cum < (k + 1) // 2).sum(axis=1)
+    hi = (cum < k // 2 + 1).sum(axis=1)
+    rows = np.arange(x.shape[0])[:, None]
+    return (xs[rows, lo] + xs[rows, hi]) / 2
+
+
+def _quantiles_rows(values: np.ndarray, qs: tuple[float, float]) -> tuple[np.ndarray, ...]:
+    """_quantiles of every row of `values`: one array per level."""
+    v = np.sort(values, axis=1)
+    size = v.shape[1]
+    out = []
+    for q in qs:
+        pos = (size - 1) * q
+        i = int(math.floor(pos))
+        j = min(i + 1, size - 1)
+        out.append(v[:, i] + (v[:, j] - v[:, i]) * (pos - i))
+    return tuple(out)
+
+
 def _quantiles(values: np.ndarray, qs: tuple[float, float]) -> tuple[float, float]:
     """np.quantile's default (linear) interpolation at two levels, on one sort."""
     v = np.sort(values)
@@ -165,10 +192,73 @@ def paired_summary_ci(
     )
 
 
+def paired_summaries(
+    cells: list[tuple[list[np.ndarray], list[np.ndarray]]], *, seed: int = 0, level: float = 0.95
+) -> list[tuple[tuple[float, float, float], ...]]:
+    """paired_summary_ci(a_parts, b_parts) of every (a_parts, b_parts) in `cells`, the same
+    values: cells whose parts have the same sizes share their resample counts, and their
+    resample medians are drawn for all of them at once."""
+    out: list = [None] * len(cells)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for c, (a_parts, b_parts) in enumerate(cells):
+        sizes = tuple(np.size(p) for p in a_parts)
+        if not sizes or 0 in sizes or sizes != tuple(np.size(p) for p in b_parts):
+            out[c] = paired_summary_ci(a_parts, b_parts, seed=seed, level=level)
+        else:
+            groups.setdefault(sizes, []).append(c)
+    tails = ci_tails(level)
+    for sizes, members in groups.items():
+        all_counts = _resample_counts(seed, sizes)
+        m = len(members)
+        logs = [np.zeros((m, _BOOT)) for _ in range(3)]
+        points = [[[] for _ in range(m)] for _ in range(3)]
+        for p, counts in enumerate(all_counts):
+            a = np.array([np.asarray(cells[c][0][p], dtype=float) for c in members])
+            b = np.array([np.asarray(cells[c][1][p], dtype=float) for c in members])
+            ma, mb = _resample_medians_rows(a, counts), _resample_medians_rows(b, counts)
+            pa, pb = np.median(a, axis=1), np.median(b, axis=1)
+            for r in range(m):
+                points[0][r].append(math.log(float(pa[r])))
+                points[1][r].append(math.log(float(pb[r])))
+                points[2][r].append(math.log(float(pb[r] / pa[r])))
+            for i, resampled in enumerate((ma, mb, mb / ma)):
+                logs[i] += np.log(resampled)
+        bounds = [_quantiles_rows(np.exp(lg / len(sizes)), tails) for lg in logs]
+        for r, c in enumerate(members):
+            out[c] = tuple(
+                (float(np.exp(np.mean(points[i][r]))), float(bounds[i][0][r]),
+                 float(bounds[i][1][r]))
+                for i in range(3)
+            )  # fmt: skip
+    return out
+
+
 def rel_halfwidth(samples: np.ndarray) -> float:
     lo, hi = median_ci(samples)
     med = float(np.median(samples))
     return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+def rel_halfwidths(arrays: list[np.ndarray]) -> list[float]:
+    """rel_halfwidth of every array in `arrays`, the same values: arrays of one size share
+    their resample counts, and their bootstraps run at once."""
+    out: list[float] = [math.nan] * len(arrays)
+    groups: dict[int, list[int]] = {}
+    for i, x in enumerate(arrays):
+        if np.size(x) < 2:
+            out[i] = rel_halfwidth(x)
+        else:
+            groups.setdefault(int(np.size(x)), []).append(i)
+    tails = ci_tails(0.95)
+    for k, members in groups.items():
+        x = np.array([np.asarray(arrays[i], dtype=float) for i in members])
+        (counts,) = _resample_counts(0, (k,))
+        lo, hi = _quantiles_rows(_resample_medians_rows(x, counts), tails)
+        med = np.median(x, axis=1)
+        for r, i in enumerate(members):
+            m = float(med[r])
+            out[i] = (float(hi[r]) - float(lo[r])) / 2 / m if m > 0 else math.inf
+    return out
 
 
 @dataclass
@@ -236,13 +326,19 @@ class PairTiming:
     def _split(self, x: np.ndarray) -> list[np.ndarray]:
         return np.split(x, np.cumsum(self.parts)[:-1])
 
-    def summary(self) -> dict:
-        a_parts, b_parts = [self.a_us], [self.b_us]  # one part: the plain paired estimate
+    def summary_parts(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The parts the summary weighs equally: the halves where they add up to the samples,
+        else one part (the plain paired estimate)."""
         if len(self.parts) > 1 and sum(self.parts) == self.a_us.size == self.b_us.size:
-            a_parts, b_parts = self._split(self.a_us), self._split(self.b_us)
-        (a_med, a_lo, a_hi), (b_med, b_lo, b_hi), (r, r_lo, r_hi) = paired_summary_ci(
-            a_parts, b_parts
-        )
+            return self._split(self.a_us), self._split(self.b_us)
+        return [self.a_us], [self.b_us]
+
+    def summary(self) -> dict:
+        return self.summary_of(paired_summary_ci(*self.summary_parts()))
+
+    def summary_of(self, cis) -> dict:
+        """The summary from paired_summary_ci of summary_parts() (or paired_summaries)."""
+        (a_med, a_lo, a_hi), (b_med, b_lo, b_hi), (r, r_lo, r_hi) = cis
         return {
             "time_us": a_med,
             "time_lo_us": a_lo,
@@ -255,3 +351,10 @@ class PairTiming:
             "ratio_hi": r_hi,
             "n_samples": int(min(self.a_us.size, self.b_us.size)),
         }
+
+
+def summaries(timings: list[PairTiming]) -> list[dict]:
+    """PairTiming.summary() of each of `timings`, the same values, their bootstraps drawn
+    together (paired_summaries)."""
+    cis = paired_summaries([t.summary_parts() for t in timings])
+    return [t.summary_of(c) for t, c in zip(timings, cis, strict=True)]

@@ -64,7 +64,7 @@ from sweeper.run.executor import (
 )
 from sweeper.run.fresh import FreshInput, fresh_table
 from sweeper.run.timers import ExecPool, capture, check, cuda_driver, round_slots
-from sweeper.stats import PairTiming, Stopping, rel_halfwidth
+from sweeper.stats import PairTiming, Stopping, rel_halfwidths, summaries
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
 COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
@@ -479,8 +479,7 @@ class BatchedExecutor(GpuExecutor):
                         yield from batch.errors
                     if inflight is not None:
                         finished, topups = self._finish(inflight, dtype, n)
-                        for cell in finished:
-                            yield self._row(cell)
+                        yield from self._rows(finished)
                     inflight = batch
         finally:
             self.bench.sync()
@@ -588,8 +587,9 @@ class BatchedExecutor(GpuExecutor):
         """(graph, instantiated graph) that `make()` builds, once per size."""
         k = (*key, name)
         if k not in self._size_graphs:
-            g = make()
-            self._size_graphs[k] = (g, check(cuda_driver().cuGraphInstantiate(g, 0)))
+            with self.bench.clock("size-graphs"):
+                g = make()
+                self._size_graphs[k] = (g, check(cuda_driver().cuGraphInstantiate(g, 0)))
         return self._size_graphs[k]
 
     def _size_graph(self, name: str, key: tuple, make):
@@ -633,15 +633,16 @@ class BatchedExecutor(GpuExecutor):
         def build() -> CellGraph:
             return cell_graph(parts, params, scratch)
 
-        cg, built = pool.take(key, build)
-        if not built:
-            if cg.set_fixed(graphs, serials):
-                cg.set_kernel(params)
-            else:  # another topology of the size's graphs: one of its own
-                cg.destroy()
-                cg, built = pool.build(build), True
-        if built:  # it runs this size's graphs and this kernel
-            cg.holds = serials
+        with self.bench.clock("cell-graphs"):
+            cg, built = pool.take(key, build)
+            if not built:
+                if cg.set_fixed(graphs, serials):
+                    cg.set_kernel(params)
+                else:  # another topology of the size's graphs: one of its own
+                    cg.destroy()
+                    cg, built = pool.build(build), True
+            if built:  # it runs this size's graphs and this kernel
+                cg.holds = serials
         cell.cgs[name] = (key, cg)
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
@@ -677,14 +678,18 @@ class BatchedExecutor(GpuExecutor):
                 launch = self.candidate_launch(cell.launcher, b, n, side)
                 if side == "A":  # the pre-check: poison, one uncaptured call, count
                     cu = cuda_driver()
-                    check(cu.cuGraphLaunch(self._poison_graph(b, key, "A"), h))
-                    launch(s)  # loads the kernel's module outside any capture
+                    poison = self._poison_graph(b, key, "A")
                     j = self._counter(batch, cell, "pre")
-                    check(cu.cuGraphLaunch(self._check_graph(b, key, "A", batch.parity, j), h))
-                units[side] = capture(launch, 1, s, h)
-                cell.graphs[f"unit-{side}"] = units[side]
-                unit = units[side]
-                params = unit_kernel(unit) if self.set_in_place else None
+                    counted = self._check_graph(b, key, "A", batch.parity, j)
+                    with self.bench.clock("cell-precheck"):
+                        check(cu.cuGraphLaunch(poison, h))
+                        launch(s)  # loads the kernel's module outside any capture
+                        check(cu.cuGraphLaunch(counted, h))
+                with self.bench.clock("cell-capture"):
+                    units[side] = capture(launch, 1, s, h)
+                    cell.graphs[f"unit-{side}"] = units[side]
+                    unit = units[side]
+                    params = unit_kernel(unit) if self.set_in_place else None
                 if params is not None:
                     cell.params[side] = params
                     before = self._before_slot(b)
@@ -755,18 +760,19 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_cells += 1
         out = []
         for i, side in enumerate("AB"):
-            table = fresh_table(expected, calls, seed=(self.seed, index, i))
             room_key = (batch.parity, slot, side)
-            fresh = self._fresh_rooms.get(room_key)
-            if fresh is None or not fresh.fits(table):
-                room = max(calls, self.stopping.max_calls)
-                c = 2 * (2 * slot + i)
-                fresh = FreshInput(self.cuda, room,
-                                   counters=self._fresh_counters[batch.parity][c : c + 2])  # fmt: skip
-                fresh.counter_index = c
-                fresh.serial = next(self._room_serials)
-                self._fresh_rooms[room_key] = fresh
-            fresh.set_table(table, s)
+            with self.bench.clock("fresh-tables"):
+                table = fresh_table(expected, calls, seed=(self.seed, index, i))
+                fresh = self._fresh_rooms.get(room_key)
+                if fresh is None or not fresh.fits(table):
+                    room = max(calls, self.stopping.max_calls)
+                    c = 2 * (2 * slot + i)
+                    fresh = FreshInput(self.cuda, room,
+                                       counters=self._fresh_counters[batch.parity][c : c + 2])  # fmt: skip
+                    fresh.counter_index = c
+                    fresh.serial = next(self._room_serials)
+                    self._fresh_rooms[room_key] = fresh
+                fresh.set_table(table, s)
             x, y, _ = b.side(side)
             if not self._fresh_loaded:  # modules loaded outside any capture
                 fresh.load(x, y, b.src, s)
@@ -899,34 +905,49 @@ class BatchedExecutor(GpuExecutor):
             cell.sm_mhz, cell.throttled = sm, throttled
         finished, topups = [], []
         with self.bench.clock("stopping"):
+            open_halves = [hf for cell in touched for hf in cell.halves if not hf.done]
+            for hf, done in zip(open_halves, _halves_done(open_halves), strict=True):
+                hf.done = done
             for cell in touched:
-                for h, hf in enumerate(cell.halves):
-                    if not hf.done:
-                        hf.done = _half_done(hf)
-                        if not hf.done:
-                            topups.append((cell, h))
+                topups += [(cell, h) for h, hf in enumerate(cell.halves) if not hf.done]
                 if all(hf.done for hf in cell.halves):
                     finished.append(cell)
         return finished, topups
 
-    def _row(self, cell: _Cell) -> dict:
-        """The classic executor's row for a measured cell (GpuExecutor._measure)."""
+    def _timing(self, cell: _Cell) -> PairTiming | None:
+        """A measured cell's samples, its halves merged; None where it has no timing to
+        summarise (failed before it was queued, or its pre-check)."""
         row = cell.row
-        calls = None
+        if row["status"] == "error" or cell.bad_pre:
+            return None
+        calls = self._base_calls.get((row["dtype"], row["n"]), 1)
+        return merge_timings([PairTiming(np.array(hf.a_us), np.array(hf.b_us), calls, "hot",
+                                         hf.order) for hf in cell.halves])  # fmt: skip
+
+    def _rows(self, cells: list[_Cell]) -> list[dict]:
+        """The rows of measured cells (_row), their summaries' bootstraps drawn together."""
+        try:
+            timings = [self._timing(cell) for cell in cells]
+            with self.bench.clock("summary"):
+                found = iter(summaries([t for t in timings if t is not None]))
+        except BaseException:
+            for cell in cells:
+                cell.destroy(self._cell_pool, self._cell_graphs)
+            raise
+        return [self._row(cell, t, next(found) if t is not None else None)
+                for cell, t in zip(cells, timings, strict=True)]  # fmt: skip
+
+    def _row(self, cell: _Cell, timing: PairTiming | None, summary: dict | None) -> dict:
+        """The classic executor's row for a measured cell (GpuExecutor._measure), from its
+        timing and that timing's summary (_rows)."""
+        row = cell.row
         try:
             if row["status"] == "error":
                 return row
             if cell.bad_pre:
                 return {**row, "status": "mismatch",
                         "status_detail": f"pre-check: {cell.bad_pre} words"}  # fmt: skip
-            parts = []
-            for hf in cell.halves:
-                calls = self._base_calls.get((row["dtype"], row["n"]), 1)
-                parts.append(PairTiming(np.array(hf.a_us), np.array(hf.b_us), calls, "hot",
-                                        hf.order))  # fmt: skip
-            timing = merge_timings(parts)
-            with self.bench.clock("summary"):
-                summary = timing.summary()
+            assert timing is not None and summary is not None
             row.update(summary)
             row["gbps"] = row["ws_bytes"] / summary["time_us"] / 1e3
             row["samples_us"] = [float(f"{t:.4g}") for t in timing.a_us]
@@ -966,13 +987,23 @@ class BatchedExecutor(GpuExecutor):
             cell.destroy(self._cell_pool, self._cell_graphs)
 
 
-def _half_done(hf: _Half) -> bool:
-    """GpuExecutor's stopping rule for one half (timers.Bench._done, without the time cap)."""
-    n = min(len(hf.a_us), len(hf.b_us))
-    if n < hf.stop.min_samples:
-        return False
-    if n >= hf.stop.max_samples:
-        return True
-    return (
-        max(rel_halfwidth(np.array(hf.a_us)), rel_halfwidth(np.array(hf.b_us))) <= hf.stop.rel_tol
-    )
+def _halves_done(halves: list[_Half]) -> list[bool]:
+    """GpuExecutor's stopping rule for each half (timers.Bench._done, without the time cap):
+    enough samples and both sides' CI half-widths within the tolerance, or the cap; the
+    half-widths of all of them drawn together (rel_halfwidths)."""
+    out: list[bool | None] = []
+    asked = []
+    for hf in halves:
+        n = min(len(hf.a_us), len(hf.b_us))
+        if n < hf.stop.min_samples:
+            out.append(False)
+        elif n >= hf.stop.max_samples:
+            out.append(True)
+        else:
+            out.append(None)
+            asked += [np.array(hf.a_us), np.array(hf.b_us)]
+    widths = iter(rel_halfwidths(asked))
+    return [
+        d if d is not None else max(next(widths), next(widths)) <= hf.stop.rel_tol
+        for hf, d in zip(halves, out, strict=True)
+    ]

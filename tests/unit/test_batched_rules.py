@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from sweeper.run.batched import _Half, _half_done
+from sweeper.run.batched import _Half, _halves_done
 from sweeper.run.executor import half_stopping
 from sweeper.run.timers import Bench, PhaseClock
 from sweeper.stats import Stopping
@@ -24,11 +24,19 @@ def test_the_batched_stopping_rule_is_the_classic_one(seed):
     rng = np.random.default_rng(seed)
     stop = half_stopping(Stopping())
     spread = rng.choice([0.001, 0.01, 0.05])
+    halves, want = [], []
     for n in range(1, stop.max_samples + 2):
         a = 10 * (1 + spread * rng.standard_normal(n))
         b = 11 * (1 + spread * rng.standard_normal(n))
-        hf = _Half("A", "B", "A", stop, list(a), list(b))
-        assert _half_done(hf) == _classic_done(a, b, stop), (n, spread)
+        halves.append(_Half("A", "B", "A", stop, list(a), list(b)))
+        want.append(_classic_done(a, b, stop))
+    assert _halves_done(halves) == want  # decided together, as a batch decides them
+    assert [_halves_done([hf])[0] for hf in halves] == want  # and one by one
+    assert len(set(want)) == 2  # both answers occur
+
+
+def _half_done(hf):
+    return _halves_done([hf])[0]
 
 
 def test_a_half_never_stops_below_its_minimum_and_always_at_its_cap():

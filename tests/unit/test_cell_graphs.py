@@ -12,6 +12,7 @@ import pytest
 
 from sweeper.run import batched
 from sweeper.run.batched import BatchedExecutor, CellGraphPool, cell_graph
+from sweeper.run.timers import PhaseClock
 
 
 class FakeDriver:
@@ -87,7 +88,8 @@ def test_a_cell_graph_is_its_parts_in_one_line(cu):
 
 
 def _executor():
-    return SimpleNamespace(_cell_graphs=CellGraphPool(), _scratch=SimpleNamespace(handle=7))
+    return SimpleNamespace(_cell_graphs=CellGraphPool(), _scratch=SimpleNamespace(handle=7),
+                           bench=SimpleNamespace(clock=PhaseClock()))  # fmt: skip
 
 
 def _cell():
@@ -107,6 +109,7 @@ def test_a_pooled_cell_graph_gets_the_next_cells_kernel_and_the_new_sizes_graphs
     ex._cell_graphs.give(*first.cgs["slot-A"])
     again = _take(ex, _cell(), "K2", (1, "size-1"), {"normalize": "N1"})
     assert again is cg and ex._cell_graphs.take_counts() == {"set": 1, "built": 1}
+    assert set(ex.bench.clock.take()) == {"cell-graphs"}  # the host time it took, booked
     nodes = cu.execs[cg.exec]
     assert [nodes[n] for n in cg.calls] == ["K2", "K2"]
     ex._cell_graphs.give(("slot", 2), cg)

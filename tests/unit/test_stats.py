@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -300,3 +302,45 @@ def test_paired_figures_computed_apart_keep_the_seed_and_the_level():
     assert got == want
     assert got != paired_summary_ci(a, b, seed=4, level=0.9)
     assert got != paired_summary_ci(a, b, seed=3, level=0.95)
+
+
+def _random_cells(seed: int, count: int):
+    """(a_parts, b_parts) of cells with one to three parts of 1-10 samples; ties in the
+    samples (rounded values), and now and then parts whose sizes differ between the sides."""
+    r = np.random.default_rng(seed)
+    cells = []
+    for _ in range(count):
+        sizes = r.integers(1, 11, size=r.integers(1, 4))
+        a = [np.round(r.lognormal(2.0, 0.05, k), 1) for k in sizes]
+        b = [r.lognormal(2.1, 0.08, k + (r.random() < 0.05)) for k in sizes]
+        cells.append((a, b))
+    return cells
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_summaries_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
+    from sweeper.stats import paired_summaries, paired_summary_ci, summaries
+
+    cells = _random_cells(seed, 300)
+    assert paired_summaries(cells) == [paired_summary_ci(a, b) for a, b in cells]
+    assert paired_summaries(cells, seed=seed + 1, level=0.9) == [
+        paired_summary_ci(a, b, seed=seed + 1, level=0.9) for a, b in cells]  # fmt: skip
+    assert paired_summaries([]) == []
+    timings = [PairTiming(np.concatenate(a), np.concatenate(b), 8, "hot",
+                          parts=tuple(p.size for p in a)) for a, b in cells[:60]]  # fmt: skip
+    assert summaries(timings) == [t.summary() for t in timings]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_half_widths_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
+    from sweeper.stats import rel_halfwidth, rel_halfwidths
+
+    r = np.random.default_rng(seed)
+    arrays = [np.round(r.lognormal(2.0, 0.05, r.integers(0, 17)), 1) for _ in range(400)]
+    arrays += [np.zeros(4), np.full(8, 3.0), np.array([5.0]), np.array([])]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the median of an empty array
+        want = [rel_halfwidth(x) for x in arrays]
+        got = rel_halfwidths(arrays)
+    assert got == want
+    assert rel_halfwidths([]) == []
