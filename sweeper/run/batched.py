@@ -26,8 +26,12 @@ kernel) and released once all of it is queued. Per new cell, in order:
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
            fresh-input replay (sweeper.run.fresh), the input words restored
 
-Queued before the hold: each cell's pre-check (poison, one call on A, count) and its
-fresh-input tables; after the batch, one device-to-host copy of every counter. The host reads
+Before its halves, each new cell's pre-check: a's output on A poisoned, one call of the
+captured unit, the mismatches counted. A batch's own work comes first: its counters cleared
+and its cells' fresh-input tables copied up; after the batch, one device-to-host copy of every
+counter. Nothing of a batch reaches the stream while it is built (a stream's queue is finite,
+and the batch in flight fills it): only the first call of a kernel not launched before in the
+run, made outside any capture so that its module loads there (CUDA lazy loading). The host reads
 the batch's events and counters once, then decides each half's stopping rule as GpuExecutor
 does (the same rule, after each round from the second on); a half that needs more samples gets
 a top-up segment (the settle replay, a's outputs poisoned, one round, checked) in a later
@@ -258,8 +262,11 @@ def slot_graph(warm_up, timed, event):
 
 
 class LaunchQueue:
-    """A batch's launches in order, queued on the stream at once: instantiated graphs, and
-    timed slots (a slot graph launched with the two events it records set first)."""
+    """A batch's work in order, queued on the stream at once: instantiated graphs, timed
+    slots (a slot graph launched with the two events it records set first), and the copies
+    and memsets the batch needs (its counters cleared, the fresh-input tables uploaded).
+    Nothing reaches the stream before `run`: building the next batch never waits for the
+    one in flight."""
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, Any]] = []
@@ -267,6 +274,14 @@ class LaunchQueue:
 
     def child(self, exec_) -> None:
         self.ops.append(("graph", exec_))
+
+    def memset(self, ptr: int, words: int) -> None:
+        """Zero `words` 32-bit words at device address `ptr`."""
+        self.ops.append(("memset", (ptr, words)))
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Copy `nbytes` from pinned host address `src` to device address `dst`."""
+        self.ops.append(("copy", (dst, src, nbytes)))
 
     def slot(self, exec_, nodes, e0, e1) -> None:
         self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
@@ -278,6 +293,8 @@ class LaunchQueue:
         cu = cuda_driver()
         seen = set()
         for kind, x in self.ops:
+            if kind in ("memset", "copy"):
+                continue
             ex = x[0] if kind == "slot" else x
             if int(ex) not in seen:
                 seen.add(int(ex))
@@ -293,6 +310,12 @@ class LaunchQueue:
                 # enqueued or running launches of hGraphExec are not affected")
                 check(set_event(ex, n0, e0))
                 check(set_event(ex, n1, e1))
+            elif kind == "memset":
+                check(cu.cuMemsetD32Async(x[0], 0, x[1], h))
+                continue
+            elif kind == "copy":
+                check(cu.cuMemcpyHtoDAsync(*x, h))
+                continue
             else:
                 ex = x
             check(launch(ex, h))
@@ -394,6 +417,7 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_rooms: dict[tuple, FreshInput] = {}
+        self._launched: set = set()  # the kernels launched outside a capture (_kernel_key)
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
@@ -497,7 +521,7 @@ class BatchedExecutor(GpuExecutor):
         calls = self._base_calls[key]
         batch = _Batch(parity, self._batches, LaunchQueue())
         self._batches += 1
-        self._zero_counters(parity)
+        self._zero_counters(batch)
         state = self.bench.persisting_state()  # a reset can wait for the batch in flight
         if state["limit"] != 0 or state["window_bytes"] != 0:
             self.bench.reset_persisting()
@@ -525,25 +549,22 @@ class BatchedExecutor(GpuExecutor):
         for i, cell in enumerate(batch.new):
             cell.pos, cell.cells = i, len(batch.new)
         with self.bench.clock("batch-launch"):
-            self._launch(batch, zero=False)
+            self._launch(batch)
         return batch
 
-    def _zero_counters(self, parity: int) -> None:
-        """Queue the clearing of one parity's check and fresh-input counters."""
-        cu, h = cuda_driver(), self.bench.h
-        counters, fresh = self._counters[parity], self._fresh_counters[parity]
-        check(cu.cuMemsetD32Async(device_pointer(counters), 0, 2 * counters.size, h))
-        check(cu.cuMemsetD32Async(device_pointer(fresh), 0, fresh.size, h))
+    def _zero_counters(self, batch: _Batch) -> None:
+        """The clearing of the batch's check and fresh-input counters, as its first work (a
+        repeated launch clears them again)."""
+        counters, fresh = self._counters[batch.parity], self._fresh_counters[batch.parity]
+        batch.graph.memset(device_pointer(counters), 2 * counters.size)
+        batch.graph.memset(device_pointer(fresh), fresh.size)
 
-    def _launch(self, batch: _Batch, zero: bool = True) -> None:
+    def _launch(self, batch: _Batch) -> None:
         """Queue the batch behind one hold, then the copy of its counters to the host and the
-        event the host waits for. `zero`: clear the counters first (a repeated launch; the
-        first launch's are cleared before its pre-checks are queued)."""
+        event the host waits for."""
         cu, h = cuda_driver(), self.bench.h
         counters = self._counters[batch.parity]
         fresh_counters = self._fresh_counters[batch.parity]
-        if zero:
-            self._zero_counters(batch.parity)
         batch.graph.upload(h)
         batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
@@ -676,20 +697,24 @@ class BatchedExecutor(GpuExecutor):
             units = {}
             for side in "AB":
                 launch = self.candidate_launch(cell.launcher, b, n, side)
-                if side == "A":  # the pre-check: poison, one uncaptured call, count
-                    cu = cuda_driver()
-                    poison = self._poison_graph(b, key, "A")
-                    j = self._counter(batch, cell, "pre")
-                    counted = self._check_graph(b, key, "A", batch.parity, j)
-                    with self.bench.clock("cell-precheck"):
-                        check(cu.cuGraphLaunch(poison, h))
-                        launch(s)  # loads the kernel's module outside any capture
-                        check(cu.cuGraphLaunch(counted, h))
+                if side == "A" and _kernel_key(v) not in self._launched:
+                    # a kernel's first launch can load its module (CUDA lazy loading), which
+                    # must not happen while the stream is being captured: one call, outside
+                    # any capture, on A (whose output the pre-check poisons before its own)
+                    with self.bench.clock("cell-load"):
+                        launch(s)
+                    if _kernel_key(v) is not None:
+                        self._launched.add(_kernel_key(v))
                 with self.bench.clock("cell-capture"):
                     units[side] = capture(launch, 1, s, h)
                     cell.graphs[f"unit-{side}"] = units[side]
                     unit = units[side]
                     params = unit_kernel(unit) if self.set_in_place else None
+                if side == "A":  # the pre-check's call
+                    if params is not None:
+                        self._cell_graph(cell, "pre", ("pre",), [("call", 1)], {}, (), params)
+                    else:
+                        cell.graphs["pre"] = chain(unit, 1)
                 if params is not None:
                     cell.params[side] = params
                     before = self._before_slot(b)
@@ -717,6 +742,12 @@ class BatchedExecutor(GpuExecutor):
         half = half_stopping(self.stopping)
         cell.halves = [_Half("A", "B", "A", half), _Half("B", "A", "B", half)]
         batch.new.append(cell)
+        # the pre-check: A's output poisoned, one call of the captured unit, the mismatches
+        # counted; a failed pre-check discards the cell's timing (_row)
+        g = batch.graph
+        g.child(self._poison_graph(b, key, "A"))
+        g.child(self._exec(cell, "pre", 1))
+        g.child(self._check_graph(b, key, "A", batch.parity, self._counter(batch, cell, "pre")))
         rounds = max(1, math.ceil(half.min_samples / 2))
         for i, hf in enumerate(cell.halves):
             self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True)
@@ -772,9 +803,11 @@ class BatchedExecutor(GpuExecutor):
                     fresh.counter_index = c
                     fresh.serial = next(self._room_serials)
                     self._fresh_rooms[room_key] = fresh
-                fresh.set_table(table, s)
+                fresh.stage(table)
+                batch.graph.copy(*fresh.copy_args())
             x, y, _ = b.side(side)
             if not self._fresh_loaded:  # modules loaded outside any capture
+                check(cu.cuMemcpyHtoDAsync(*fresh.copy_args(), h))  # the table they read
                 fresh.load(x, y, b.src, s)
                 self._fresh_loaded = True
             room = f"{fresh.serial}-{fresh.table.calls}x{fresh.table.words}"
@@ -985,6 +1018,19 @@ class BatchedExecutor(GpuExecutor):
             return row
         finally:
             cell.destroy(self._cell_pool, self._cell_graphs)
+
+
+def _kernel_key(v) -> str | None:
+    """What names a variant's kernel for as long as the process runs: a grid variant's id
+    (its kernel is compiled and loaded once per process); None for any other (an adversarial
+    or a user's kernel), whose every cell makes its uncaptured first call."""
+    from sweeper_kernels.variants import Variant
+
+    if isinstance(v, Variant):
+        return v.id
+    if isinstance(v, str) and not v.startswith("adv-"):
+        return v
+    return None
 
 
 def _halves_done(halves: list[_Half]) -> list[bool]:

@@ -143,6 +143,24 @@ class FreshInput:
 
         from sweeper.run.timers import check, cuda_driver
 
+        self.stage(table)
+        if simulator():  # the simulator has no driver
+            k, m = table.words, table.calls * table.words
+            self._table[: k + m].copy_to_device(self._staged[: k + m], stream=stream)
+        else:
+            cu = cuda_driver()
+            check(cu.cuMemcpyHtoDAsync(*self.copy_args(), cu.CUstream(int(stream.handle))))
+
+    def copy_args(self) -> tuple[int, int, int]:
+        """The copy that moves the staged table to the device: (device address, host
+        address, bytes)."""
+        k, m = self.table.words, self.table.calls * self.table.words
+        return _ptr(self._table), self._staged.ctypes.data, 4 * (k + m)
+
+    def stage(self, table: FreshTable) -> None:
+        """Write `table` into the pinned staging and make it the room's table, its copy to
+        the device left to the caller (copy_args; set_table queues it at once). The same rule
+        on the previous table's copy as set_table's."""
         if not self.fits(table):
             raise ValueError(f"a {table.calls} x {table.words} table exceeds {self.capacity}")
         k, m = table.words, table.calls * table.words
@@ -151,12 +169,6 @@ class FreshInput:
         if self._views[0] != (k, m):  # device views of the table's size, cut once per size
             self._views = ((k, m), self._table[:k], self._table[k : k + m])
         self.pos, self.vals = self._views[1], self._views[2]
-        if simulator():  # the simulator has no driver
-            self._table[: k + m].copy_to_device(self._staged[: k + m], stream=stream)
-        else:
-            cu = cuda_driver()
-            check(cu.cuMemcpyHtoDAsync(_ptr(self._table), self._staged.ctypes.data,
-                                       4 * (k + m), cu.CUstream(int(stream.handle))))  # fmt: skip
         self.threads = max(32, -(-k // 32) * 32)
         self.table = table
 

@@ -46,3 +46,20 @@ def test_a_half_never_stops_below_its_minimum_and_always_at_its_cap():
     assert _half_done(_Half("A", "B", "A", stop, flat, flat))
     noisy = list(np.linspace(1, 100, stop.max_samples))
     assert _half_done(_Half("A", "B", "A", stop, noisy, noisy))
+
+
+def test_only_a_grid_kernel_skips_its_uncaptured_first_call_once_launched():
+    """A grid variant's kernel is compiled and loaded once per process, so its id names it for
+    the run; an adversarial or a user's kernel has no such name, and every cell of it makes its
+    first call outside any capture."""
+    from types import SimpleNamespace
+
+    from sweeper_kernels.variants import Variant
+
+    from sweeper.run.batched import _kernel_key
+
+    v = Variant.from_id("fp32-v16-u2-ld.def-st.cs-b128-flat32")
+    assert _kernel_key(v) == v.id
+    assert _kernel_key(v.id) == v.id
+    assert _kernel_key("adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat") is None
+    assert _kernel_key(SimpleNamespace(launcher=lambda: None)) is None

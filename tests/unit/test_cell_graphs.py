@@ -25,6 +25,7 @@ class FakeDriver:
         self.execs = {}  # exec -> {node: arg}
         self.refuse_child = False
         self.destroyed = []
+        self.stream = []  # what reached the stream, in order
 
     def cuGraphCreate(self, flags):
         g = next(self.ids)
@@ -60,6 +61,25 @@ class FakeDriver:
             return (1,)
         self.execs[ex][node] = child
         return (0,)
+
+    def _issue(self, what, *args):
+        self.stream.append((what, *args))
+        return (0,)
+
+    def cuGraphLaunch(self, ex, h):
+        return self._issue("launch", ex)
+
+    def cuGraphUpload(self, ex, h):
+        return self._issue("upload", ex)
+
+    def cuGraphExecEventRecordNodeSetEvent(self, ex, node, event):
+        return self._issue("set-event", ex, node, event)
+
+    def cuMemsetD32Async(self, ptr, value, words, h):
+        return self._issue("memset", ptr, value, words)
+
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes, h):
+        return self._issue("copy", dst, src, nbytes)
 
     def cuGraphExecDestroy(self, ex):
         self.destroyed.append(ex)
@@ -129,3 +149,27 @@ def test_a_cell_graph_the_driver_will_not_re_point_is_replaced_by_a_new_one(cu):
     assert ex._cell_graphs.take_counts() == {"set": 1, "built": 2}
     assert new.holds == (2, "size-2")
     assert [cu.execs[new.exec][n] for n in new.calls] == ["K2", "K2"]
+
+
+def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu):
+    """A batch's counters are cleared and its tables copied as its first work, graphs and
+    slots follow in the order built; nothing is issued while it is built (the stream's queue
+    is finite, and the batch in flight fills it), and a second run repeats all of it."""
+    q = batched.LaunchQueue()
+    q.memset(0x1000, 64)
+    q.copy(0x2000, 0x3000, 256)
+    q.child(11)
+    q.slot(12, (1, 2), SimpleNamespace(handle=21), SimpleNamespace(handle=22))
+    q.child(11)
+    assert cu.stream == [] and q.slots == 1
+    q.upload(h=0)
+    assert cu.stream == [("upload", 11), ("upload", 12)]  # each graph once, no copies
+    cu.stream.clear()
+    q.run(stream=None, h=0)
+    first = list(cu.stream)
+    assert first == [("memset", 0x1000, 0, 64), ("copy", 0x2000, 0x3000, 256), ("launch", 11),
+                     ("set-event", 12, 1, 21), ("set-event", 12, 2, 22), ("launch", 12),
+                     ("launch", 11)]  # fmt: skip
+    cu.stream.clear()
+    q.run(stream=None, h=0)
+    assert cu.stream == first
