@@ -30,8 +30,10 @@ Before its halves, each new cell's pre-check: a's output on A poisoned, one call
 captured unit, the mismatches counted. A batch's own work comes first: its counters cleared
 and its cells' fresh-input tables copied up; after the batch, one device-to-host copy of every
 counter. Nothing of a batch reaches the stream while it is built (a stream's queue is finite,
-and the batch in flight fills it): only the first call of a kernel not launched before in the
-run, made outside any capture so that its module loads there (CUDA lazy loading). The host reads
+and the batch in flight fills it), but a kernel's first call in the run, made outside any
+capture so that its module loads there (CUDA lazy loading), and the pre-check of a kernel the
+grid does not know (an adversarial or a user's kernel), which is that kernel's first call in
+every cell (poison, uncaptured call, count, queued at once), as in the classic executor. The host reads
 the batch's events and counters once, then decides each half's stopping rule as GpuExecutor
 does (the same rule, after each round from the second on); a half that needs more samples gets
 a top-up segment (the settle replay, a's outputs poisoned, one round, checked) in a later
@@ -695,22 +697,34 @@ class BatchedExecutor(GpuExecutor):
         try:
             cell.launcher = v.launcher() if hasattr(v, "launcher") else get_launcher(v)
             units = {}
+            kernel = _kernel_key(v)
             for side in "AB":
                 launch = self.candidate_launch(cell.launcher, b, n, side)
-                if side == "A" and _kernel_key(v) not in self._launched:
+                if side == "A" and kernel is None:
+                    # a kernel the grid does not know (an adversarial or a user's): its
+                    # pre-check is its first call, uncaptured, queued at once as the classic
+                    # executor makes it: poison, call, count
+                    cu = cuda_driver()
+                    poison = self._poison_graph(b, key, "A")
+                    j = self._counter(batch, cell, "pre")
+                    counted = self._check_graph(b, key, "A", batch.parity, j)
+                    with self.bench.clock("cell-precheck"):
+                        check(cu.cuGraphLaunch(poison, h))
+                        launch(s)  # loads the kernel's module outside any capture
+                        check(cu.cuGraphLaunch(counted, h))
+                elif side == "A" and kernel not in self._launched:
                     # a kernel's first launch can load its module (CUDA lazy loading), which
                     # must not happen while the stream is being captured: one call, outside
                     # any capture, on A (whose output the pre-check poisons before its own)
                     with self.bench.clock("cell-load"):
                         launch(s)
-                    if _kernel_key(v) is not None:
-                        self._launched.add(_kernel_key(v))
+                    self._launched.add(kernel)
                 with self.bench.clock("cell-capture"):
                     units[side] = capture(launch, 1, s, h)
                     cell.graphs[f"unit-{side}"] = units[side]
                     unit = units[side]
                     params = unit_kernel(unit) if self.set_in_place else None
-                if side == "A":  # the pre-check's call
+                if side == "A" and kernel is not None:  # the pre-check's call
                     if params is not None:
                         self._cell_graph(cell, "pre", ("pre",), [("call", 1)], {}, (), params)
                     else:
@@ -742,12 +756,14 @@ class BatchedExecutor(GpuExecutor):
         half = half_stopping(self.stopping)
         cell.halves = [_Half("A", "B", "A", half), _Half("B", "A", "B", half)]
         batch.new.append(cell)
-        # the pre-check: A's output poisoned, one call of the captured unit, the mismatches
-        # counted; a failed pre-check discards the cell's timing (_row)
-        g = batch.graph
-        g.child(self._poison_graph(b, key, "A"))
-        g.child(self._exec(cell, "pre", 1))
-        g.child(self._check_graph(b, key, "A", batch.parity, self._counter(batch, cell, "pre")))
+        if kernel is not None:
+            # the pre-check: A's output poisoned, one call of the captured unit, the
+            # mismatches counted; a failed pre-check discards the cell's timing (_row)
+            g = batch.graph
+            g.child(self._poison_graph(b, key, "A"))
+            g.child(self._exec(cell, "pre", 1))
+            j = self._counter(batch, cell, "pre")
+            g.child(self._check_graph(b, key, "A", batch.parity, j))
         rounds = max(1, math.ceil(half.min_samples / 2))
         for i, hf in enumerate(cell.halves):
             self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True)
