@@ -344,3 +344,42 @@ def test_half_widths_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
         got = rel_halfwidths(arrays)
     assert got == want
     assert rel_halfwidths([]) == []
+
+
+def test_the_rows_quantiles_are_each_rows_own():
+    from sweeper.stats import _quantiles, _quantiles_rows
+
+    rng = np.random.default_rng(6)
+    for size in (1, 2, 3, 10, 400):
+        v = rng.random((5, size))
+        for qs in ((0.025, 0.975), (0.0, 1.0), (0.25, 0.5), (0.6, 0.99)):
+            lo, hi = _quantiles_rows(v, qs)
+            assert list(zip(lo, hi, strict=True)) == [_quantiles(row, qs) for row in v]
+
+
+def test_only_what_cannot_share_a_draw_is_drawn_on_its_own(monkeypatch):
+    """The point of drawing together: a cell goes through paired_summary_ci alone only where
+    its sides' parts differ in size or a part is empty, an array through rel_halfwidth only
+    below two samples; parts of one and two samples share the batch's draws."""
+    import sweeper.stats as st
+
+    apart = []
+    real_summary, real_width = st.paired_summary_ci, st.rel_halfwidth
+    monkeypatch.setattr(st, "paired_summary_ci",
+                        lambda a, b, **kw: apart.append(len(a)) or real_summary(a, b, **kw))  # fmt: skip
+    monkeypatch.setattr(st, "rel_halfwidth",
+                        lambda x: apart.append(np.size(x)) or real_width(x))  # fmt: skip
+    one, two = np.array([3.0]), np.array([3.0, 4.0])
+    empty = np.array([])
+    cells = [([one, two], [one, two]), ([two], [two]), ([one, empty], [one, empty]),
+             ([two], [one]), ([], [])]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the median of an empty part
+        got = st.paired_summaries(cells)
+        widths = st.rel_halfwidths([one, two, empty, np.array([0.4, 0.6])])
+        want = [0.0, real_width(two), real_width(empty), real_width(np.array([0.4, 0.6]))]
+    # the summaries: the empty part, the unequal sides, no parts at all; the half-widths: the
+    # one-sample and the empty array
+    assert apart == [2, 1, 0, 1, 0]  # the empty part, the unequal sides, no parts at all
+    assert got[:2] == [real_summary(*cells[0]), real_summary(*cells[1])]
+    assert widths == want  # a median below 1 included
