@@ -34,26 +34,22 @@ def _resample_counts(seed: int, sizes: tuple[int, ...]) -> tuple[np.ndarray, ...
 
 def _resample_medians(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The median of every resample described by `counts` (rows: resamples; columns: how often
-    each sample of x is drawn), as np.median of the drawn values would compute it: the
-    resample's order statistics are x's, in x's order, so the median ranks are found by a
-    cumulative count over x sorted."""
-    k = x.size
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    cum = np.cumsum(counts[:, order], axis=1)
-    lo = np.argmax(cum >= (k + 1) // 2, axis=1)  # 1-based ranks (k+1)//2 and k//2 + 1
-    hi = np.argmax(cum >= k // 2 + 1, axis=1)
-    return (xs[lo] + xs[hi]) / 2
+    each sample of x is drawn), as np.median of the drawn values would compute it
+    (_resample_medians_rows of one row)."""
+    return _resample_medians_rows(x[None, :], counts)[0]
 
 
 def _resample_medians_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """_resample_medians of every row of x (rows: arrays of one size, counts' columns), as
-    an array (rows of x, resamples): the same values, in one pass over all rows."""
+    """The resample medians (_resample_medians) of every row of x, arrays of one size, as an
+    array (rows of x, resamples), in one pass over all rows: a resample's order statistics
+    are its row's, in the row's sorted order, so the median ranks are found by a cumulative
+    count over the row sorted."""
     k = x.shape[1]
     order = np.argsort(x, axis=1, kind="stable")
     xs = np.take_along_axis(x, order, axis=1)
     cum = np.cumsum(counts.T[order], axis=1)  # (rows, k, resamples)
-    # the first rank whose cumulative count reaches the median's: the ranks below it
+    # 1-based ranks (k+1)//2 and k//2 + 1: the first position whose cumulative count
+    # reaches each, that is the positions below it
     lo = (cum < (k + 1) // 2).sum(axis=1)
     hi = (cum < k // 2 + 1).sum(axis=1)
     rows = np.arange(x.shape[0])[:, None]
@@ -61,7 +57,8 @@ def _resample_medians_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _quantiles_rows(values: np.ndarray, qs: tuple[float, float]) -> tuple[np.ndarray, ...]:
-    """_quantiles of every row of `values`: one array per level."""
+    """np.quantile's default (linear) interpolation at each level of `qs`, for every row of
+    `values`, on one sort: one array per level."""
     v = np.sort(values, axis=1)
     size = v.shape[1]
     out = []
@@ -74,15 +71,9 @@ def _quantiles_rows(values: np.ndarray, qs: tuple[float, float]) -> tuple[np.nda
 
 
 def _quantiles(values: np.ndarray, qs: tuple[float, float]) -> tuple[float, float]:
-    """np.quantile's default (linear) interpolation at two levels, on one sort."""
-    v = np.sort(values)
-    out = []
-    for q in qs:
-        pos = (v.size - 1) * q
-        i = int(math.floor(pos))
-        j = min(i + 1, v.size - 1)
-        out.append(float(v[i] + (v[j] - v[i]) * (pos - i)))
-    return out[0], out[1]
+    """_quantiles_rows of one array."""
+    lo, hi = _quantiles_rows(np.asarray(values)[None, :], qs)
+    return float(lo[0]), float(hi[0])
 
 
 def ci_tails(level: float) -> tuple[float, float]:
@@ -164,48 +155,35 @@ def paired_summary_ci(
     a_parts: list[np.ndarray], b_parts: list[np.ndarray], *, seed: int = 0, level: float = 0.95
 ) -> tuple[tuple[float, float, float], ...]:
     """parts_median_ci(a_parts), parts_median_ci(b_parts) and parts_ratio_ci(b_parts, a_parts),
-    the same values, with each part's resample medians drawn once for all three. Where the
-    parts' sizes differ between the sides (or a part is empty) the three are computed apart."""
-    a_parts = [np.asarray(p, dtype=float) for p in a_parts]
-    b_parts = [np.asarray(p, dtype=float) for p in b_parts]
-    sizes = tuple(p.size for p in a_parts)
-    if not sizes or 0 in sizes or sizes != tuple(p.size for p in b_parts):
-        return (
-            parts_median_ci(a_parts, seed=seed, level=level),
-            parts_median_ci(b_parts, seed=seed, level=level),
-            parts_ratio_ci(b_parts, a_parts, seed=seed, level=level),
-        )
-    all_counts = _resample_counts(seed, sizes)
-    points: list[list[float]] = [[], [], []]  # a, b, b / a: log of each part's point
-    logs = [np.zeros(_BOOT) for _ in range(3)]
-    for a, b, counts in zip(a_parts, b_parts, all_counts, strict=True):
-        ma, mb = _resample_medians(a, counts), _resample_medians(b, counts)
-        pa, pb = np.median(a), np.median(b)
-        for i, (point, resampled) in enumerate(((float(pa), ma), (float(pb), mb),
-                                                (float(pb / pa), mb / ma))):  # fmt: skip
-            points[i].append(math.log(point))
-            logs[i] += np.log(resampled)
-    tails = ci_tails(level)
-    return tuple(
-        (float(np.exp(np.mean(pl))), *_quantiles(np.exp(lg / len(a_parts)), tails))
-        for pl, lg in zip(points, logs, strict=True)
-    )
+    the same values, with each part's resample medians drawn once for all three
+    (paired_summaries of one cell)."""
+    return paired_summaries([(a_parts, b_parts)], seed=seed, level=level)[0]
 
 
 def paired_summaries(
     cells: list[tuple[list[np.ndarray], list[np.ndarray]]], *, seed: int = 0, level: float = 0.95
 ) -> list[tuple[tuple[float, float, float], ...]]:
-    """paired_summary_ci(a_parts, b_parts) of every (a_parts, b_parts) in `cells`, the same
-    values: cells whose parts have the same sizes share their resample counts, and their
-    resample medians are drawn for all of them at once."""
+    """For every (a_parts, b_parts) in `cells`: parts_median_ci(a_parts),
+    parts_median_ci(b_parts) and parts_ratio_ci(b_parts, a_parts), the same values. Cells
+    whose sides' parts have the same sizes share their resample counts, and each part's
+    resample medians are drawn once for all three and for all such cells at once; where the
+    sides' sizes differ (or a part is empty) the three are computed apart."""
     out: list = [None] * len(cells)
     groups: dict[tuple[int, ...], list[int]] = {}
+    arrays: dict[int, tuple[list, list]] = {}  # the grouped cells' parts as float arrays
     for c, (a_parts, b_parts) in enumerate(cells):
-        sizes = tuple(np.size(p) for p in a_parts)
-        if not sizes or 0 in sizes or sizes != tuple(np.size(p) for p in b_parts):
-            out[c] = paired_summary_ci(a_parts, b_parts, seed=seed, level=level)
+        a_parts = [np.asarray(p, dtype=float) for p in a_parts]
+        b_parts = [np.asarray(p, dtype=float) for p in b_parts]
+        sizes = tuple(p.size for p in a_parts)
+        if not sizes or 0 in sizes or sizes != tuple(p.size for p in b_parts):
+            out[c] = (
+                parts_median_ci(a_parts, seed=seed, level=level),
+                parts_median_ci(b_parts, seed=seed, level=level),
+                parts_ratio_ci(b_parts, a_parts, seed=seed, level=level),
+            )
         else:
             groups.setdefault(sizes, []).append(c)
+            arrays[c] = (a_parts, b_parts)
     tails = ci_tails(level)
     for sizes, members in groups.items():
         all_counts = _resample_counts(seed, sizes)
@@ -213,8 +191,8 @@ def paired_summaries(
         logs = [np.zeros((m, _BOOT)) for _ in range(3)]
         points = [[[] for _ in range(m)] for _ in range(3)]
         for p, counts in enumerate(all_counts):
-            a = np.array([np.asarray(cells[c][0][p], dtype=float) for c in members])
-            b = np.array([np.asarray(cells[c][1][p], dtype=float) for c in members])
+            a = np.array([arrays[c][0][p] for c in members])
+            b = np.array([arrays[c][1][p] for c in members])
             ma, mb = _resample_medians_rows(a, counts), _resample_medians_rows(b, counts)
             pa, pb = np.median(a, axis=1), np.median(b, axis=1)
             for r in range(m):
@@ -234,21 +212,24 @@ def paired_summaries(
 
 
 def rel_halfwidth(samples: np.ndarray) -> float:
-    lo, hi = median_ci(samples)
-    med = float(np.median(samples))
-    return (hi - lo) / 2 / med if med > 0 else math.inf
+    """Half the width of the median's bootstrap CI (median_ci), over the median; inf where
+    the median is not above 0."""
+    return rel_halfwidths([samples])[0]
 
 
 def rel_halfwidths(arrays: list[np.ndarray]) -> list[float]:
-    """rel_halfwidth of every array in `arrays`, the same values: arrays of one size share
-    their resample counts, and their bootstraps run at once."""
+    """rel_halfwidth of every array in `arrays`: arrays of one size share their resample
+    counts, and their bootstraps run at once."""
     out: list[float] = [math.nan] * len(arrays)
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(arrays):
-        if np.size(x) < 2:
-            out[i] = rel_halfwidth(x)
+        x = np.asarray(x, dtype=float)
+        if x.size < 2:  # median_ci's interval is the sample itself (or nan)
+            lo, hi = median_ci(x)
+            med = float(np.median(x)) if x.size else math.nan
+            out[i] = (hi - lo) / 2 / med if med > 0 else math.inf
         else:
-            groups.setdefault(int(np.size(x)), []).append(i)
+            groups.setdefault(x.size, []).append(i)
     tails = ci_tails(0.95)
     for k, members in groups.items():
         x = np.array([np.asarray(arrays[i], dtype=float) for i in members])

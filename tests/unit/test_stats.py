@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -318,13 +319,19 @@ def _random_cells(seed: int, count: int):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_summaries_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
-    from sweeper.stats import paired_summaries, paired_summary_ci, summaries
+def test_summaries_drawn_together_are_the_three_cis_drawn_apart_bit_for_bit(seed):
+    from sweeper.stats import paired_summaries, summaries
+
+    def apart(a, b, **kw):
+        return (parts_median_ci(a, **kw), parts_median_ci(b, **kw), parts_ratio_ci(b, a, **kw))
 
     cells = _random_cells(seed, 300)
-    assert paired_summaries(cells) == [paired_summary_ci(a, b) for a, b in cells]
-    assert paired_summaries(cells, seed=seed + 1, level=0.9) == [
-        paired_summary_ci(a, b, seed=seed + 1, level=0.9) for a, b in cells]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the median of an empty part
+        cells.append(([np.array([]), np.array([9.0])], [np.array([]), np.array([8.0])]))
+        assert paired_summaries(cells) == [apart(a, b) for a, b in cells]
+        assert paired_summaries(cells, seed=seed + 1, level=0.9) == [
+            apart(a, b, seed=seed + 1, level=0.9) for a, b in cells]  # fmt: skip
     assert paired_summaries([]) == []
     timings = [PairTiming(np.concatenate(a), np.concatenate(b), 8, "hot",
                           parts=tuple(p.size for p in a)) for a, b in cells[:60]]  # fmt: skip
@@ -332,54 +339,58 @@ def test_summaries_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_half_widths_drawn_together_are_the_ones_drawn_apart_bit_for_bit(seed):
-    from sweeper.stats import rel_halfwidth, rel_halfwidths
+def test_half_widths_drawn_together_are_each_arrays_own_bit_for_bit(seed):
+    from sweeper.stats import median_ci, rel_halfwidth, rel_halfwidths
+
+    def own(x):
+        lo, hi = median_ci(x)
+        med = float(np.median(x)) if np.size(x) else math.nan
+        return (hi - lo) / 2 / med if med > 0 else math.inf
 
     r = np.random.default_rng(seed)
-    arrays = [np.round(r.lognormal(2.0, 0.05, r.integers(0, 17)), 1) for _ in range(400)]
+    arrays = [np.round(r.lognormal(0.0, 0.5, r.integers(0, 17)), 1) for _ in range(400)]
     arrays += [np.zeros(4), np.full(8, 3.0), np.array([5.0]), np.array([])]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the median of an empty array
-        want = [rel_halfwidth(x) for x in arrays]
-        got = rel_halfwidths(arrays)
-    assert got == want
+        want = [own(x) for x in arrays]
+        assert rel_halfwidths(arrays) == want
+        assert [rel_halfwidth(x) for x in arrays] == want
+    assert any(0 < np.median(x) < 1 for x in arrays if x.size)  # medians below 1 included
     assert rel_halfwidths([]) == []
 
 
 def test_the_rows_quantiles_are_each_rows_own():
-    from sweeper.stats import _quantiles, _quantiles_rows
+    from sweeper.stats import _quantiles_rows
 
     rng = np.random.default_rng(6)
     for size in (1, 2, 3, 10, 400):
         v = rng.random((5, size))
         for qs in ((0.025, 0.975), (0.0, 1.0), (0.25, 0.5), (0.6, 0.99)):
             lo, hi = _quantiles_rows(v, qs)
-            assert list(zip(lo, hi, strict=True)) == [_quantiles(row, qs) for row in v]
+            for row, got in zip(v, zip(lo, hi, strict=True), strict=True):
+                assert got == pytest.approx(tuple(np.quantile(row, qs)), rel=1e-12, abs=1e-15)
 
 
 def test_only_what_cannot_share_a_draw_is_drawn_on_its_own(monkeypatch):
-    """The point of drawing together: a cell goes through paired_summary_ci alone only where
-    its sides' parts differ in size or a part is empty, an array through rel_halfwidth only
-    below two samples; parts of one and two samples share the batch's draws."""
+    """The point of drawing together: a cell's three CIs are computed apart only where its
+    sides' parts differ in size or a part is empty, an array's half-width alone only below
+    two samples; parts of one and two samples share the batch's draws."""
     import sweeper.stats as st
 
     apart = []
-    real_summary, real_width = st.paired_summary_ci, st.rel_halfwidth
-    monkeypatch.setattr(st, "paired_summary_ci",
-                        lambda a, b, **kw: apart.append(len(a)) or real_summary(a, b, **kw))  # fmt: skip
-    monkeypatch.setattr(st, "rel_halfwidth",
-                        lambda x: apart.append(np.size(x)) or real_width(x))  # fmt: skip
+    real_median, real_ci = st.parts_median_ci, st.median_ci
+    monkeypatch.setattr(st, "parts_median_ci",
+                        lambda a, **kw: apart.append(len(a)) or real_median(a, **kw))  # fmt: skip
+    monkeypatch.setattr(st, "median_ci", lambda x, **kw: apart.append(np.size(x)) or real_ci(x))
     one, two = np.array([3.0]), np.array([3.0, 4.0])
     empty = np.array([])
     cells = [([one, two], [one, two]), ([two], [two]), ([one, empty], [one, empty]),
              ([two], [one]), ([], [])]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the median of an empty part
-        got = st.paired_summaries(cells)
-        widths = st.rel_halfwidths([one, two, empty, np.array([0.4, 0.6])])
-        want = [0.0, real_width(two), real_width(empty), real_width(np.array([0.4, 0.6]))]
-    # the summaries: the empty part, the unequal sides, no parts at all; the half-widths: the
-    # one-sample and the empty array
-    assert apart == [2, 1, 0, 1, 0]  # the empty part, the unequal sides, no parts at all
-    assert got[:2] == [real_summary(*cells[0]), real_summary(*cells[1])]
-    assert widths == want  # a median below 1 included
+        st.paired_summaries(cells)
+        # once per side: the empty part, the unequal sides, no parts at all
+        assert apart == [2, 2, 1, 1, 0, 0]
+        apart.clear()
+        st.rel_halfwidths([one, two, empty, np.array([0.4, 0.6])])
+    assert apart == [1, 0]  # the one-sample and the empty array
