@@ -224,10 +224,8 @@ def rel_halfwidths(arrays: list[np.ndarray]) -> list[float]:
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(arrays):
         x = np.asarray(x, dtype=float)
-        if x.size < 2:  # median_ci's interval is the sample itself (or nan)
-            lo, hi = median_ci(x)
-            med = float(np.median(x)) if x.size else math.nan
-            out[i] = (hi - lo) / 2 / med if med > 0 else math.inf
+        if x.size < 2:  # one sample's interval is the sample: no width; none: no median
+            out[i] = 0.0 if x.size and x[0] > 0 else math.inf
         else:
             groups.setdefault(x.size, []).append(i)
     tails = ci_tails(0.95)

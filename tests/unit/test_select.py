@@ -445,3 +445,20 @@ def test_write_selection_writes_the_table_without_an_index_and_titles_the_markdo
     csv, md = write_selection(tmp_path, sel, 4 << 20, "run-x", "torch")
     assert csv.read_text().splitlines()[0].startswith("mode,pattern,dtype,")
     assert md.read_text().startswith("# Selection: run-x\n")
+
+
+def test_both_selection_files_are_recorded_where_they_are_written(tmp_path, monkeypatch):
+    """write_selection asks for selection.csv and selection.md to be recorded (a finished
+    run's manifest then holds their counts and digests; test_archive_run checks the record)."""
+    import pandas as pd
+
+    import sweeper.records
+    from sweeper.analyze import select
+
+    asked = []
+    monkeypatch.setattr(sweeper.records, "record_derived", lambda *p: asked.append(p))
+    monkeypatch.setattr(select, "to_markdown", lambda *a: "# selection\n")
+    csv, md = select.write_selection(tmp_path, pd.DataFrame({"config": ["c"]}), None, "t", "b")
+    assert asked == [(csv, md)]
+    assert (csv.name, md.name) == ("selection.csv", "selection.md")
+    assert "baseline" in csv.read_text().splitlines()[0]

@@ -377,11 +377,12 @@ def test_only_what_cannot_share_a_draw_is_drawn_on_its_own(monkeypatch):
     two samples; parts of one and two samples share the batch's draws."""
     import sweeper.stats as st
 
-    apart = []
-    real_median, real_ci = st.parts_median_ci, st.median_ci
+    apart, drawn = [], []
+    real_median, real_rows = st.parts_median_ci, st._resample_medians_rows
     monkeypatch.setattr(st, "parts_median_ci",
                         lambda a, **kw: apart.append(len(a)) or real_median(a, **kw))  # fmt: skip
-    monkeypatch.setattr(st, "median_ci", lambda x, **kw: apart.append(np.size(x)) or real_ci(x))
+    monkeypatch.setattr(st, "_resample_medians_rows",
+                        lambda x, c: drawn.append(x.shape) or real_rows(x, c))  # fmt: skip
     one, two = np.array([3.0]), np.array([3.0, 4.0])
     empty = np.array([])
     cells = [([one, two], [one, two]), ([two], [two]), ([one, empty], [one, empty]),
@@ -392,5 +393,10 @@ def test_only_what_cannot_share_a_draw_is_drawn_on_its_own(monkeypatch):
         # once per side: the empty part, the unequal sides, no parts at all
         assert apart == [2, 2, 1, 1, 0, 0]
         apart.clear()
-        st.rel_halfwidths([one, two, empty, np.array([0.4, 0.6])])
-    assert apart == [1, 0]  # the one-sample and the empty array
+        drawn.clear()
+        st.paired_summaries([([two], [two + 1]), ([two + 2], [two + 3])])
+        assert apart == [] and drawn == [(2, 2), (2, 2)]  # a's rows, b's rows: one draw each
+        drawn.clear()
+        widths = st.rel_halfwidths([one, two, empty, np.array([0.4, 0.6]), np.array([0.0])])
+    assert drawn == [(2, 2)]  # the two two-sample arrays in one draw
+    assert widths[0] == 0.0 and widths[2] == math.inf and widths[4] == math.inf
