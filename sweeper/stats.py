@@ -220,17 +220,17 @@ def rel_halfwidth(samples: np.ndarray) -> float:
 def rel_halfwidths(arrays: list[np.ndarray]) -> list[float]:
     """rel_halfwidth of every array in `arrays`: arrays of one size share their resample
     counts, and their bootstraps run at once."""
+    floats = [np.asarray(x, dtype=float) for x in arrays]
     out: list[float] = [math.nan] * len(arrays)
     groups: dict[int, list[int]] = {}
-    for i, x in enumerate(arrays):
-        x = np.asarray(x, dtype=float)
+    for i, x in enumerate(floats):
         if x.size < 2:  # one sample's interval is the sample: no width; none: no median
             out[i] = 0.0 if x.size and x[0] > 0 else math.inf
         else:
             groups.setdefault(x.size, []).append(i)
     tails = ci_tails(0.95)
     for k, members in groups.items():
-        x = np.array([np.asarray(arrays[i], dtype=float) for i in members])
+        x = np.array([floats[i] for i in members])
         (counts,) = _resample_counts(0, (k,))
         lo, hi = _quantiles_rows(_resample_medians_rows(x, counts), tails)
         med = np.median(x, axis=1)

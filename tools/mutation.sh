@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of sweeper's decision core (the modules in pyproject's [tool.mutmut]:
 # the planner's ladder, selection, band segmentation, the timing statistics).
-#   tools/mutation.sh            every mutant of the decision core (2084; 26 minutes on 2 cores)
+#   tools/mutation.sh            every mutant of the decision core (2080; 26 minutes on 2 cores)
 #   tools/mutation.sh --quick    the mutants of the tie, below-baseline and CI rules and the band
 #                                edges (CI runs this; the bracket rule is tools/decision_mutations.sh)
 #   tools/mutation.sh --files    the second set (tools/mutmut-files.toml): the plan file, verify's

@@ -30,15 +30,15 @@ Before its halves, each new cell's pre-check: a's output on A poisoned, one call
 captured unit, the mismatches counted. A batch's own work comes first: its counters cleared
 and its cells' fresh-input tables copied up; after the batch, one device-to-host copy of every
 counter. Nothing of a batch reaches the stream while it is built (a stream's queue is finite,
-and the batch in flight fills it), but a kernel's first call in the run, made outside any
-capture so that its module loads there (CUDA lazy loading), and the pre-check of a kernel the
-grid does not know (an adversarial or a user's kernel), which is that kernel's first call in
-every cell (poison, uncaptured call, count, queued at once), as in the classic executor. The host reads
-the batch's events and counters once, then decides each half's stopping rule as GpuExecutor
-does (the same rule, after each round from the second on); a half that needs more samples gets
-a top-up segment (the settle replay, a's outputs poisoned, one round, checked) in a later
-batch. A cell's row is the classic executor's row, plus its batch, its position in the batch
-and the batch's SM clock.
+and the batch in flight fills it), with two exceptions: a grid kernel's first call in the
+run, made outside any capture so that its module loads there (CUDA lazy loading), and the
+pre-check of a kernel the grid does not know (an adversarial or a user's kernel), which is
+that kernel's first call in every cell (poison, uncaptured call, count, queued at once), as
+in the classic executor. The host reads the batch's events and counters once, then decides
+each half's stopping rule as GpuExecutor does (the same rule, after each round from the second
+on); a half that needs more samples gets a top-up segment (the settle replay, a's outputs
+poisoned, one round, checked) in a later batch. A cell's row is the classic executor's row,
+plus its batch, its position in the batch and the batch's SM clock.
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
