@@ -489,6 +489,7 @@ class BatchedExecutor(GpuExecutor):
             yield from super().measure_many(mode, dtype, n, variants)
             return
         self.bench.clock.prefix = mode
+        self._load_kernels(dtype, n, variants)
         pending = deque(variants)
         topups: list[tuple[_Cell, int]] = []
         inflight: _Batch | None = None
@@ -509,6 +510,32 @@ class BatchedExecutor(GpuExecutor):
                     inflight = batch
         finally:
             self.bench.sync()
+
+    def _load_kernels(self, dtype: str, n: int, variants: list[Any]) -> None:
+        """The first call in the run of every grid kernel among `variants`, all made before
+        the first batch is queued: a kernel's first launch can load its module (CUDA lazy
+        loading), which must not happen while the stream is being captured, and made here,
+        with nothing in flight, it waits for no batch. One call each, on side A's buffers,
+        whose outputs each cell's pre-check poisons before its own call. A kernel whose
+        launcher fails here is left to its cell, which records the error."""
+        from sweeper_kernels import get_launcher
+
+        new = {}
+        for v in variants:
+            kernel = _kernel_key(v)
+            if kernel is not None and kernel not in self._launched:
+                new.setdefault(kernel, v)
+        if not new:
+            return
+        b = self.buffers(dtype, n)
+        with self.bench.clock("cell-load"):
+            for kernel, v in new.items():
+                try:
+                    launcher = v.launcher() if hasattr(v, "launcher") else get_launcher(v)
+                    self.candidate_launch(launcher, b, n, "A")(self.bench.stream)
+                except USER_ERRORS:
+                    continue
+                self._launched.add(kernel)
 
     def _build(self, mode, dtype, n, pending: deque, topups, parity: int) -> _Batch:
         """Queue the next batch: top-up segments of earlier cells, then up to batch_cells new
@@ -713,9 +740,8 @@ class BatchedExecutor(GpuExecutor):
                         launch(s)  # loads the kernel's module outside any capture
                         check(cu.cuGraphLaunch(counted, h))
                 elif side == "A" and kernel not in self._launched:
-                    # a kernel's first launch can load its module (CUDA lazy loading), which
-                    # must not happen while the stream is being captured: one call, outside
-                    # any capture, on A (whose output the pre-check poisons before its own)
+                    # not loaded by _load_kernels (a launcher that failed there): its first
+                    # call here, outside any capture, waits for the batch in flight
                     with self.bench.clock("cell-load"):
                         launch(s)
                     self._launched.add(kernel)

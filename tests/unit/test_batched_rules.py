@@ -63,3 +63,58 @@ def test_only_a_grid_kernel_skips_its_uncaptured_first_call_once_launched():
     assert _kernel_key(v.id) == v.id
     assert _kernel_key("adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat") is None
     assert _kernel_key(SimpleNamespace(launcher=lambda: None)) is None
+
+
+def test_a_call_loads_each_new_grid_kernel_once_before_its_first_batch():
+    """measure_many's first step: one uncaptured call of each grid kernel the run has not
+    launched yet (duplicates once), none for an adversarial kernel or one already launched,
+    and a kernel whose launcher fails is left to its cell (not marked launched)."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sweeper_kernels.errors import KernelError
+    from sweeper_kernels.variants import Variant
+
+    from sweeper.run.batched import BatchedExecutor
+
+    ex = BatchedExecutor.__new__(BatchedExecutor)
+    calls, sizes = [], []
+    ex._launched = {"fp32-v4-u1-ld.def-st.def-b256-flat"}
+    ex.bench = SimpleNamespace(clock=lambda name: nullcontext(), stream="s")
+    ex.buffers = lambda dtype, n: sizes.append((dtype, n)) or "bufs"
+
+    def candidate_launch(launcher, b, n, side):
+        assert (b, n, side) == ("bufs", 1024, "A")
+        return lambda stream: calls.append((launcher, stream))
+
+    ex.candidate_launch = candidate_launch
+    good = Variant.from_id("fp32-v16-u2-ld.def-st.cs-b128-flat32")
+
+    def broken():
+        raise KernelError("no launcher")
+
+    bad = SimpleNamespace(launcher=broken)
+    import sweeper.run.batched as batched
+
+    key = batched._kernel_key
+    batched._kernel_key = lambda v: "bad" if v is bad else key(v)
+    try:
+        ex._load_kernels(
+            "fp32",
+            1024,
+            [
+                good,
+                good.id,
+                "fp32-v4-u1-ld.def-st.def-b256-flat",
+                "adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat",
+                bad,
+            ],
+        )
+    finally:
+        batched._kernel_key = key
+    assert [c[0].variant.id for c in calls] == [good.id]
+    assert calls[0][1] == "s"
+    assert ex._launched == {"fp32-v4-u1-ld.def-st.def-b256-flat", good.id}
+    calls.clear(), sizes.clear()
+    ex._load_kernels("fp32", 1024, [good, "adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat"])
+    assert calls == [] and sizes == []  # nothing new: no buffers asked for
