@@ -10,7 +10,9 @@ the cells (`prepare_s`, `ceiling_s`, the climbs' compiling `<mode>/<dtype>/climb
 from the recorded per-call times and call counts (sweeper.analyze.gpuwork.phase_split): known
 per phase for the classic executor, in total for another (`harness.executor`); "-" marks a
 phase whose GPU work is not counted. Per-cell figures divide by the candidate cells of the
-phase's mode (the totals by all candidate cells).
+phase's mode (the totals by all candidate cells). A batched run also records the GPU's time
+measured by events (`timing.batch_spans`): in its batches (those of top-up segments only apart)
+and between one batch and the next (reference cells, a size's setup, waiting for the host).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from sweeper.analyze.gpuwork import SPLIT_PARTS, executor_kind, phase_split
 from sweeper.errors import USER_ERRORS, SweeperError
-from sweeper.runfolder import CELL_PHASES
+from sweeper.runfolder import BATCH_SPANS, CELL_PHASES
 
 # per-dtype entries of `timing` ("<mode>/<dtype>/<name>") spent outside any cell, summed per
 # mode; the others (climb_s, screen_s, sweep_s, refine_s) hold cells
@@ -94,6 +96,7 @@ def cost(manifest: Mapping, trials: Sequence[Mapping]) -> dict:
         "rows": rows,
         "gpu_s": gpu,
         "parts": parts,
+        "spans": timing.get(BATCH_SPANS) or None,
     }
 
 
@@ -131,6 +134,19 @@ def parts_line(c: dict) -> str:
     return "GPU work by part: " + (", ".join(parts) or "none counted")
 
 
+def spans_line(c: dict) -> list[str]:
+    """The GPU's measured time in batches and between them; none for a run without it."""
+    sp = c.get("spans")
+    if not sp or not sp.get("batches"):
+        return []
+    return [
+        f"GPU measured: {sp['gpu_s']:.1f} s in {int(sp['batches'])} batches "
+        f"({_ms(sp['gpu_s'], c['cells'])} ms/cell), {sp['topup_gpu_s']:.1f} s of it in "
+        f"{int(sp['topup_batches'])} of top-up segments only; {sp['between_s']:.1f} s between "
+        "batches"
+    ]
+
+
 def one(run: str, c: dict) -> list[str]:
     lines = [
         f"## {run} (executor {c['executor']}, {c['cells']} candidate cells, "
@@ -145,7 +161,7 @@ def one(run: str, c: dict) -> list[str]:
             f"| {r['phase']} | {r['host_s']:.1f} | {_ms(r['host_s'], r['cells'])} | {gpu} | "
             f"{_ms(r['gpu_s'], r['cells'])} |"
         )
-    return [*lines, "", totals(c), parts_line(c)]
+    return [*lines, "", totals(c), parts_line(c), *spans_line(c)]
 
 
 def side_by_side(runs: Sequence[str], costs: Sequence[dict]) -> list[str]:
@@ -186,6 +202,7 @@ def side_by_side(runs: Sequence[str], costs: Sequence[dict]) -> list[str]:
         f"B: {totals(b)}",
         f"A: {parts_line(a)}",
         f"B: {parts_line(b)}",
+        *(f"{k}: {line}" for k, c in (("A", a), ("B", b)) for line in spans_line(c)),
     ]
     wa, wb = a["wall_s"], b["wall_s"]
     lines.append(f"wall B/A: {_ratio(wa, wb)}")

@@ -30,6 +30,7 @@ REPORT = "REPORT.md"  # sweeper report
 # manifest timing entries that are not seconds of a stage
 CELL_PHASES = "cell_phases_s"  # host time by cell phase, "mode/phase" -> s (PhaseClock)
 REPLAY_GRAPHS = "replay_graphs"  # the fresh-input replay's graphs: updated / instantiated
+BATCH_SPANS = "batch_spans"  # the batched executor's GPU time in and between batches
 
 
 def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:

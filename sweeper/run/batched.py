@@ -30,15 +30,16 @@ Before its halves, each new cell's pre-check: a's output on A poisoned, one call
 captured unit, the mismatches counted. A batch's own work comes first: its counters cleared
 and its cells' fresh-input tables copied up; after the batch, one device-to-host copy of every
 counter. Nothing of a batch reaches the stream while it is built (a stream's queue is finite,
-and the batch in flight fills it), with two exceptions: a grid kernel's first call in the
-run, made outside any capture so that its module loads there (CUDA lazy loading), and the
-pre-check of a kernel the grid does not know (an adversarial or a user's kernel), which is
-that kernel's first call in every cell (poison, uncaptured call, count, queued at once), as
-in the classic executor. The host reads the batch's events and counters once, then decides
+and the batch in flight fills it), with one exception: the pre-check of a kernel the grid
+does not know (an adversarial or a user's kernel), which is that kernel's first call in every
+cell (poison, uncaptured call, count, queued at once), as in the classic executor. A grid
+kernel's first call in the run is made outside any capture, so that its module loads there
+(CUDA lazy loading), for all of a size's new kernels before its first batch is queued. The host reads the batch's events and counters once, then decides
 each half's stopping rule as GpuExecutor does (the same rule, after each round from the second
 on); a half that needs more samples gets a top-up segment (the settle replay, a's outputs
 poisoned, one round, checked) in a later batch. A cell's row is the classic executor's row,
-plus its batch, its position in the batch and the batch's SM clock.
+plus its batch, its position in the batch and the batch's SM clock. Events around each batch
+measure the GPU's time in batches and between them (batch_spans; timing.batch_spans).
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
@@ -82,6 +83,9 @@ SLOTS_PER_HOLD = 200  # slot launches (settle replays included)
 OPS_PER_HOLD = 800  # all launches
 THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to this many times
 EXECUTOR_NAME = "batched"
+# timing.batch_spans: launches of batches counted, the GPU's seconds in them, those of the
+# batches that held only top-up segments, and the seconds between one batch and the next
+SPAN_KEYS = ("batches", "gpu_s", "topup_batches", "topup_gpu_s", "between_s")
 
 
 def pci_bus_id() -> str:
@@ -393,6 +397,7 @@ class _Batch:
     new: list = field(default_factory=list)  # cells whose first segment this is
     errors: list = field(default_factory=list)  # rows of cells that failed before queueing
     next_counter: int = 0
+    start_event: Any = None  # recorded when its hold releases it: its GPU span's start
     done_event: Any = None
     clock_token: Any = None
     clocks: Any = None  # a Future of its BatchClocks (ClockMonitor.end_after)
@@ -420,6 +425,8 @@ class BatchedExecutor(GpuExecutor):
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_rooms: dict[tuple, FreshInput] = {}
         self._launched: set = set()  # the kernels launched outside a capture (_kernel_key)
+        self._spans = dict.fromkeys(SPAN_KEYS, 0.0)  # batch_spans
+        self._last_done = None  # the done event of the last batch whose span was counted
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
@@ -461,6 +468,28 @@ class BatchedExecutor(GpuExecutor):
         cgs = self._cell_graphs.take_counts()
         out["batch_set"], out["batch_built"] = cgs["set"], cgs["built"]
         return out
+
+    def batch_spans(self) -> dict[str, float]:
+        """The GPU's time in batches and between them since the last call (timing.batch_spans,
+        docs/methodology.md): measured by events, not estimated."""
+        out = {k: round(v, 4) for k, v in self._spans.items()}
+        self._spans = dict.fromkeys(SPAN_KEYS, 0.0)
+        return out
+
+    def _count_span(self, batch: _Batch) -> None:
+        """Count a completed launch of a batch: from its release to its last copy, and from
+        the batch before it (the GPU's time outside batches: reference cells, a size's setup,
+        waiting for the host)."""
+        span = self.cuda.event_elapsed_time(batch.start_event, batch.done_event) / 1e3
+        s = self._spans
+        s["batches"] += 1
+        s["gpu_s"] += span
+        if not batch.new:
+            s["topup_batches"] += 1
+            s["topup_gpu_s"] += span
+        if self._last_done is not None:
+            s["between_s"] += self.cuda.event_elapsed_time(self._last_done, batch.start_event) / 1e3
+        self._last_done = batch.done_event
 
     def release(self, dtype: str, n: int) -> None:
         self._drop_size_graphs([k for k in self._size_graphs if k[:2] == (dtype, n)])
@@ -600,6 +629,8 @@ class BatchedExecutor(GpuExecutor):
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.
         self.bench.hold(batch.parity)
         try:
+            batch.start_event = self.cuda.event(timing=True)
+            batch.start_event.record(self.bench.stream)
             batch.graph.run(self.bench.stream, h)
         finally:
             self.bench.release_flag(batch.parity)
@@ -608,7 +639,7 @@ class BatchedExecutor(GpuExecutor):
         for host, dev in copies:
             check(cu.cuMemcpyDtoHAsync(host[batch.parity].ctypes.data, device_pointer(dev),
                                        dev.nbytes, h))  # fmt: skip
-        batch.done_event = done = self.cuda.event(timing=False)
+        batch.done_event = done = self.cuda.event(timing=True)
         done.record(self.bench.stream)
         # the batch's clocks are read on the monitor's worker once it completed, while this
         # thread builds the next batch
@@ -936,6 +967,7 @@ class BatchedExecutor(GpuExecutor):
         for attempt in range(THROTTLE_REPEATS + 1):
             with self.bench.clock("batch-wait"):
                 batch.done_event.synchronize()
+            self._count_span(batch)
             if int(self._timed_out[batch.parity][0]):
                 self.bench.timed_out[0] = 0
                 raise SweeperError(

@@ -36,6 +36,7 @@ OPTIONAL = (
     "phase_seconds",
     "clock_summary",
     "replay_graphs",
+    "batch_spans",
     "measure_many",
 )
 # the fields of a device record that make two GPUs the same model for a run
@@ -249,7 +250,7 @@ class PoolExecutor:
         # the optional methods the workers' executor has (the runner asks with getattr)
         if name.startswith("_") or name not in self.__dict__.get("_optional", ()):
             raise AttributeError(name)
-        if name in ("phase_seconds", "replay_graphs"):
+        if name in ("phase_seconds", "replay_graphs", "batch_spans"):
             return lambda: self._summed(name)
         if name == "measure_many":
             raise AttributeError(name)  # sizes go through measure_sizes

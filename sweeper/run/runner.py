@@ -52,6 +52,7 @@ from sweeper.run.search import (
     survivors,
 )
 from sweeper.runfolder import (
+    BATCH_SPANS,
     CELL_PHASES,
     PRUNED,
     REPLAY_GRAPHS,
@@ -777,11 +778,12 @@ class Runner:
         clocks = getattr(self.ex, "clock_summary", None)
         if clocks is not None:  # a resumed run keeps its last segment's
             self.manifest["timing"]["clocks"] = clocks()
-        counts = getattr(self.ex, "replay_graphs", None)
-        if counts is not None:
-            graphs = self.manifest["timing"].setdefault(REPLAY_GRAPHS, {})
-            for k, v in counts().items():
-                graphs[k] = graphs.get(k, 0) + v
+        for name in (REPLAY_GRAPHS, BATCH_SPANS):  # summed over a resumed run's segments
+            counts = getattr(self.ex, name, None)
+            if counts is not None:
+                total = self.manifest["timing"].setdefault(name, {})
+                for k, v in counts().items():
+                    total[k] = round(total.get(k, 0) + v, 4)
 
     def _finish(self, t0: float) -> None:
         if self.writer is not None:

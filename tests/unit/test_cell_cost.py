@@ -212,3 +212,20 @@ def test_a_manifest_without_timing_is_refused():
     del m["timing"]["total_s"]
     with pytest.raises(gpuwork.SweeperError, match="total_s"):
         cc.cost(m, _trials())
+
+
+def test_a_batched_run_prints_its_measured_gpu_spans():
+    m = _synthetic("batched", {"hot/batch-build": 3.0})
+    m["timing"]["batch_spans"] = {
+        "batches": 4, "gpu_s": 1.5, "topup_batches": 1, "topup_gpu_s": 0.25, "between_s": 0.75,
+    }  # fmt: skip
+    c = cc.cost(m, _trials())
+    text = "\n".join(cc.one("synthetic", c))
+    assert (
+        "GPU measured: 1.5 s in 4 batches (500.00 ms/cell), 0.2 s of it in 1 of top-up "
+        "segments only; 0.8 s between batches" in text
+    )
+    b = cc.cost(_synthetic("batched", {"hot/batch-build": 3.0}), _trials())
+    assert not any("GPU measured" in line for line in cc.one("b", b))  # none recorded
+    both = "\n".join(cc.side_by_side(["A", "B"], [b, c]))
+    assert "B: GPU measured: 1.5 s" in both and "A: GPU measured" not in both

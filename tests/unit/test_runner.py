@@ -927,6 +927,9 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
         def replay_graphs(self):
             return {"updated": 3, "instantiated": 1}
 
+        def batch_spans(self):
+            return {"batches": 2, "gpu_s": 0.5, "between_s": 0.125}
+
     def clocked():
         return Clocked(CURVES, l2_bytes=L2, baseline=baseline, copy=copy)
 
@@ -935,11 +938,16 @@ def test_the_cells_host_time_by_phase_is_recorded_and_a_resume_adds_to_it(plan, 
     run_dir = tmp_path / "h200" / "r1"
     assert load_manifest(run_dir)["timing"]["cell_phases_s"] == {
         "hot/fresh": 0.25, "hot/rounds": 1.5}  # fmt: skip
+    assert load_manifest(run_dir)["timing"]["batch_spans"] == {
+        "batches": 2, "gpu_s": 0.5, "between_s": 0.125}  # fmt: skip
     start(cfg(plan, tmp_path), clocked(), resume=run_dir)
-    assert load_manifest(run_dir)["timing"]["cell_phases_s"] == {
+    timing = load_manifest(run_dir)["timing"]
+    assert timing["cell_phases_s"] == {
         "hot/fresh": 0.5,
         "hot/rounds": 3.0,
     }
+    assert timing["batch_spans"] == {"batches": 4, "gpu_s": 1.0, "between_s": 0.25}
+    assert timing["replay_graphs"] == {"updated": 6, "instantiated": 2}
 
 
 def test_a_replay_of_a_run_under_equivalent_kernel_code_resumes_each_cell_once(tmp_path):
