@@ -37,7 +37,7 @@ from numba import cuda  # a module global, so the CUDA simulator can run the hel
 from sweeper_kernels.bitmath import DTYPE_LANES
 from sweeper_kernels.errors import KernelError
 from sweeper_kernels.launch import Launcher, check_io, elems_per_vector
-from sweeper_kernels.variants import Variant
+from sweeper_kernels.variants import ADVERSARIAL_PREFIX, Variant
 
 KINDS = {
     "persist": "persisting_window",
@@ -65,7 +65,7 @@ class AdversarialVariant:
 
     @property
     def id(self) -> str:
-        return f"adv-{self.kind}-{self.base.id}"
+        return f"{ADVERSARIAL_PREFIX}{self.kind}-{self.base.id}"
 
     @property
     def dtype(self) -> str:
@@ -73,7 +73,7 @@ class AdversarialVariant:
 
     @property
     def config(self) -> str:
-        return f"adv-{self.kind}-{self.base.config}"
+        return f"{ADVERSARIAL_PREFIX}{self.kind}-{self.base.config}"
 
     # The runner records a variant's fields; an adversarial variant reports its base's.
     vec_bytes = property(lambda self: self.base.vec_bytes)

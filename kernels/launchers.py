@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sweeper_kernels.external import ExternalLauncher, ExternalVariant
 from sweeper_kernels.launch import Launcher
-from sweeper_kernels.variants import Variant
+from sweeper_kernels.variants import Variant, is_adversarial_id
 
 
 def get_launcher(variant: Variant | str, **overrides):
@@ -21,7 +21,7 @@ def get_launcher(variant: Variant | str, **overrides):
     if isinstance(variant, ExternalVariant):
         return ExternalLauncher(variant, **overrides)
     if isinstance(variant, str):
-        if variant.startswith("adv-"):
+        if is_adversarial_id(variant):
             from sweeper_kernels.adversarial import get_adversarial_launcher
 
             return get_adversarial_launcher(variant, **overrides)

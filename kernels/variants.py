@@ -36,6 +36,15 @@ CLIMB_GRIDS: tuple[str, ...] = tuple(g for g in GRID_SHAPES if g != "fixed32")
 # a config's axes, in the order of its name and of the climb's one-axis moves
 AXIS_NAMES: tuple[str, ...] = ("vec_bytes", "unroll", "load_hint", "store_hint", "block", "grid")
 
+# what starts the id of an anti-gaming variant (sweeper_kernels.adversarial): "adv-<kind>-<base>"
+ADVERSARIAL_PREFIX = "adv-"
+
+
+def is_adversarial_id(variant_id: str) -> bool:
+    """Whether a variant id names an anti-gaming variant rather than a grid variant."""
+    return variant_id.startswith(ADVERSARIAL_PREFIX)
+
+
 _GRID_RE = re.compile(r"^(onepass|flat|flat32|fixed32|stride([1-9][0-9]?))$")
 _CONFIG_RE = (
     r"v(?P<vec>\d+)-u(?P<unroll>\d+)-ld\.(?P<ld>[A-Za-z0-9]+)-st\.(?P<st>[a-z]+)"

@@ -310,21 +310,19 @@ class LaunchQueue:
         cu = cuda_driver()
         launch, set_event = cu.cuGraphLaunch, cu.cuGraphExecEventRecordNodeSetEvent
         for kind, x in self.ops:
-            if kind == "slot":
+            if kind == "memset":
+                check(cu.cuMemsetD32Async(x[0], 0, x[1], h))
+            elif kind == "copy":
+                check(cu.cuMemcpyHtoDAsync(*x, h))
+            elif kind == "slot":
                 ex, n0, n1, e0, e1 = x
                 # a later setting never reaches a launch already queued (CUDA: "already
                 # enqueued or running launches of hGraphExec are not affected")
                 check(set_event(ex, n0, e0))
                 check(set_event(ex, n1, e1))
-            elif kind == "memset":
-                check(cu.cuMemsetD32Async(x[0], 0, x[1], h))
-                continue
-            elif kind == "copy":
-                check(cu.cuMemcpyHtoDAsync(*x, h))
-                continue
+                check(launch(ex, h))
             else:
-                ex = x
-            check(launch(ex, h))
+                check(launch(x, h))
 
 
 @dataclass(eq=False)
@@ -1098,11 +1096,11 @@ def _kernel_key(v) -> str | None:
     """What names a variant's kernel for as long as the process runs: a grid variant's id
     (its kernel is compiled and loaded once per process); None for any other (an adversarial
     or a user's kernel), whose every cell makes its uncaptured first call."""
-    from sweeper_kernels.variants import Variant
+    from sweeper_kernels.variants import Variant, is_adversarial_id
 
     if isinstance(v, Variant):
         return v.id
-    if isinstance(v, str) and not v.startswith("adv-"):
+    if isinstance(v, str) and not is_adversarial_id(v):
         return v
     return None
 
