@@ -34,12 +34,13 @@ and the batch in flight fills it), with one exception: the pre-check of a kernel
 does not know (an adversarial or a user's kernel), which is that kernel's first call in every
 cell (poison, uncaptured call, count, queued at once), as in the classic executor. A grid
 kernel's first call in the run is made outside any capture, so that its module loads there
-(CUDA lazy loading), for all of a size's new kernels before its first batch is queued. The host reads the batch's events and counters once, then decides
-each half's stopping rule as GpuExecutor does (the same rule, after each round from the second
-on); a half that needs more samples gets a top-up segment (the settle replay, a's outputs
-poisoned, one round, checked) in a later batch. A cell's row is the classic executor's row,
-plus its batch, its position in the batch and the batch's SM clock. Events around each batch
-measure the GPU's time in batches and between them (batch_spans; timing.batch_spans).
+(CUDA lazy loading), for all of a size's new kernels before its first batch is queued. The
+host reads the batch's events and counters once, then decides each half's stopping rule as
+GpuExecutor does (the same rule, after each round from the second on); a half that needs
+more samples gets a top-up segment (the settle replay, a's outputs poisoned, one round,
+checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
+position in the batch and the batch's SM clock. Events around each batch measure the GPU's
+time in batches and between them (batch_spans; timing.batch_spans).
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
