@@ -6,6 +6,10 @@
 #                                edges (CI runs this; the bracket rule is tools/decision_mutations.sh)
 #   tools/mutation.sh --files    the second set (tools/mutmut-files.toml): the plan file, verify's
 #                                verdict and the Python export, in a copy of the tree
+#   tools/mutation.sh --policy [PATTERN ...]
+#                                the third set (tools/mutmut-policy.toml): the policy file's rules,
+#                                in a copy of the tree (PATTERNs: mutmut's mutant names, e.g.
+#                                "sweeper.analyze.policy.x_config_at*"; default: its listed rules)
 # A mutant that no test kills must be listed in docs/mutation-testing.md with why it is
 # equivalent; any other survivor makes this script fail.
 set -euo pipefail
@@ -19,13 +23,15 @@ if [ "${1:-}" = "--quick" ]; then
     "sweeper.stats.x_ci_tails*"
   )
 fi
-if [ "${1:-}" = "--files" ]; then
-  # a copy of the tracked tree whose pyproject carries the second set's [tool.mutmut]
+if [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ]; then
+  SET=tools/mutmut-${1#--}.toml
+  shift
+  # a copy of the tracked tree whose pyproject carries that set's [tool.mutmut]
   root=$PWD
   work=$(mktemp -d)
   echo "the copy: $work (removed when every mutant is killed or listed; \`mutmut show\` works there)"
   git ls-files -z | xargs -0 cp --parents -t "$work"
-  "$PY" - "$work/pyproject.toml" tools/mutmut-files.toml <<'SPLICE'
+  "$PY" - "$work/pyproject.toml" "$SET" <<'SPLICE'
 import re, sys
 path, extra = sys.argv[1], open(sys.argv[2]).read()
 text = open(path).read()
@@ -35,15 +41,25 @@ open(path, "w").write(text)
 SPLICE
   cd "$work"
   case "$PY" in /*) ;; *) PY="$root/$PY" ;; esac
-  # every function of the three but the plan file's validation (validate_plan_doc: every test
-  # loads a plan, so its 511 mutants take hours; test_plan.py corrupts each field instead)
-  WHAT=(
-    "sweeper.analyze.verdict.*" "sweeper.export.python.*" "sweeper.plan.planfile.x__*"
-    "sweeper.plan.planfile.x_estimate*" "sweeper.plan.planfile.x_load_plan*"
-    "sweeper.plan.planfile.x_make_plan*" "sweeper.plan.planfile.x_plan_from_doc*"
-    "sweeper.plan.planfile.x_spec_snapshot*" "sweeper.plan.planfile.x_summarize*"
-    "sweeper.plan.planfile.x_write_plan*" "sweeper.plan.planfile.xǁ*"
-  )
+  if [ "$SET" = tools/mutmut-policy.toml ]; then
+    # the rules a policy file's bands are held to and the choice of config at a size, or PATTERNs
+    WHAT=("$@")
+    [ ${#WHAT[@]} -gt 0 ] || WHAT=(
+      "sweeper.analyze.policy.x_config_at*" "sweeper.analyze.policy.x__pick_at*"
+      "sweeper.analyze.policy.x__validate_rel_edges*" "sweeper.analyze.policy.x__validate_bands*"
+      "sweeper.analyze.policy.x__validate_brackets*"
+    )
+  else
+    # every function of the three but the plan file's validation (validate_plan_doc: every
+    # test loads a plan, so its 511 mutants take hours; test_plan.py corrupts each field)
+    WHAT=(
+      "sweeper.analyze.verdict.*" "sweeper.export.python.*" "sweeper.plan.planfile.x__*"
+      "sweeper.plan.planfile.x_estimate*" "sweeper.plan.planfile.x_load_plan*"
+      "sweeper.plan.planfile.x_make_plan*" "sweeper.plan.planfile.x_plan_from_doc*"
+      "sweeper.plan.planfile.x_spec_snapshot*" "sweeper.plan.planfile.x_summarize*"
+      "sweeper.plan.planfile.x_write_plan*" "sweeper.plan.planfile.xǁ*"
+    )
+  fi
 fi
 rm -rf mutants
 "$PY" -m mutmut run --max-children "$(nproc)" "${WHAT[@]}" > mutants.log 2>&1 || {

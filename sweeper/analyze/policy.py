@@ -742,10 +742,9 @@ def _rel_band(b: dict) -> dict:
 
 
 def config_at(bands: list[dict], rel: float) -> str:
-    for b in bands:
-        if b["hi_rel"] is None or rel < b["hi_rel"]:
-            return b["config"]
-    return bands[-1]["config"]
+    """The config a validated band list (from 0, its last band open-ended: _validate_bands)
+    serves at `rel` x L2: a band holds its lower edge, not its upper one."""
+    return next(b["config"] for b in bands if b["hi_rel"] is None or rel < b["hi_rel"])
 
 
 def disagreements(entries: list[dict]) -> list[dict]:

@@ -78,3 +78,34 @@ def test_the_cli_prints_one_line_per_policy_dtype():
     lines = [x for x in out.splitlines() if x.startswith("policy ")]
     assert [x.split()[1] for x in lines] == ["bf16", "fp16", "fp32", "int8"]
     assert all("outside at 0" in x for x in lines)
+
+
+def test_a_size_at_a_band_edge_is_the_upper_bands():
+    """A policy serves a band from its lower edge up to, not including, its upper edge: at
+    the edge itself the two policies below pick the same config, one byte under it they do
+    not (and the two configs are 50% apart, so that is outside any tie)."""
+    import pandas as pd
+
+    prov = {"mode": "hot", "tolerance": 0.02}
+    split = {"provenance": prov, "dtypes": {"fp32": {"bands": [
+        {"lo_bytes": 0, "hi_bytes": 1000, "config": "a"},
+        {"lo_bytes": 1000, "hi_bytes": None, "config": "b"}]}}}  # fmt: skip
+    whole = {"provenance": prov, "dtypes": {"fp32": {"bands": [
+        {"lo_bytes": 0, "hi_bytes": None, "config": "b"}]}}}  # fmt: skip
+    cells = pd.DataFrame(
+        [
+            {
+                "role": "candidate",
+                "status": "ok",
+                "mode": "hot",
+                "dtype": "fp32",
+                "ws_bytes": ws,
+                "config": c,
+                "ratio": r,
+            }  # fmt: skip
+            for ws in (999, 1000, 1001)
+            for c, r in (("a", 1.0), ("b", 1.5))
+        ]
+    )
+    (p,) = policy_agreement(split, whole, cells, cells)
+    assert (p["sizes"], p["same"], p["outside"], p["unknown"]) == (3, 2, [999], 0)

@@ -24,6 +24,7 @@ from sweeper.analyze.policy import (
     load_merged,
     load_policy,
     merge_docs,
+    validate_policy,
     write_merged,
     write_policy,
 )
@@ -253,6 +254,37 @@ def _corrupt(doc, how):
         bands[0]["hi_rel"] = float("nan")
     elif how == "rel_missing":
         del bands[1]["lo_rel"]
+    elif how == "no_generic":
+        del d["dtypes"]["fp32"]["generic"]
+    elif how == "no_first_measured":
+        del bands[1]["first_measured"]
+    elif how == "no_sizes":
+        bands[1]["n_sizes"] = 0
+    elif how == "first_after_last":
+        bands[1]["first_measured"] = bands[1]["last_measured"] + 32
+    elif how in ("worst_frac_nan", "mean_frac_nan"):
+        bands[1][how.replace("_nan", "_of_best")] = float("nan")
+    elif how == "outside_beyond":
+        bands[1]["outside_tolerance"] = [bands[1]["last_measured"] + 32]
+    elif how == "outside_below":
+        bands[1]["outside_tolerance"] = [bands[1]["first_measured"] - 32]
+    elif how == "outside_number":
+        bands[1]["outside_tolerance"] = 5
+    elif how == "first_bracket":
+        bands[0]["bracket_below"] = [0, 32]
+    elif how == "bracket_three":
+        bands[1]["bracket_below"] = [*bands[1]["bracket_below"], 64]
+    elif how == "bracket_float":
+        bands[1]["bracket_below"][0] = float(bands[1]["bracket_below"][0])
+    elif how == "bracket_wide":
+        bands[1]["bracket_below"][0] -= int(d["resolution_bytes"])
+    elif how == "bracket_not_neighbours":
+        bands[0]["last_measured"] -= 32
+    elif how in ("lo_at_below", "lo_above"):
+        lo, hi = bands[1]["bracket_below"]
+        edge = lo if how == "lo_at_below" else hi + 32
+        bands[0]["hi_bytes"] = bands[1]["lo_bytes"] = edge
+        bands[0]["hi_rel"] = bands[1]["lo_rel"] = edge / d["l2_bytes"]
     elif how == "ranges_number":
         d["provenance"]["tolerance_by_range"] = 5
     elif how == "ranges_open_end":
@@ -281,6 +313,26 @@ def _corrupt(doc, how):
         ("rel_swapped", "dtypes.fp32.bands[0].hi_rel", "is not hi_bytes / l2_bytes"),
         ("rel_nan", "dtypes.fp32.bands[0].hi_rel", "nan is not hi_bytes / l2_bytes"),
         ("rel_missing", "dtypes.fp32.bands[1].lo_rel", "'missing' is not lo_bytes"),
+        ("no_generic", "dtypes.fp32.generic", "missing (the config for other GPUs)"),
+        ("no_first_measured", "dtypes.fp32.bands[1].first_measured", "missing"),
+        ("no_sizes", "dtypes.fp32.bands[1].n_sizes", "at least one measured size"),
+        ("first_after_last", "dtypes.fp32.bands[1].n_sizes", "at least one measured size"),
+        ("worst_frac_nan", "dtypes.fp32.bands[1].worst_frac_of_best", "found nan"),
+        ("mean_frac_nan", "dtypes.fp32.bands[1].mean_frac_of_best", "found nan"),
+        ("outside_beyond", "dtypes.fp32.bands[1].outside_tolerance", "found [75497504]"),
+        ("outside_below", "dtypes.fp32.bands[1].outside_tolerance", "found [33849312]"),
+        ("outside_number", "dtypes.fp32.bands[1].outside_tolerance", "served outside the"),
+        ("first_bracket", "dtypes.fp32.bands[0].bracket_below", "the first band has none"),
+        ("bracket_three", "dtypes.fp32.bands[1].bracket_below", "expected [below, above] bytes"),
+        ("bracket_float", "dtypes.fp32.bands[1].bracket_below", "found [33554432.0, 33849344]"),
+        ("bracket_wide", "dtypes.fp32.bands[1].bracket_below", "wider than the plan resolution"),
+        (
+            "bracket_not_neighbours",
+            "dtypes.fp32.bands[1].bracket_below",
+            "is not [the band below's last_measured, first_measured] ([33554400, 33849344])",
+        ),
+        ("lo_at_below", "dtypes.fp32.bands[1].lo_bytes", "33554432 is outside its bracket"),
+        ("lo_above", "dtypes.fp32.bands[1].lo_bytes", "33849376 is outside its bracket"),
         ("ranges_number", "provenance.tolerance_by_range", "the last hi_bytes null"),
         ("ranges_open_end", "provenance.tolerance_by_range", "the last hi_bytes null"),
         ("ranges_max", "provenance.tolerance", "the largest of tolerance_by_range"),
@@ -866,3 +918,21 @@ def test_a_miss_costs_one_per_tolerance_it_falls_behind(frac, tolerance, cost):
     from sweeper.analyze.bands import miss_cost
 
     assert miss_cost(frac, tolerance) == cost
+
+
+def test_each_bracket_rule_allows_its_own_edge(policy_doc):
+    """The rules' edges are inside them: a band's sizes served outside the tolerance may be
+    its first and last measured sizes, a band may stand on one size (first == last), and a
+    boundary may sit at its bracket's upper end (the first size of the band above)."""
+    d = copy.deepcopy(policy_doc)
+    bands = d["dtypes"]["fp32"]["bands"]
+    bands[1]["outside_tolerance"] = [bands[1]["first_measured"], bands[1]["last_measured"]]
+    validate_policy(d)
+    top = bands[2]
+    top["first_measured"] = top["last_measured"] = bands[2]["bracket_below"][1]
+    top["n_sizes"] = 1
+    validate_policy(d)
+    edge = bands[1]["bracket_below"][1]
+    bands[0]["hi_bytes"] = bands[1]["lo_bytes"] = edge
+    bands[0]["hi_rel"] = bands[1]["lo_rel"] = edge / d["l2_bytes"]
+    validate_policy(d)
