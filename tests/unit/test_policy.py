@@ -28,7 +28,7 @@ from sweeper.analyze.policy import (
     write_merged,
     write_policy,
 )
-from sweeper.errors import SchemaError, SweeperError
+from sweeper.errors import FieldError, SchemaError, SweeperError
 from sweeper.plan.gpus import lookup
 from sweeper.plan.planfile import make_plan
 from sweeper.records import record_derived
@@ -256,8 +256,8 @@ def _corrupt(doc, how):
         del bands[1]["lo_rel"]
     elif how == "no_generic":
         del d["dtypes"]["fp32"]["generic"]
-    elif how == "no_first_measured":
-        del bands[1]["first_measured"]
+    elif how.startswith("no_") and how[3:] in bands[1]:  # a band's field missing
+        del bands[1][how[3:]]
     elif how == "no_sizes":
         bands[1]["n_sizes"] = 0
     elif how == "first_after_last":
@@ -270,6 +270,24 @@ def _corrupt(doc, how):
         bands[1]["outside_tolerance"] = [bands[1]["first_measured"] - 32]
     elif how == "outside_number":
         bands[1]["outside_tolerance"] = 5
+    elif how == "next_band_number":
+        bands[1] = 5
+    elif how == "band_number":
+        bands[0] = 5
+    elif how == "first_no_lo":
+        del bands[0]["lo_bytes"]
+    elif how == "no_hi":
+        del bands[0]["hi_bytes"]
+    elif how == "hi_text":
+        bands[0]["hi_bytes"] = "33701888"
+    elif how == "lo_float":
+        bands[1]["lo_bytes"] = float(bands[1]["lo_bytes"])
+    elif how == "last_hi_rel":
+        bands[-1]["hi_rel"] = 2.0
+    elif how == "lo_rel_false":
+        bands[0]["lo_rel"] = False
+    elif how == "first_no_bracket":
+        del bands[0]["bracket_below"]
     elif how == "first_bracket":
         bands[0]["bracket_below"] = [0, 32]
     elif how == "bracket_three":
@@ -315,6 +333,21 @@ def _corrupt(doc, how):
         ("rel_missing", "dtypes.fp32.bands[1].lo_rel", "'missing' is not lo_bytes"),
         ("no_generic", "dtypes.fp32.generic", "missing (the config for other GPUs)"),
         ("no_first_measured", "dtypes.fp32.bands[1].first_measured", "missing"),
+        ("no_last_measured", "dtypes.fp32.bands[1].last_measured", "missing"),
+        ("no_n_sizes", "dtypes.fp32.bands[1].n_sizes", "missing"),
+        ("no_worst_frac_of_best", "dtypes.fp32.bands[1].worst_frac_of_best", "missing"),
+        ("no_mean_frac_of_best", "dtypes.fp32.bands[1].mean_frac_of_best", "missing"),
+        ("no_bracket_below", "dtypes.fp32.bands[1].bracket_below", "found 'missing'"),
+        ("first_no_bracket", "dtypes.fp32.bands[0].bracket_below", "the first band has none"),
+        ("band_number", "dtypes.fp32.bands[0]", "expected an object"),
+        ("next_band_number", "dtypes.fp32.bands[1].lo_bytes", "gap: previous band ends at"),
+        ("no_config", "dtypes.fp32.bands[1].config", "missing"),
+        ("first_no_lo", "dtypes.fp32.bands[0].lo_bytes", "missing"),
+        ("no_hi", "dtypes.fp32.bands[0].hi_bytes", "expected a number, found 'missing'"),
+        ("hi_text", "dtypes.fp32.bands[0].hi_bytes", "expected a number, found '33701888'"),
+        ("lo_float", "dtypes.fp32.bands[1].lo_bytes", "expected int"),
+        ("last_hi_rel", "dtypes.fp32.bands[2].hi_rel", "2.0 is not hi_bytes / l2_bytes (None)"),
+        ("lo_rel_false", "dtypes.fp32.bands[0].lo_rel", "False is not lo_bytes / l2_bytes (0.0)"),
         ("no_sizes", "dtypes.fp32.bands[1].n_sizes", "at least one measured size"),
         ("first_after_last", "dtypes.fp32.bands[1].n_sizes", "at least one measured size"),
         ("worst_frac_nan", "dtypes.fp32.bands[1].worst_frac_of_best", "found nan"),
@@ -936,3 +969,71 @@ def test_each_bracket_rule_allows_its_own_edge(policy_doc):
     bands[0]["hi_bytes"] = bands[1]["lo_bytes"] = edge
     bands[0]["hi_rel"] = bands[1]["lo_rel"] = edge / d["l2_bytes"]
     validate_policy(d)
+
+
+@pytest.mark.parametrize(
+    "how,message",
+    [
+        ("no_generic", "dtypes.fp32.generic: missing (the config for other GPUs)"),
+        ("no_sizes", "dtypes.fp32.bands[1].n_sizes: a band stands on at least one measured size"),
+        ("first_bracket", "dtypes.fp32.bands[0].bracket_below: the first band has none (null)"),
+        ("no_bands", "dtypes.fp32.bands: expected a non-empty list of bands"),
+        (
+            "open_end",
+            "dtypes.fp32.bands[2].hi_bytes: the last band must be open-ended (null): gap above",
+        ),  # fmt: skip
+        ("band_number", "dtypes.fp32.bands[0]: expected an object"),
+        ("hi_text", "dtypes.fp32.bands[0].hi_bytes: expected a number, found '33701888'"),
+        (
+            "gap",
+            "dtypes.fp32.bands[1].lo_bytes: gap: previous band ends at 33701888, found 33701920",
+        ),  # fmt: skip
+        (
+            "overlap",
+            "dtypes.fp32.bands[1].lo_bytes: overlap: previous band ends at 33701888, "
+            "found 33701856",
+        ),  # fmt: skip
+        (
+            "bracket_wide",
+            "dtypes.fp32.bands[1].bracket_below: 31195136..33849344 bytes is wider "
+            "than the plan resolution (2359296 bytes): a boundary there is not bracketed; rebuild "
+            "the policy with `sweeper policy build`",
+        ),  # fmt: skip
+        (
+            "lo_at_below",
+            "dtypes.fp32.bands[1].lo_bytes: 33554432 is outside its bracket 33554432..33849344",
+        ),  # fmt: skip
+    ],
+)
+def test_a_bracket_rule_says_exactly_what_is_wrong(tmp_path, policy_doc, how, message):
+    path = tmp_path / "policy.json"
+    path.write_text(
+        json.dumps({"kind": "policy", "schema_version": 1, **_corrupt(policy_doc, how)})
+    )
+    with pytest.raises(SchemaError) as e:
+        load_policy(path)
+    field, why = message.split(": ", 1)
+    assert str(e.value) == f"{path}: field '{field}': {why}"
+
+
+def test_a_band_from_before_the_outside_tolerance_field_is_read():
+    """Policies built before bands recorded the sizes they serve outside the tolerance have
+    no `outside_tolerance`: read as none."""
+    d = build_policy(cliff_results({"fp32": new_sizes("fp32")}), manifest())
+    for b in d["dtypes"]["fp32"]["bands"]:
+        del b["outside_tolerance"]
+    validate_policy(d)
+
+
+def test_a_merged_policy_is_held_to_its_relative_edges(policy_doc):
+    """The exports of a merged policy dispatch on relative edges (lo_rel, hi_rel): a gap
+    there is refused even where the byte edges beside them still meet."""
+    from sweeper.analyze.policy import validate_merged
+
+    merged = merge_docs([policy_doc], ["h200"])
+    validate_merged(merged)
+    bands = merged["entries"][0]["dtypes"]["fp32"]["bands"]
+    bands[1]["lo_rel"] += 0.001
+    with pytest.raises(FieldError) as e:
+        validate_merged(merged)
+    assert e.value.field == "entries[0].dtypes.fp32.bands[1].lo_rel" and "gap" in str(e.value)
