@@ -24,7 +24,10 @@ if [ "${1:-}" = "--quick" ]; then
   )
 fi
 if [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ]; then
-  SET=tools/mutmut-${1#--}.toml
+  case "$1" in
+    --files) SET=tools/mutmut-files.toml ;;
+    --policy) SET=tools/mutmut-policy.toml ;;
+  esac
   shift
   # a copy of the tracked tree whose pyproject carries that set's [tool.mutmut]
   root=$PWD
