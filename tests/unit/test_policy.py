@@ -223,6 +223,26 @@ def test_roundtrip_and_describe(tmp_path, policy_doc):
     assert merged["entries"][0]["cc"] == [8, 9]
 
 
+# tolerance_by_range values refused (provenance.tolerance set to their largest)
+RANGES = {
+    "entry_number": [5, {"hi_bytes": None, "tolerance": 0.02}],
+    "last_no_hi": [{"hi_bytes": 2**20, "tolerance": 0.02}, {"tolerance": 0.02}],
+    "hi_text_inside": [
+        {"hi_bytes": 2**20, "tolerance": 0.02},
+        {"hi_bytes": "2 MiB", "tolerance": 0.02},
+        {"hi_bytes": None, "tolerance": 0.02},
+    ],  # fmt: skip
+    "hi_float_inside": [
+        {"hi_bytes": 2**20, "tolerance": 0.02},
+        {"hi_bytes": 2.0 * 2**20, "tolerance": 0.02},
+        {"hi_bytes": None, "tolerance": 0.02},
+    ],  # fmt: skip
+    "no_tolerance": [{"hi_bytes": 2**20}, {"hi_bytes": None, "tolerance": 0.02}],
+    "tolerance_one": [{"hi_bytes": 2**20, "tolerance": 1.0}, {"hi_bytes": None, "tolerance": 0.02}],
+    "tolerance_big": [{"hi_bytes": 2**20, "tolerance": 1.5}, {"hi_bytes": None, "tolerance": 0.02}],
+}
+
+
 def _corrupt(doc, how):
     d = copy.deepcopy(doc)
     bands = d["dtypes"]["fp32"]["bands"]
@@ -303,6 +323,12 @@ def _corrupt(doc, how):
         edge = lo if how == "lo_at_below" else hi + 32
         bands[0]["hi_bytes"] = bands[1]["lo_bytes"] = edge
         bands[0]["hi_rel"] = bands[1]["lo_rel"] = edge / d["l2_bytes"]
+    elif how.startswith("ranges_") and how[7:] in RANGES:
+        d["provenance"]["tolerance_by_range"] = RANGES[how[7:]]
+        d["provenance"]["tolerance"] = max(
+            (r["tolerance"] for r in RANGES[how[7:]] if isinstance(r, dict) and "tolerance" in r),
+            default=0.02,
+        )
     elif how == "ranges_number":
         d["provenance"]["tolerance_by_range"] = 5
     elif how == "ranges_open_end":
@@ -367,6 +393,10 @@ def _corrupt(doc, how):
         ("lo_at_below", "dtypes.fp32.bands[1].lo_bytes", "33554432 is outside its bracket"),
         ("lo_above", "dtypes.fp32.bands[1].lo_bytes", "33849376 is outside its bracket"),
         ("ranges_number", "provenance.tolerance_by_range", "the last hi_bytes null"),
+        *(
+            ("ranges_" + k, "provenance.tolerance_by_range", "the last hi_bytes null")
+            for k in RANGES
+        ),
         ("ranges_open_end", "provenance.tolerance_by_range", "the last hi_bytes null"),
         ("ranges_max", "provenance.tolerance", "the largest of tolerance_by_range"),
     ],
@@ -1037,3 +1067,12 @@ def test_a_merged_policy_is_held_to_its_relative_edges(policy_doc):
     with pytest.raises(FieldError) as e:
         validate_merged(merged)
     assert e.value.field == "entries[0].dtypes.fp32.bands[1].lo_rel" and "gap" in str(e.value)
+
+
+def test_a_range_may_tie_nothing(policy_doc):
+    """A tolerance of 0 in a range of working set (no tie accepted there) is a valid policy."""
+    d = copy.deepcopy(policy_doc)
+    d["provenance"]["tolerance_by_range"] = [
+        {"hi_bytes": 2**20, "tolerance": 0.0}, {"hi_bytes": None, "tolerance": 0.02}]  # fmt: skip
+    d["provenance"]["tolerance"] = 0.02
+    validate_policy(d)
