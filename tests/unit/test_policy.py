@@ -290,6 +290,26 @@ def _corrupt(doc, how):
         bands[1]["outside_tolerance"] = [bands[1]["first_measured"] - 32]
     elif how == "outside_number":
         bands[1]["outside_tolerance"] = 5
+    elif how == "run_ids_text":
+        d["provenance"]["run_ids"] = "r1"
+    elif how == "run_ids_number":
+        d["provenance"]["run_ids"] = ["r1", 2]
+    elif how.startswith("prov_no_"):
+        del d["provenance"][how[8:]]
+    elif how == "resolution_zero":
+        d["provenance"]["resolution"] = 0
+    elif how == "l2_zero":
+        d["l2_bytes"] = 0
+    elif how == "l2_not_device":
+        d["l2_bytes"] += 2**20
+    elif how == "cc_three":
+        d["cc"] = [8, 9, 0]
+    elif how == "cc_bool":
+        d["cc"] = [8, True]
+    elif how == "resolution_bytes_off":
+        d["resolution_bytes"] *= 1 + 1e-6
+    elif how == "another_gpu":
+        d["provenance"]["gpu"] = "h200"
     elif how == "next_band_number":
         bands[1] = 5
     elif how == "band_number":
@@ -366,6 +386,28 @@ def _corrupt(doc, how):
         ("no_bracket_below", "dtypes.fp32.bands[1].bracket_below", "found 'missing'"),
         ("first_no_bracket", "dtypes.fp32.bands[0].bracket_below", "the first band has none"),
         ("band_number", "dtypes.fp32.bands[0]", "expected an object"),
+        ("run_ids_text", "provenance.run_ids", "expected list"),
+        ("run_ids_number", "provenance.run_ids", "expected a list of run ids"),
+        *(
+            (f"prov_no_{f}", f"provenance.{f}", "missing")
+            for f in (
+                "run_ids",
+                "gpu",
+                "mode",
+                "pattern",
+                "plan_hash",
+                "tolerance",
+                "resolution",
+                "device",
+            )
+        ),  # fmt: skip
+        ("resolution_zero", "provenance.resolution", "must be a positive integer, found 0"),
+        ("l2_zero", "l2_bytes", "must be > 0"),
+        ("l2_not_device", "l2_bytes", "76546048 is not provenance.device.l2_bytes (75497472)"),
+        ("cc_three", "cc", "expected [major, minor], found [8, 9, 0]"),
+        ("cc_bool", "cc", "expected [major, minor], found [8, True]"),
+        ("resolution_bytes_off", "resolution_bytes", "is not l2_bytes / provenance.resolution"),
+        ("another_gpu", "cc", "is not the NVIDIA H200"),
         ("next_band_number", "dtypes.fp32.bands[1].lo_bytes", "gap: previous band ends at"),
         ("no_config", "dtypes.fp32.bands[1].config", "missing"),
         ("first_no_lo", "dtypes.fp32.bands[0].lo_bytes", "missing"),
