@@ -1053,28 +1053,34 @@ def test_each_bracket_rule_allows_its_own_edge(policy_doc):
         (
             "open_end",
             "dtypes.fp32.bands[2].hi_bytes: the last band must be open-ended (null): gap above",
-        ),  # fmt: skip
+        ),
         ("band_number", "dtypes.fp32.bands[0]: expected an object"),
         ("hi_text", "dtypes.fp32.bands[0].hi_bytes: expected a number, found '33701888'"),
         (
             "gap",
             "dtypes.fp32.bands[1].lo_bytes: gap: previous band ends at 33701888, found 33701920",
-        ),  # fmt: skip
+        ),
         (
             "overlap",
             "dtypes.fp32.bands[1].lo_bytes: overlap: previous band ends at 33701888, "
             "found 33701856",
-        ),  # fmt: skip
+        ),
         (
             "bracket_wide",
             "dtypes.fp32.bands[1].bracket_below: 31195136..33849344 bytes is wider "
             "than the plan resolution (2359296 bytes): a boundary there is not bracketed; rebuild "
             "the policy with `sweeper policy build`",
-        ),  # fmt: skip
+        ),
         (
             "lo_at_below",
             "dtypes.fp32.bands[1].lo_bytes: 33554432 is outside its bracket 33554432..33849344",
-        ),  # fmt: skip
+        ),
+        (
+            "ranges_number",
+            "provenance.tolerance_by_range: expected [{hi_bytes, tolerance}, ...] ascending, "
+            "the last hi_bytes null",
+        ),
+        ("ranges_max", "provenance.tolerance: expected the largest of tolerance_by_range"),
     ],
 )
 def test_a_bracket_rule_says_exactly_what_is_wrong(tmp_path, policy_doc, how, message):
