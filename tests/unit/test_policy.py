@@ -308,6 +308,10 @@ def _corrupt(doc, how):
         d["cc"] = [8, True]
     elif how == "resolution_bytes_off":
         d["resolution_bytes"] *= 1 + 1e-6
+    elif how == "l2_one":
+        d["l2_bytes"] = 1
+    elif how == "device_cc_not_gpu":
+        d["provenance"]["gpu"], d["cc"] = "h200", [9, 0]
     elif how == "another_gpu":
         d["provenance"]["gpu"] = "h200"
     elif how == "next_band_number":
@@ -408,6 +412,7 @@ def _corrupt(doc, how):
         ("cc_bool", "cc", "expected [major, minor], found [8, True]"),
         ("resolution_bytes_off", "resolution_bytes", "is not l2_bytes / provenance.resolution"),
         ("another_gpu", "cc", "is not the NVIDIA H200"),
+        ("device_cc_not_gpu", "provenance.device.cc", "[8, 9] is not the NVIDIA H200's ([9, 0])"),
         ("next_band_number", "dtypes.fp32.bands[1].lo_bytes", "gap: previous band ends at"),
         ("no_config", "dtypes.fp32.bands[1].config", "missing"),
         ("first_no_lo", "dtypes.fp32.bands[0].lo_bytes", "missing"),
@@ -1081,6 +1086,9 @@ def test_each_bracket_rule_allows_its_own_edge(policy_doc):
             "the last hi_bytes null",
         ),
         ("ranges_max", "provenance.tolerance: expected the largest of tolerance_by_range"),
+        ("run_ids_number", "provenance.run_ids: expected a list of run ids"),
+        ("l2_zero", "l2_bytes: must be > 0"),
+        ("l2_one", "l2_bytes: 1 is not provenance.device.l2_bytes (75497472)"),
     ],
 )
 def test_a_bracket_rule_says_exactly_what_is_wrong(tmp_path, policy_doc, how, message):
@@ -1123,4 +1131,15 @@ def test_a_range_may_tie_nothing(policy_doc):
     d["provenance"]["tolerance_by_range"] = [
         {"hi_bytes": 2**20, "tolerance": 0.0}, {"hi_bytes": None, "tolerance": 0.02}]  # fmt: skip
     d["provenance"]["tolerance"] = 0.02
+    validate_policy(d)
+
+
+def test_a_policy_head_allows_its_rules_edges(policy_doc):
+    """A plan resolution of 1 (one step per L2 size) and a device record without its L2 size
+    (the policy's own is then the only one) are valid."""
+    d = copy.deepcopy(policy_doc)
+    d["provenance"]["resolution"], d["resolution_bytes"] = 1, float(d["l2_bytes"])
+    validate_policy(d)
+    d = copy.deepcopy(policy_doc)
+    del d["provenance"]["device"]["l2_bytes"]
     validate_policy(d)
