@@ -65,7 +65,7 @@ def test_only_a_grid_kernel_skips_its_uncaptured_first_call_once_launched():
     assert _kernel_key(SimpleNamespace(launcher=lambda: None)) is None
 
 
-def test_a_call_loads_each_new_grid_kernel_once_before_its_first_batch():
+def test_a_call_loads_each_new_grid_kernel_once_before_its_first_batch(monkeypatch):
     """measure_many's first step: one uncaptured call of each grid kernel the run has not
     launched yet (duplicates once), none for an adversarial kernel or one already launched,
     and a kernel whose launcher fails is left to its cell (not marked launched)."""
@@ -97,21 +97,18 @@ def test_a_call_loads_each_new_grid_kernel_once_before_its_first_batch():
     import sweeper.run.batched as batched
 
     key = batched._kernel_key
-    batched._kernel_key = lambda v: "bad" if v is bad else key(v)
-    try:
-        ex._load_kernels(
-            "fp32",
-            1024,
-            [
-                good,
-                good.id,
-                "fp32-v4-u1-ld.def-st.def-b256-flat",
-                "adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat",
-                bad,
-            ],
-        )
-    finally:
-        batched._kernel_key = key
+    monkeypatch.setattr(batched, "_kernel_key", lambda v: "bad" if v is bad else key(v))
+    ex._load_kernels(
+        "fp32",
+        1024,
+        [
+            good,
+            good.id,
+            "fp32-v4-u1-ld.def-st.def-b256-flat",
+            "adv-lazy-fp32-v16-u1-ld.def-st.def-b256-flat",
+            bad,
+        ],
+    )
     assert [c[0].variant.id for c in calls] == [good.id]
     assert calls[0][1] == "s"
     assert ex._launched == {"fp32-v4-u1-ld.def-st.def-b256-flat", good.id}
