@@ -6,8 +6,9 @@
 # scripts/wheelhouse.sh), uses the plan in sweeps/ for the detected GPU (without one it stops
 # and names the `sweeper plan --gpu ...` to run first), runs the default grid, then builds
 # selection, policy, export, verify (2 passes; the policy is then built again at the tie
-# tolerance verify measured), plots and report in the run folder, whose path it prints last. A run that stops before it finishes (--time-limit) builds
-# nothing from its partial cells: the script says how to resume it and exits with status 3.
+# tolerance verify measured), plots and report in the run folder, whose path it prints last.
+# A run that stops before it finishes (--time-limit) builds nothing from its partial cells:
+# the script says how to resume it and exits with status 3.
 # When the last verify fails, the plots and report are still built and the status is 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
