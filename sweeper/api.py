@@ -399,15 +399,16 @@ def fleet_run(campaign: str, address: str | None = None, force: bool = False) ->
 
 def _fresh(req: RunRequest, executor, kernels: list, baseline_kernel) -> _Measure:
     """A new run measures what the request asks (a replay climbs as its recorded run did)."""
-    from sweeper.run.search import SearchParams, climb_trades
+    from dataclasses import fields
+
+    from sweeper.run.search import SearchParams, search_params
     from sweeper.stats import Stopping
 
     search = SearchParams()
     replayed = getattr(executor, "manifest", {}).get("search")
-    if replayed:  # a replay searches as the run it answers from did
-        search = SearchParams(climb_trades=climb_trades(replayed),
-                              floor=bool(replayed.get("floor", False)),
-                              confirm=int(replayed.get("confirm", 0)))  # fmt: skip
+    if replayed:  # a replay searches as the run it answers from did, by what this version has
+        known = {f.name for f in fields(SearchParams)}
+        search = search_params({k: v for k, v in replayed.items() if k in known})
     quick = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
     return _Measure(
         plan_path=req.plan_path, grid=req.grid, dtypes=req.dtypes, modes=req.modes,

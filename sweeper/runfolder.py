@@ -31,6 +31,8 @@ REPORT = "REPORT.md"  # sweeper report
 CELL_PHASES = "cell_phases_s"  # host time by cell phase, "mode/phase" -> s (PhaseClock)
 REPLAY_GRAPHS = "replay_graphs"  # the fresh-input replay's graphs: updated / instantiated
 BATCH_SPANS = "batch_spans"  # the batched executor's GPU time in and between batches
+# manifest field: "mode/dtype" -> the survivors swept beyond the L2 only (search.beyond_l2_only)
+BEYOND_L2 = "beyond_l2_only"
 
 
 def log_archive(run_dir: str | os.PathLike, log: str) -> Path | None:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 
 from sweeper.analyze.columns import MEASURED
 from sweeper.errors import SweeperError
-from sweeper.runfolder import SELECTION_CSV, SELECTION_MD
+from sweeper.runfolder import BEYOND_L2, SELECTION_CSV, SELECTION_MD
 from sweeper.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -137,14 +137,23 @@ def searched(results: pd.DataFrame, manifest: dict) -> pd.DataFrame:
     GB/s can rank above the survivors' by the drift between cells measured minutes apart
     while its ratio to the baseline, timed side by side, ranks it behind. Selection and
     policy choose among the configs the sweep measured at every size; the runner closes
-    brackets over the same rows."""
+    brackets over the same rows. A survivor of the sizes beyond the L2 only (the manifest's
+    `beyond_l2_only`) keeps its rows beyond the L2: within it, only its screening measured
+    it, and there it was more than the margin behind the best."""
     import pandas as pd
 
     pruned = [(p["mode"], p["dtype"], p["config"]) for p in manifest.get("pruned") or []]
-    if not pruned:
+    scoped = [
+        (*key.split("/", 1), c) for key, cs in (manifest.get(BEYOND_L2) or {}).items() for c in cs
+    ]
+    if not pruned and not scoped:
         return results
     keys = pd.MultiIndex.from_frame(results[["mode", "dtype", "config"]])
-    drop = keys.isin(pruned) & (results["role"] == "candidate").to_numpy()
+    candidate = (results["role"] == "candidate").to_numpy()
+    drop = keys.isin(pruned) & candidate
+    if scoped:
+        inside = (results["ws_bytes"] <= int(manifest["plan"]["l2_bytes"])).to_numpy()
+        drop |= keys.isin(scoped) & candidate & inside
     return results[~drop]
 
 

@@ -23,6 +23,7 @@ from sweeper.report.summary import SHOWN, first_screen, target_result
 from sweeper.report.tables import best_per_size, dtypes_in, facets, md_cell, md_table
 from sweeper.run.search import climb_trades
 from sweeper.runfolder import (
+    BEYOND_L2,
     CELL_PHASES,
     PLOTS,
     REPLAY_GRAPHS,
@@ -616,6 +617,12 @@ def pruned(manifest: Mapping[str, Any], closest: int = 10) -> list[str]:
             ],
             "---rr",
         )
+    scoped = {k: v for k, v in (manifest.get(BEYOND_L2) or {}).items() if v}
+    if scoped:
+        counts = ", ".join(f"{k} {len(v)}" for k, v in sorted(scoped.items()))
+        out += ["", f"Survivors swept beyond the L2 only (within the margin of the best at "
+                f"no screening size that fits it): {counts}; `{BEYOND_L2}` in "
+                "[manifest.json](manifest.json) names them."]  # fmt: skip
     return out
 
 

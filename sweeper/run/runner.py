@@ -42,8 +42,12 @@ from sweeper.ops import bytes_per_element, working_set
 from sweeper.plan.planfile import Plan
 from sweeper.run.search import (
     SearchParams,
+    beyond_l2_only,
     climb_moves,
+    climb_sizes,
     confirm_set,
+    for_mode,
+    in_scope,
     one_axis,
     policy_sample_points,
     refinement_points,
@@ -53,6 +57,7 @@ from sweeper.run.search import (
 )
 from sweeper.runfolder import (
     BATCH_SPANS,
+    BEYOND_L2,
     CELL_PHASES,
     PRUNED,
     REPLAY_GRAPHS,
@@ -569,29 +574,40 @@ class Runner:
         if floor not in by_config:
             floor = None
         t = time.perf_counter()
+        scoped: set[str] = set()  # survivors of the sizes beyond the L2 only
         if cfg.full:
             keep = list(by_config)
         else:
             screen = screen_sizes(entries, plan.l2_bytes)
             self._measure_sizes(mode, dtype, [(n, variants) for n in screen], "screen")
-            self._climb(mode, dtype, set(screen), by_config)
-            keep, pruned = survivors(self._screen_rows(mode, dtype, set(screen)), cfg.search)
-            kept_anyway = [
-                c
-                for c in (*cfg.keep_configs, *([floor] if floor else []))
-                if c in by_config and c not in keep
-            ]
+            scope = for_mode(cfg.search, mode)
+            climb_at = climb_sizes(entries, screen, plan.l2_bytes, scope)
+            self._climb(mode, dtype, climb_at, by_config)
+            screen_rows = self._screen_rows(mode, dtype, set(screen))
+            keep, pruned = survivors(screen_rows, cfg.search)
+            always = {*cfg.keep_configs, *([floor] if floor else [])}
+            kept_anyway = [c for c in always if c in by_config and c not in keep]
             keep += kept_anyway
+            scoped = beyond_l2_only(screen_rows, plan.l2_bytes, scope) - always
             pruned = [p for p in pruned if p["config"] not in kept_anyway]
             self.manifest["pruned"] = [
                 p for p in self.manifest["pruned"] if (p["mode"], p["dtype"]) != (mode, dtype)
             ] + [{"mode": mode, "dtype": dtype, **p} for p in pruned]
+            if scope.beyond_l2_scope:
+                self.manifest.setdefault(BEYOND_L2, {})[f"{mode}/{dtype}"] = sorted(scoped)
             write_manifest(self.run_dir, self.manifest)
         self._add(f"{mode}/{dtype}/screen_s", time.perf_counter() - t)
         t = time.perf_counter()
         chosen = [by_config[c] for c in keep]
-        self._total += len(entries) * len(chosen)
-        self._measure_sizes(mode, dtype, [(e["n"], chosen) for e in entries], "sweep")
+
+        def chosen_at(n: int) -> list[Any]:
+            """The survivors measured at size n (beyond_l2_only's only beyond the L2)."""
+            ws = working_set(n, dtype)
+            return [v for v in chosen if in_scope(v.config, ws, plan.l2_bytes, scoped)]
+
+        jobs = [(e["n"], chosen_at(e["n"])) for e in entries]
+        self._total += sum(len(vs) for _, vs in jobs)
+        self._measure_sizes(mode, dtype, jobs, "sweep")
         self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
@@ -605,7 +621,12 @@ class Runner:
             tc = time.perf_counter()
             jobs = []
             for n in points:
-                rows = [r for r in self._rows_for(mode, dtype, {n}) if r["config"] in kept]
+                rows = [
+                    r
+                    for r in self._rows_for(mode, dtype, {n})
+                    if r["config"] in kept
+                    and in_scope(r["config"], r["ws_bytes"], plan.l2_bytes, scoped)
+                ]
                 names = confirm_set(rows, floor, cfg.search.confirm, cfg.search.policy_tolerance)
                 self._total += len(names)
                 jobs.append((n, [by_config[c] for c in names]))
@@ -623,11 +644,17 @@ class Runner:
         decided = {e["n"] for e in entries}
 
         def survivor_rows() -> list[dict]:
-            return [r for r in self._rows_for(mode, dtype, decided) if r["config"] in kept]
+            return [
+                r
+                for r in self._rows_for(mode, dtype, decided)
+                if r["config"] in kept
+                and in_scope(r["config"], r["ws_bytes"], plan.l2_bytes, scoped)
+            ]
 
         def measure(points: list[int]) -> None:
-            self._total += len(points) * len(chosen)
-            self._measure_sizes(mode, dtype, [(n, chosen) for n in points], "refine")
+            jobs = [(n, chosen_at(n)) for n in points]
+            self._total += sum(len(vs) for _, vs in jobs)
+            self._measure_sizes(mode, dtype, jobs, "refine")
             confirm(points)
             decided.update(points)
 

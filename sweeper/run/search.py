@@ -46,6 +46,23 @@ class SearchParams:
     # climb never reached the 8 B x 4 configs that lead fp32 and bf16 at 35.6 MiB on the H200
     # (lab/h200/pruning-proof)
     climb_trades: bool = True
+    # the climb runs at the screening sizes whose working set is at most `climb_max_l2` x L2
+    # (None: at all of them). Beyond 2 x L2 (where the plan's dense range ends) a call is
+    # DRAM-bound and the seed grid's best already runs at the copy kernel's throughput: in
+    # hot-7 the climb at 7.6 x L2 measured 269-541 cells per dtype, at about three times a
+    # band cell's GPU time, and raised the best ratio by 0.00-0.34%, inside the seed best's
+    # CI in every dtype (docs/methodology.md, "Which configs at which sizes")
+    climb_max_l2: float | None = 2.0
+    # a survivor within the margin only at screening sizes beyond the L2 is swept and refined
+    # only at sizes beyond the L2 (`beyond_l2_only`); the floor and the configs a run keeps
+    # are measured everywhere. False: every survivor at every size
+    beyond_l2_scope: bool = True
+    # the modes the two rules above apply in. Replayed under them from its own cells, hot-7
+    # picks the same config, or one tied within the selection's tolerance, at all 407 planned
+    # sizes both replays select at, with 28% less GPU work; aw-4 and cold-6 pick configs
+    # further apart at 16 and 17 sizes (faster at some, slower by up to 3.7% at others), so
+    # after-write and cold search as before (`python lab/tools/scoped_search.py RUN`)
+    scope_modes: tuple[str, ...] = ("hot",)
     refine_divisor: int = 256  # bracket crossovers to L2 / refine_divisor or finer
     max_refine_rounds: int = 6
     max_refine_points: int = 48  # per (mode, dtype)
@@ -77,8 +94,23 @@ def search_params(doc: dict) -> SearchParams:
             f"the run's search was recorded with parameters this version does not have "
             f"({', '.join(unknown)}); resume it with the version that started it, or start a new run"
         )
-    # a run recorded before the floor and the confirmation round had neither
-    return SearchParams(**{"floor": False, "confirm": 0, **doc, "climb_trades": climb_trades(doc)})
+    # a run recorded before the floor and the confirmation round had neither, and one recorded
+    # before the scoped climb and sweep climbed at every screening size and swept every
+    # survivor at every size
+    old = {"floor": False, "confirm": 0, "climb_max_l2": None, "beyond_l2_scope": False,
+           "scope_modes": ()}  # fmt: skip
+    params = {**old, **doc, "climb_trades": climb_trades(doc)}
+    return SearchParams(**{**params, "scope_modes": tuple(params["scope_modes"])})
+
+
+def for_mode(params: SearchParams, mode: str) -> SearchParams:
+    """The search of one mode: without the scoped climb and sweep where `mode` is not in
+    params.scope_modes."""
+    from dataclasses import replace
+
+    if mode in params.scope_modes:
+        return params
+    return replace(params, climb_max_l2=None, beyond_l2_scope=False)
 
 
 def climb_trades(doc: dict) -> bool:
@@ -108,6 +140,40 @@ def screen_sizes(
         if best["n"] not in out:
             out.append(best["n"])
     return sorted(out, key=lambda n: next(e["working_set_bytes"] for e in entries if e["n"] == n))
+
+
+def climb_sizes(
+    entries: list[dict], screen: Iterable[int], l2_bytes: int, params: SearchParams
+) -> set[int]:
+    """The screening sizes (n) the climb runs at: those whose working set is at most
+    params.climb_max_l2 x L2 (all of them where it is None)."""  # fmt: skip
+    ws = {e["n"]: e["working_set_bytes"] for e in entries}
+    if params.climb_max_l2 is None:
+        return set(screen)
+    return {n for n in screen if ws[n] <= params.climb_max_l2 * l2_bytes}
+
+
+def beyond_l2_only(rows: list[dict], l2_bytes: int, params: SearchParams) -> set[str]:
+    """The configs that come within the margin of the best (or among the top min_survivors)
+    at some screening size, and at none whose working set fits the L2: survivors for the
+    sizes beyond the L2 only. Empty where params.beyond_l2_scope is off."""
+    if not params.beyond_l2_scope:
+        return set()
+    by_size: dict[int, list[dict]] = {}
+    for r in _ok(rows):
+        by_size.setdefault(r["n"], []).append(r)
+    inside: set[str] = set()
+    beyond: set[str] = set()
+    for group in by_size.values():
+        near = {r["config"] for r in _near_best(group, params)}
+        (beyond if group[0]["ws_bytes"] > l2_bytes else inside).update(near)
+    return beyond - inside
+
+
+def in_scope(config: str, ws_bytes: int, l2_bytes: int, scoped: Iterable[str]) -> bool:
+    """Whether a survivor is measured at a working set: a config of `scoped`
+    (beyond_l2_only) only beyond the L2, any other everywhere."""
+    return ws_bytes > l2_bytes or config not in scoped
 
 
 def screened_everywhere(

@@ -402,6 +402,20 @@ def test_the_pruned_section_names_the_climbs_moves(search, climb, says):
         assert says in text
 
 
+def test_the_pruned_section_counts_the_survivors_swept_beyond_the_l2_only():
+    from sweeper.report.report import pruned
+
+    item = {"mode": "hot", "dtype": "fp32", "config": "c", "reason": "r", "shortfall": 0.01,
+            "ws_bytes": 1 << 20}  # fmt: skip
+    doc = {"pruned": [item], "beyond_l2_only": {"hot/fp32": ["a", "b"], "hot/fp16": []}}
+    assert pruned(doc)[-1] == (
+        "Survivors swept beyond the L2 only (within the margin of the best at no screening "
+        "size that fits it): hot/fp32 2; `beyond_l2_only` in [manifest.json](manifest.json) "
+        "names them."
+    )
+    assert not any("beyond the L2" in x for x in pruned({"pruned": [item]}))
+
+
 # ---- Batch position and clocks ----------------------------------------------------------
 
 CLOCKS = {

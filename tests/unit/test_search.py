@@ -3,6 +3,9 @@ screening sizes inside the L2 band."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 from sweeper.analyze.store import load_manifest, load_run, read_trials
@@ -14,8 +17,13 @@ from sweeper.run.search import (
     BAND_FRACTIONS,
     SCREEN_FRACTIONS,
     SearchParams,
+    beyond_l2_only,
     climb_moves,
+    climb_sizes,
+    for_mode,
+    in_scope,
     screen_sizes,
+    search_params,
     survivors,
 )
 from sweeper.units import MiB
@@ -125,8 +133,14 @@ def test_the_runner_climbs_from_the_seed_to_the_best_config_and_sweeps_it(tmp_pa
     climb = load_manifest(run_dir)["climb"]["hot/fp32"]
     assert climb["converged"] and climb["rounds"] >= 7
     df = load_run(run_dir).results
-    swept = set(df[(df.role == "candidate") & (df.phase == "sweep")].config)
-    assert swept == {"k6", "k7", "k8"}  # k7 is the best; the top 3 always survive
+    sweep = df[(df.role == "candidate") & (df.phase == "sweep")]
+    # k7 is the best; the top 3 always survive. At 8 x L2 there is no climb, and the seed's
+    # k0, the only config measured there, is swept at the sizes beyond the L2 only
+    assert set(sweep.config) == {"k0", "k6", "k7", "k8"}
+    assert load_manifest(run_dir)["beyond_l2_only"] == {"hot/fp32": ["k0"]}
+    assert (sweep[sweep.config == "k0"].ws_bytes > L2).all()
+    for c in ("k6", "k7", "k8"):
+        assert set(sweep[sweep.config == c].n) == set(sweep.n)
 
 
 def test_a_climb_stopped_by_its_round_limit_says_it_did_not_converge(tmp_path):
@@ -157,7 +171,7 @@ def test_a_run_interrupted_mid_climb_resumes_with_the_configs_it_had_climbed_to(
         set(load_run(d).results.query("phase == 'sweep' and role == 'candidate'").config)
         for d in (resumed, full)
     ]
-    assert sweep[0] == sweep[1] == {"k6", "k7", "k8"}
+    assert sweep[0] == sweep[1] == {"k0", "k6", "k7", "k8"}
 
 
 def screened(run_dir) -> set[tuple[int, str, int]]:
@@ -351,3 +365,65 @@ def test_a_manifest_with_parameters_this_search_lacks_is_not_resumed_by_it_but_s
         search_params(recorded)
     assert climb_trades(recorded) is False
     assert climb_trades({"climb_trades": True}) is True
+
+
+# -- the scoped climb and sweep (SearchParams.climb_max_l2, beyond_l2_scope, scope_modes) ----
+
+
+def test_the_climb_runs_at_screening_sizes_up_to_climb_max_l2_times_the_l2():
+    entries = [{"n": n, "working_set_bytes": 8 * n} for n in (10, 20, 30, 40)]
+    l2 = 8 * 15  # the sizes at 0.67, 1.33, 2.0 and 2.67 x L2
+    assert climb_sizes(entries, [10, 20, 30, 40], l2, SearchParams()) == {10, 20, 30}
+    assert climb_sizes(entries, [10, 40], l2, SearchParams(climb_max_l2=1.0)) == {10}
+    assert climb_sizes(entries, [10, 40], l2, SearchParams(climb_max_l2=None)) == {10, 40}
+
+
+def test_a_config_near_the_best_only_beyond_the_l2_is_a_survivor_of_those_sizes_only():
+    l2 = 8 * 100  # n 50 fits the L2, n 200 does not
+    rows = [row(50, "band", 1.30), row(50, "both", 1.299), row(50, "dram", 1.10),
+            row(200, "band", 0.90), row(200, "both", 1.01), row(200, "dram", 1.012),
+            row(50, "other", 1.0), row(200, "other", 0.95)]  # fmt: skip
+    params = SearchParams(min_survivors=1)
+    assert survivors(rows, params)[0] == ["band", "both", "dram"]
+    assert beyond_l2_only(rows, l2, params) == {"dram"}
+    assert beyond_l2_only(rows, l2, SearchParams(min_survivors=1, beyond_l2_scope=False)) == set()
+    # at the L2 itself a config is inside it
+    edge = [row(100, "a", 1.0), row(101, "b", 1.0)]
+    assert beyond_l2_only(edge, l2, params) == {"b"}
+    assert in_scope("dram", 8 * 101, l2, {"dram"}) and not in_scope("dram", l2, l2, {"dram"})
+    assert in_scope("band", l2, l2, {"dram"})
+
+
+def test_the_scoped_search_applies_in_its_modes_only_and_a_run_recorded_without_it_keeps_none():
+    params = SearchParams()
+    assert for_mode(params, "hot") == params
+    cold = for_mode(params, "cold")
+    assert cold.climb_max_l2 is None and not cold.beyond_l2_scope
+    old = {k: v for k, v in asdict(params).items()
+           if k not in ("climb_max_l2", "beyond_l2_scope", "scope_modes")}  # fmt: skip
+    recorded = search_params(old)
+    assert recorded.climb_max_l2 is None and not recorded.beyond_l2_scope
+    assert recorded.scope_modes == ()
+    # as a manifest records it (a list) and reads it back
+    assert search_params(json.loads(json.dumps(asdict(params)))) == params
+
+
+def test_selection_leaves_out_a_beyond_l2_survivor_within_the_l2():
+    import pandas as pd
+
+    from sweeper.analyze.select import searched
+
+    l2 = 1000
+    df = pd.DataFrame([
+        {"mode": m, "dtype": "fp32", "config": c, "role": role, "ws_bytes": ws}
+        for m in ("hot", "cold") for c, role in (("dram", "candidate"), ("band", "candidate"),
+                                                 ("copy", "copy"))
+        for ws in (500, 1000, 2000)
+    ])  # fmt: skip
+    manifest = {"plan": {"l2_bytes": l2}, "beyond_l2_only": {"hot/fp32": ["dram"]}}
+    kept = searched(df, manifest)
+    gone = df.merge(kept, how="left", indicator=True).query("_merge == 'left_only'")
+    assert sorted(zip(gone["mode"], gone["config"], gone["ws_bytes"], strict=True)) == [
+        ("hot", "dram", 500),
+        ("hot", "dram", 1000),
+    ]
