@@ -611,6 +611,12 @@ class Runner:
         self._add(f"{mode}/{dtype}/sweep_s", time.perf_counter() - t)
         t = time.perf_counter()
         kept = set(keep)
+
+        def swept(r: dict) -> bool:
+            """A cell of a survivor where the sweep measures it (chosen_at)."""
+            return r["config"] in kept and in_scope(r["config"], r["ws_bytes"], plan.l2_bytes,
+                                                    scoped)  # fmt: skip
+
         confirmed = 0
 
         def confirm(points: list[int]) -> None:
@@ -621,12 +627,7 @@ class Runner:
             tc = time.perf_counter()
             jobs = []
             for n in points:
-                rows = [
-                    r
-                    for r in self._rows_for(mode, dtype, {n})
-                    if r["config"] in kept
-                    and in_scope(r["config"], r["ws_bytes"], plan.l2_bytes, scoped)
-                ]
+                rows = [r for r in self._rows_for(mode, dtype, {n}) if swept(r)]
                 names = confirm_set(rows, floor, cfg.search.confirm, cfg.search.policy_tolerance)
                 self._total += len(names)
                 jobs.append((n, [by_config[c] for c in names]))
@@ -644,12 +645,7 @@ class Runner:
         decided = {e["n"] for e in entries}
 
         def survivor_rows() -> list[dict]:
-            return [
-                r
-                for r in self._rows_for(mode, dtype, decided)
-                if r["config"] in kept
-                and in_scope(r["config"], r["ws_bytes"], plan.l2_bytes, scoped)
-            ]
+            return [r for r in self._rows_for(mode, dtype, decided) if swept(r)]
 
         def measure(points: list[int]) -> None:
             jobs = [(n, chosen_at(n)) for n in points]
