@@ -8,7 +8,7 @@ The scoped search measures a subset of the cells the unscoped one does (no climb
 2 x L2; the survivors of the sizes beyond the L2 only are not swept within it), so a replay of
 a run recorded without it answers every cell it asks from the run's own measurements. Prints,
 per dtype: the cells of each replay, their GPU work as estimated from the recorded samples
-(sweeper.analyze.gpuwork.split_cell), and where the two policies pick configs whose ratios
+(sweeper.analyze.gpuwork.phase_split, the reference cells left out), and where the two policies pick configs whose ratios
 differ (sweeper.analyze.select at each planned size: the same config, configs whose ratios
 are within the selection's tie tolerance, or apart). Both replays stop after the sweep of the
 planned sizes: the refinement's points follow from the survivors, which the scoped search
@@ -22,20 +22,15 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from dataclasses import fields
 from pathlib import Path
 
 from sweeper import api
-from sweeper.analyze.gpuwork import SOAK, split_cell, warm_up_calls
+from sweeper.analyze.gpuwork import phase_split
 from sweeper.analyze.select import DEFAULT_TOLERANCE, searched, select
-from sweeper.analyze.store import isna, load_run
+from sweeper.analyze.store import load_manifest, load_run, read_trials
 from sweeper.errors import SweeperError
 from sweeper.ops import working_set
 from sweeper.run.replay import ReplayExecutor
-from sweeper.stats import Stopping
-
-GPU_PARTS = ("timed", "warm-up", "checks", "fresh")
-
 
 UNRECORDED = "not measured by the recorded run"
 
@@ -69,20 +64,15 @@ def replay(run: str, plan: str, mode: str, dtypes: list[str], out: Path, scoped:
 
 
 def gpu_s(run_dir: Path, mode: str) -> dict[str, tuple[int, float]]:
-    """dtype -> (ok candidate cells, their estimated GPU seconds)."""
-    data = load_run(run_dir)
-    m = data.manifest
-    stop = Stopping(**{k: v for k, v in m["stopping"].items()
-                       if k in {f.name for f in fields(Stopping)}})  # fmt: skip
-    warm = warm_up_calls(m)
+    """dtype -> (ok candidate cells of `mode`, their estimated GPU seconds: every part of
+    sweeper.analyze.gpuwork.phase_split but the reference cells')."""
+    manifest = load_manifest(run_dir)
+    trials, _ = read_trials(run_dir)
     out: dict[str, tuple[int, float]] = {}
-    df = data.results
-    ok = df[(df["role"] == "candidate") & (df["status"] == "ok") & (df["mode"] == mode)]
-    for rec in ok.to_dict("records"):
-        r = {k: v for k, v in rec.items() if not isna(v)}  # a column this row lacks
-        parts = split_cell(r, mode, stop, warm(int(r["ws_bytes"])), True, 1, SOAK)
-        cells, s = out.get(r["dtype"], (0, 0.0))
-        out[r["dtype"]] = (cells + 1, s + sum(parts[p] for p in GPU_PARTS))
+    for d in sorted({t["dtype"] for t in trials}):
+        m = phase_split(manifest, [t for t in trials if t["dtype"] == d]).get(mode)
+        if m:
+            out[d] = (m["ok"], sum(s for p, s in m["parts"].items() if p != "reference"))
     return out
 
 

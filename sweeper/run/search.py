@@ -146,10 +146,10 @@ def climb_sizes(
     entries: list[dict], screen: Iterable[int], l2_bytes: int, params: SearchParams
 ) -> set[int]:
     """The screening sizes (n) the climb runs at: those whose working set is at most
-    params.climb_max_l2 x L2 (all of them where it is None)."""  # fmt: skip
-    ws = {e["n"]: e["working_set_bytes"] for e in entries}
+    params.climb_max_l2 x L2 (all of them where it is None)."""
     if params.climb_max_l2 is None:
         return set(screen)
+    ws = {e["n"]: e["working_set_bytes"] for e in entries}
     return {n for n in screen if ws[n] <= params.climb_max_l2 * l2_bytes}
 
 
@@ -159,9 +159,7 @@ def beyond_l2_only(rows: list[dict], l2_bytes: int, params: SearchParams) -> set
     sizes beyond the L2 only. Empty where params.beyond_l2_scope is off."""
     if not params.beyond_l2_scope:
         return set()
-    by_size: dict[int, list[dict]] = {}
-    for r in _ok(rows):
-        by_size.setdefault(r["n"], []).append(r)
+    by_size = _ok_by_size(rows)
     inside: set[str] = set()
     beyond: set[str] = set()
     for group in by_size.values():
@@ -201,6 +199,14 @@ def _ok(rows: Iterable[dict], role: str = "candidate") -> list[dict]:
     return [r for r in rows if r.get("role") == role and r.get("status") == "ok"]
 
 
+def _ok_by_size(rows: Iterable[dict]) -> dict[int, list[dict]]:
+    """n -> the ok candidate rows measured at that size."""
+    by_size: dict[int, list[dict]] = {}
+    for r in _ok(rows):
+        by_size.setdefault(r["n"], []).append(r)
+    return by_size
+
+
 def _near_best(group: list[dict], params: SearchParams) -> list[dict]:
     """The rows of one size within the margin of its best ratio, or among its top
     min_survivors, best first."""
@@ -219,9 +225,7 @@ def climb_moves(
     """n -> configs to measure next at that screening size: every neighbour (one axis
     changed) of a config within the margin of the best there that is not yet measured there.
     Empty when the climb has converged."""
-    by_size: dict[int, list[dict]] = {}
-    for r in _ok(rows):
-        by_size.setdefault(r["n"], []).append(r)
+    by_size = _ok_by_size(rows)
     measured: dict[int, set[str]] = {}
     for r in rows:
         if r.get("role") == "candidate":
@@ -246,9 +250,7 @@ def survivors(rows: list[dict], params: SearchParams) -> tuple[list[str], list[d
     there, or it is among the top `min_survivors` there; there is no cap. A config with a
     non-ok status at any screening size is screened out with that status.
     """
-    by_size: dict[int, list[dict]] = {}
-    for r in _ok(rows):
-        by_size.setdefault(r["n"], []).append(r)
+    by_size = _ok_by_size(rows)
     failed: dict[str, dict] = {}
     for r in rows:
         if r.get("role") == "candidate" and r.get("status") != "ok":
