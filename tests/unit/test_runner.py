@@ -1046,3 +1046,49 @@ def test_a_finished_run_records_its_logs_and_a_resume_drops_the_record(plan, tmp
     assert (
         done["records"]["trials.jsonl"]["count"] > interrupted["records"]["trials.jsonl"]["count"]
     )
+
+
+class ReferenceInBatch(ModelExecutor):
+    """A model GPU that times each size's reference cell among its candidates, as the batched
+    executor does: its rows come from measure_many, before the size's candidate rows."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.separate_references = 0
+
+    def reference_in_batch(self, mode: str) -> bool:
+        return True
+
+    def reference(self, mode, dtype, n):
+        self.separate_references += 1
+        return super().reference(mode, dtype, n)
+
+    def measure_many(self, mode, dtype, n, variants, reference=False):
+        rows = [self.measure(mode, dtype, n, v) for v in variants]
+        if reference:
+            yield from ModelExecutor.reference(self, mode, dtype, n)
+        yield from rows
+
+
+def test_a_reference_timed_in_the_sizes_first_batch_records_the_run_a_separate_one_does(
+    complete, plan, tmp_path
+):
+    run_dir, _ = complete
+    ex = ReferenceInBatch(CURVES, l2_bytes=L2, baseline=baseline, copy=copy,
+                          fail={"bad": "mismatch"})  # fmt: skip
+    other = start(cfg(plan, tmp_path, run_id="in-batch"), ex)
+    assert ex.separate_references == 0
+    a, b = read_trials(run_dir)[0], read_trials(other)[0]
+    assert [t["cell_key"] for t in a] == [t["cell_key"] for t in b]
+    keyed = {t["cell_key"]: t for t in a}
+    for t in b:
+        for k in ("phase", "status", "ratio", "copy_gbps"):
+            assert t.get(k) == keyed[t["cell_key"]].get(k), (t["cell_key"], k)
+    # every size's reference rows come before its first candidate row
+    seen: set[tuple] = set()
+    for t in b:
+        size = (t["mode"], t["dtype"], t["n"])
+        if t["role"] in ("copy", "baseline"):
+            seen.add(size)
+        else:
+            assert size in seen, t["cell_key"]
