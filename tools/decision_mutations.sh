@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The decision mutations of docs/mutation-testing.md, each applied to a copy of the
-# tree; the mutated module's own test file (or the test named) must fail on each. Exit status 1 if one survives.
+# tree; the test that holds the decision (the table's "caught by") must fail on each. Exit status 1 if one survives.
 # The mutations run side by side, one per core ($JOBS, default nproc); their lines are
 # printed in the order below.
 #   tools/decision_mutations.sh
@@ -47,33 +47,41 @@ mutate() {  # NAME FILE OLD NEW TESTFILE: starts the check once a core is free
 
 mutate "the dense band's start rounded inward" sweeper/plan/ladder.py \
   "return min(_floor(self.l2 // 4), self.cap)" "return min(_ceil(self.l2 // 4), self.cap)" \
-  tests/unit/test_plan.py
+  tests/unit/test_plan.py::test_the_dense_band_is_rounded_outward_to_the_32_byte_grain
 mutate "tie tolerance 2% -> 3%" sweeper/analyze/select.py \
-  "DEFAULT_TOLERANCE = 0.02" "DEFAULT_TOLERANCE = 0.03" tests/unit/test_select.py
+  "DEFAULT_TOLERANCE = 0.02" "DEFAULT_TOLERANCE = 0.03" \
+  tests/unit/test_select.py::test_the_tie_tolerance_is_2_percent_inclusive
 mutate "below_baseline: < 1 -> <= 1" sweeper/analyze/select.py \
-  "float(hi) < 1.0" "float(hi) <= 1.0" tests/unit/test_select.py
+  "float(hi) < 1.0" "float(hi) <= 1.0" \
+  tests/unit/test_select.py::test_below_the_baseline_means_the_whole_ci_is_under_1
 mutate "brackets up to 2x the plan resolution accepted" sweeper/analyze/policy.py \
-  "step = l2 / int(res)" "step = 2 * l2 / int(res)" tests/unit/test_policy.py
+  "step = l2 / int(res)" "step = 2 * l2 / int(res)" \
+  tests/unit/test_policy.py::test_a_boundary_is_placed_only_in_a_bracket_no_wider_than_the_resolution
 mutate "the ratio bootstrap resamples the two sides independently" sweeper/stats.py \
   "return point, _resample_medians(num, counts) / _resample_medians(den, counts)" \
   "return point, _resample_medians(num, counts) / _resample_medians(den, counts[::-1])" \
-  tests/unit/test_stats.py
+  tests/unit/test_stats.py::test_the_ratio_ci_is_paired_so_drift_shared_by_both_sides_cancels
 mutate "CI level 95% -> 90%" sweeper/stats.py \
   "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.95" \
-  "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.90" tests/unit/test_stats.py
+  "num: np.ndarray, den: np.ndarray, *, seed: int = 0, level: float = 0.90" \
+  tests/unit/test_stats.py::test_the_ci_level_is_95_percent
 mutate "a bracket exactly at the resolution refused" sweeper/analyze/bands.py \
   "sizes[i] - sizes[i - 1] > max_bracket * (1 + 1e-12)" "sizes[i] - sizes[i - 1] >= max_bracket" \
-  tests/unit/test_policy.py
+  tests/unit/test_policy.py::test_a_boundary_is_placed_only_in_a_bracket_no_wider_than_the_resolution
 mutate "the band edge at the first measured size, not the bracket's midpoint" \
   sweeper/analyze/policy.py "lo = 0 if k == 0 else (sizes[i - 1] + sizes[i]) // 2" \
-  "lo = 0 if k == 0 else sizes[i]" tests/unit/test_policy.py
+  "lo = 0 if k == 0 else sizes[i]" \
+  tests/unit/test_policy.py::test_a_boundary_is_placed_only_in_a_bracket_no_wider_than_the_resolution
 mutate "a tie ignores the targets' floors" sweeper/analyze/policy.py \
-  "keep = meets or keep" "keep = keep" tests/unit/test_policy.py
+  "keep = meets or keep" "keep = keep" \
+  tests/unit/test_policy.py::test_a_tie_never_trades_away_a_floor_that_a_tied_config_meets
 mutate "a round's moves decided from every climbed cell, not the rounds before it" \
-  sweeper/run/runner.py "if r.get(CLIMB_ROUND, 0) <= rounds]," "if True]," tests/unit/test_search.py
+  sweeper/run/runner.py "if r.get(CLIMB_ROUND, 0) <= rounds]," "if True]," \
+  tests/unit/test_search.py::test_a_climb_interrupted_in_any_round_resumes_as_one_run_in_one_go
 mutate "a resume ignores a grid whose configs changed" sweeper/run/runner.py \
   'if grid is not None and manifest.get("grid_hash", grid) != grid:' \
-  'if False and manifest.get("grid_hash", grid) != grid:' tests/unit/test_runner.py
+  'if False and manifest.get("grid_hash", grid) != grid:' \
+  tests/unit/test_runner.py::test_resume_refuses_a_grid_whose_configs_changed
 mutate "verify's loss rule on the point ratio, not the interval" sweeper/analyze/verdict.py \
   "loses, loses_some = split(below_baseline)" \
   'loses, loses_some = split(lambda r: r["ratio"] < 1)' \

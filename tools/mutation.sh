@@ -3,7 +3,8 @@
 # the planner's ladder, selection, band segmentation, the timing statistics).
 #   tools/mutation.sh            every mutant of the decision core (2080; 26 minutes on 2 cores)
 #   tools/mutation.sh --quick    the mutants of the tie, below-baseline and CI rules and the band
-#                                edges (CI runs this; the bracket rule is tools/decision_mutations.sh)
+#                                edges, with their tests (tools/mutmut-quick.toml), in a copy of the
+#                                tree (CI runs this; the bracket rule is tools/decision_mutations.sh)
 #   tools/mutation.sh --files    the second set (tools/mutmut-files.toml): the plan file, verify's
 #                                verdict and the Python export, in a copy of the tree
 #   tools/mutation.sh --policy [PATTERN ...]
@@ -23,8 +24,9 @@ if [ "${1:-}" = "--quick" ]; then
     "sweeper.stats.x_ci_tails*"
   )
 fi
-if [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ]; then
+if [ "${1:-}" = "--quick" ] || [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ]; then
   case "$1" in
+    --quick) SET=tools/mutmut-quick.toml ;;
     --files) SET=tools/mutmut-files.toml ;;
     --policy) SET=tools/mutmut-policy.toml ;;
   esac
@@ -44,7 +46,9 @@ open(path, "w").write(text)
 SPLICE
   cd "$work"
   case "$PY" in /*) ;; *) PY="$root/$PY" ;; esac
-  if [ "$SET" = tools/mutmut-policy.toml ]; then
+  if [ "$SET" = tools/mutmut-quick.toml ]; then
+    :  # WHAT: the quick set's patterns, above
+  elif [ "$SET" = tools/mutmut-policy.toml ]; then
     # the rules a policy file's bands are held to and the choice of config at a size, or PATTERNs
     WHAT=("$@")
     [ ${#WHAT[@]} -gt 0 ] || WHAT=(
