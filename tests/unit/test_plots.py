@@ -513,3 +513,15 @@ def test_pngs_are_palette_images_that_carry_their_inputs_digest(tmp_path):
     again = save(fig, tmp_path / "b", "figure", ["png"], inputs="d" * 64)[0]
     assert again.read_bytes() == path.read_bytes()  # the same figure gives the same bytes
     plt.close(fig)
+
+
+SHIPPED = sorted(
+    p.parent for p in (Path(__file__).resolve().parents[2] / "results").glob("*/*/plots")
+)
+
+
+@pytest.mark.parametrize("run", SHIPPED, ids=lambda p: p.name)
+def test_a_shipped_runs_figures_are_current_so_its_report_draws_none(run):
+    """Every shipped run's PNGs were drawn from its files as they are: `sweeper report` on it
+    draws nothing (a stale figure shows what its run no longer says)."""
+    assert not plots._plots_stale(run)

@@ -44,6 +44,8 @@ except ImportError:  # tests/ is not a package: pytest put tests/unit on sys.pat
         known_verify,
     )
 
+# its tests share the module fixtures (a report of hot-7 each): one worker builds them once
+pytestmark = pytest.mark.xdist_group("first-screen")
 ROOT = Path(__file__).resolve().parents[2]
 HOT7 = ROOT / "results" / "h200" / "hot-7"
 # the ranges the README states hot-7's speedup over, in MiB, [lo, hi)
