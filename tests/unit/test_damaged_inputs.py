@@ -715,9 +715,8 @@ def test_a_replay_with_a_plan_for_another_gpu_is_refused_in_one_line(base, tmp_p
 @pytest.mark.parametrize("value", [2.5, 30.0, "30", True])
 @pytest.mark.parametrize("field", ["n_samples", "block", "vec_bytes", "n"])
 def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
-    shipped, tmp_path, field, value
+    run, tmp_path, field, value
 ):
-    run = _copy(shipped, tmp_path, "hot-7")
     log = run / "trials.jsonl.xz"
 
     def edit(data: bytes) -> bytes:
