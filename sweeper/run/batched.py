@@ -454,7 +454,7 @@ class BatchedExecutor(GpuExecutor):
         harness["hot_rounds_pipelined"] = False
         harness["hot_rounds_in_graph"] = True
         # a hot size's reference cell (copy against baseline) is its first batch's first cell
-        harness["reference_in_batch"] = True
+        harness["reference_in_batch"] = self.reference_in_batch("hot")
         return doc
 
     def clock_summary(self) -> dict:
