@@ -1,6 +1,7 @@
 """`sweeper ARGS` with the batched executor timing each hot size's reference cell on its own,
 through GpuExecutor.reference (what it did before a size's first batch carried it): the other
-side of the A/B in lab/h100/reference-in-batch. Run from the repository root on a GPU machine:
+side of a same-machine A/B against `sweeper ARGS`. Run from the repository root on a GPU
+machine:
 
     python3 lab/tools/reference_ab.py run --run-id ref-apart --dtypes fp32
 """
