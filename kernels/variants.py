@@ -12,6 +12,7 @@ parameters: variants that differ only in them share one compiled kernel (`compil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -147,6 +148,10 @@ class Variant:
         no longer exists.
         An id made under equivalent code parses to the Variant whose `.id` is the current one.
         """
+        return _parsed(cls, text, source_fingerprint())
+
+    @classmethod
+    def _parse(cls, text: str) -> Variant:
         m = _ID_RE.match(text.strip())
         if not m:
             raise KernelError(
@@ -184,6 +189,10 @@ class Variant:
         current id where `text` was made under equivalent kernel code; None where it names
         kernel code this checkout does not have. Text that is no variant id comes back as is
         (configs of other executors)."""
+        return _current_id(cls, text, source_fingerprint())
+
+    @classmethod
+    def _current_id(cls, text: str) -> str | None:
         if not _ID_RE.match(text.strip()):
             return text
         try:
@@ -355,3 +364,15 @@ def sample(variants, k: int, seed: int = 0) -> list[Variant]:
     """A seeded sample (stable for a given grid and seed)."""
     variants = list(variants)
     return random.Random(seed).sample(variants, min(k, len(variants)))
+
+
+# A run's trial log names each variant thousands of times (every resume and every read checks
+# them): parsed once per id and kernel source, for as long as the process runs.
+@functools.lru_cache(maxsize=1 << 16)
+def _parsed(cls: type[Variant], text: str, fingerprint: str) -> Variant:
+    return cls._parse(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _current_id(cls: type[Variant], text: str, fingerprint: str) -> str | None:
+    return cls._current_id(text)
