@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analyze.store import with_records
+from sweeper.analyze.store import load_manifest, with_records, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,42 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in PTX_MODULES and item.path.parent == ROOT / "tests" / "unit":
             item.add_marker(pytest.mark.xdist_group("ptx"))
+
+
+def one_dtype_of_hot7(root: Path, dtype: str) -> Path:
+    """results/h200/hot-7 as a run of `dtype` alone, under `root` (a results folder): its
+    trials of that dtype, its manifest narrowed to them (dtypes, pruned, climb, timing), the
+    selection and policy that `sweeper select` and `sweeper policy build` make from them, no
+    figures. The whole run has 51020 cells, its fp32 part 15514. Returns the run folder, whose
+    manifest records its files as they are after the cut."""
+    from sweeper import api
+
+    def of_dtype(key: str) -> bool:  # 'hot/fp16/screen_s' names a dtype; 'prepare_s' none
+        parts = key.split("/")
+        return len(parts) < 2 or parts[1] == dtype
+
+    shipped = ROOT / "results" / "h200" / "hot-7"
+    run = root / "h200" / "hot-7"
+    run.mkdir(parents=True)
+    with lzma.open(shipped / "trials.jsonl.xz", "rt") as src:
+        lines = [line for line in src if json.loads(line)["dtype"] == dtype]
+    with lzma.open(run / "trials.jsonl.xz", "wt", preset=0) as dst:
+        dst.writelines(lines)
+    m = load_manifest(shipped)
+    m["dtypes"] = [dtype]
+    m["pruned"] = [p for p in m["pruned"] if p["dtype"] == dtype]
+    m["climb"] = {k: v for k, v in m["climb"].items() if of_dtype(k)}
+    m["timing"] = {k: v for k, v in m["timing"].items() if of_dtype(k)}
+    write_manifest(run, m, finished=True)
+    api.select(str(run))
+    api.policy_build(str(run))
+    return run
+
+
+@pytest.fixture(scope="session")
+def cut_hot7() -> Callable[[Path, str], Path]:
+    """one_dtype_of_hot7, for fixtures of any scope."""
+    return one_dtype_of_hot7
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ and cuda, as on a machine where they are not installed."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ROOT / "results" / "h200" / "hot-7"
 
 BLOCK = """
 import importlib.abc, runpy, sys
@@ -49,11 +47,10 @@ def sweeper(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def run_copy(tmp_path_factory):
+def run_copy(tmp_path_factory, cut_hot7):
+    """hot-7's fp32 part as a run of its own, without figures: `report` draws them."""
     base = tmp_path_factory.mktemp("light")
-    dst = base / "results" / "h200" / "hot-7"
-    shutil.copytree(RUN, dst, ignore=shutil.ignore_patterns("plots"))
-    return base, dst
+    return base, cut_hot7(base / "results", "fp32")
 
 
 READING = [

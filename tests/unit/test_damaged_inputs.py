@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sweeper import api
 from sweeper.analyze.store import (
     load_manifest,
     read_trials,
@@ -30,35 +29,13 @@ PLAN = REPO / "sweeps" / "h200.json"  # the plan hot-7 was measured with (its ma
 DTYPE = "fp32"
 
 
-def _of_dtype(key: str) -> bool:
-    """A manifest key of `climb` or `timing` that names a dtype other than DTYPE is left out
-    ('hot/fp16/screen_s'); run-wide keys ('prepare_s') are kept."""
-    parts = key.split("/")
-    return len(parts) < 2 or parts[1] == DTYPE
-
-
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """hot-7 as an fp32-only run, built once: its fp32 trials, its manifest narrowed to fp32
-    (dtypes, pruned, climb, timing), the selection and policy that `sweeper select` and
-    `sweeper policy build` make from them, and the shipped PNGs (the plot case checks that
-    they are kept). The whole run has 51020 cells; its fp32 part has 15514. Its manifest
-    records its files as they are after the cut."""
+def base(tmp_path_factory, cut_hot7) -> Path:
+    """hot-7 as an fp32-only run, built once (conftest.one_dtype_of_hot7), with the shipped PNGs (the
+    plot case checks that they are kept)."""
     root = tmp_path_factory.mktemp("base") / "results"
-    run = root / "h200" / "hot-7"
-    (run / "plots").mkdir(parents=True)
-    with lzma.open(SHIPPED / "trials.jsonl.xz", "rt") as src:
-        lines = [line for line in src if json.loads(line)["dtype"] == DTYPE]
-    with lzma.open(run / "trials.jsonl.xz", "wt", preset=0) as dst:
-        dst.writelines(lines)
-    m = load_manifest(SHIPPED)
-    m["dtypes"] = [DTYPE]
-    m["pruned"] = [p for p in m["pruned"] if p["dtype"] == DTYPE]
-    m["climb"] = {k: v for k, v in m["climb"].items() if _of_dtype(k)}
-    m["timing"] = {k: v for k, v in m["timing"].items() if _of_dtype(k)}
-    write_manifest(run, m, finished=True)
-    api.select(str(run))
-    api.policy_build(str(run))
+    run = cut_hot7(root, DTYPE)
+    (run / "plots").mkdir()
     for png in sorted((SHIPPED / "plots").glob("*.png")):
         shutil.copy2(png, run / "plots" / png.name)
     return root
@@ -714,9 +691,7 @@ def test_a_replay_with_a_plan_for_another_gpu_is_refused_in_one_line(base, tmp_p
 
 @pytest.mark.parametrize("value", [2.5, 30.0, "30", True])
 @pytest.mark.parametrize("field", ["n_samples", "block", "vec_bytes", "n"])
-def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(
-    run, tmp_path, field, value
-):
+def test_an_integer_field_of_a_trial_that_is_not_an_integer_is_refused(run, tmp_path, field, value):
     log = run / "trials.jsonl.xz"
 
     def edit(data: bytes) -> bytes:
