@@ -513,10 +513,14 @@ class BatchedExecutor(GpuExecutor):
             cu.cuGraphDestroy(g)
 
     # -- measuring ------------------------------------------------------------------------
+    def batches(self, mode: str) -> bool:
+        """Whether this executor times `mode`'s cells in batches (else GpuExecutor's way)."""
+        return mode == "hot" and self.pattern != "allocating"
+
     def reference_in_batch(self, mode: str) -> bool:
         """Whether measure_many times the size's reference cell (reference=True) in its
         first batch: in the modes it batches."""
-        return mode == "hot" and self.pattern != "allocating"
+        return self.batches(mode)
 
     def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any],
                      reference: bool = False):  # fmt: skip
@@ -524,7 +528,7 @@ class BatchedExecutor(GpuExecutor):
         (not in the order given). With `reference`, the size's reference cell (the copy
         kernel against the baseline, as `reference` times it) is the first batch's first
         cell, and its two rows come before any candidate row."""
-        if not self.reference_in_batch(mode):
+        if not self.batches(mode) or (reference and not self.reference_in_batch(mode)):
             if reference:
                 yield from self.reference(mode, dtype, n)
             yield from super().measure_many(mode, dtype, n, variants)
@@ -536,6 +540,7 @@ class BatchedExecutor(GpuExecutor):
         inflight: _Batch | None = None
         parity = 0
         held: list[dict] | None = [] if reference else None  # rows waiting for the reference
+        copy_gbps = None  # the copy's throughput the reference cell of this call measured
         try:
             with self.cuda.defer_cleanup():
                 while pending or topups or reference or inflight is not None:
@@ -546,30 +551,29 @@ class BatchedExecutor(GpuExecutor):
                                                 reference)  # fmt: skip
                         topups, reference = [], False
                         parity ^= 1
-                        yield from batch.errors
+                        if held is not None:
+                            held += batch.errors
+                        else:
+                            yield from batch.errors
                     if inflight is not None:
                         finished, topups = self._finish(inflight, dtype, n)
                         refs = [c for c in finished if c.reference]
                         rows = self._rows([c for c in finished if not c.reference])
                         if refs:
-                            yield from self._reference_rows(refs[0])
+                            ref_rows = self._reference_rows(refs[0])
+                            yield from ref_rows
+                            copy_gbps = ref_rows[0]["copy_gbps"]
                             rows, held = held + rows, None
                         if held is not None:
                             held += rows
                         else:
-                            yield from self._with_copy(rows)
+                            for row in rows:
+                                if copy_gbps is not None:  # read against this call's reference
+                                    row["copy_gbps"] = copy_gbps
+                                yield row
                     inflight = batch
         finally:
             self.bench.sync()
-
-    def _with_copy(self, rows: list[dict]) -> list[dict]:
-        """Candidate rows with their size's copy throughput (a cell queued before its size's
-        reference cell completed has none yet)."""
-        cg = getattr(self, "_copy_gbps", None)
-        for row in rows:
-            if cg and "copy_gbps" not in row and (row["dtype"], row["n"]) == cg[:2]:
-                row["copy_gbps"] = cg[2]
-        return rows
 
     def _reference_rows(self, cell: _Cell) -> list[dict]:
         """The copy and baseline rows of a measured reference cell (GpuExecutor.reference)."""
