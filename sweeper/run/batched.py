@@ -362,7 +362,6 @@ class _Cell:
     cells: int = 0
     sm_mhz: int | None = None
     throttled: bool = False  # its batch throttled on every launch and was kept
-    reference: bool = False  # the size's reference cell: the copy kernel against the baseline
 
     def destroy(self, pool=None, cell_graphs=None) -> None:
         """Graphs destroyed, instantiated ones back to `pool` and CellGraphs to `cell_graphs`
@@ -453,8 +452,6 @@ class BatchedExecutor(GpuExecutor):
         harness["hot_rounds_held"] = False
         harness["hot_rounds_pipelined"] = False
         harness["hot_rounds_in_graph"] = True
-        # a hot size's reference cell (copy against baseline) is its first batch's first cell
-        harness["reference_in_batch"] = self.reference_in_batch("hot")
         return doc
 
     def clock_summary(self) -> dict:
@@ -513,24 +510,10 @@ class BatchedExecutor(GpuExecutor):
             cu.cuGraphDestroy(g)
 
     # -- measuring ------------------------------------------------------------------------
-    def batches(self, mode: str) -> bool:
-        """Whether this executor times `mode`'s cells in batches (else GpuExecutor's way)."""
-        return mode == "hot" and self.pattern != "allocating"
-
-    def reference_in_batch(self, mode: str) -> bool:
-        """Whether measure_many times the size's reference cell (reference=True) in its
-        first batch: in the modes it batches."""
-        return self.batches(mode)
-
-    def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any],
-                     reference: bool = False):  # fmt: skip
+    def measure_many(self, mode: str, dtype: str, n: int, variants: list[Any]):
         """Rows of the candidate cells of `variants` at this size, yielded as each completes
-        (not in the order given). With `reference`, the size's reference cell (the copy
-        kernel against the baseline, as `reference` times it) is the first batch's first
-        cell, and its two rows come before any candidate row."""
-        if not self.batches(mode) or (reference and not self.reference_in_batch(mode)):
-            if reference:
-                yield from self.reference(mode, dtype, n)
+        (not in the order given)."""
+        if mode != "hot" or self.pattern == "allocating":
             yield from super().measure_many(mode, dtype, n, variants)
             return
         self.bench.clock.prefix = mode
@@ -539,53 +522,22 @@ class BatchedExecutor(GpuExecutor):
         topups: list[tuple[_Cell, int]] = []
         inflight: _Batch | None = None
         parity = 0
-        held: list[dict] | None = [] if reference else None  # rows waiting for the reference
-        copy_gbps = None  # the copy's throughput the reference cell of this call measured
         try:
             with self.cuda.defer_cleanup():
-                while pending or topups or reference or inflight is not None:
+                while pending or topups or inflight is not None:
                     batch = None
-                    if pending or topups or reference:
+                    if pending or topups:
                         with self.bench.clock("batch-build"):
-                            batch = self._build(mode, dtype, n, pending, topups, parity,
-                                                reference)  # fmt: skip
-                        topups, reference = [], False
+                            batch = self._build(mode, dtype, n, pending, topups, parity)
+                        topups = []
                         parity ^= 1
-                        if held is not None:
-                            held += batch.errors
-                        else:
-                            yield from batch.errors
+                        yield from batch.errors
                     if inflight is not None:
                         finished, topups = self._finish(inflight, dtype, n)
-                        refs = [c for c in finished if c.reference]
-                        rows = self._rows([c for c in finished if not c.reference])
-                        if refs:
-                            ref_rows = self._reference_rows(refs[0])
-                            yield from ref_rows
-                            copy_gbps = ref_rows[0]["copy_gbps"]
-                            rows, held = held + rows, None
-                        if held is not None:
-                            held += rows
-                        else:
-                            for row in rows:
-                                if copy_gbps is not None:  # read against this call's reference
-                                    row["copy_gbps"] = copy_gbps
-                                yield row
+                        yield from self._rows(finished)
                     inflight = batch
         finally:
             self.bench.sync()
-
-    def _reference_rows(self, cell: _Cell) -> list[dict]:
-        """The copy and baseline rows of a measured reference cell (GpuExecutor.reference)."""
-        try:
-            timing = self._timing(cell)
-            assert timing is not None
-            with self.bench.clock("summary"):
-                (res,) = summaries([timing])
-            r = cell.row
-            return self.reference_rows(r["mode"], r["dtype"], r["n"], res)
-        finally:
-            cell.destroy(self._cell_pool, self._cell_graphs)
 
     def _load_kernels(self, dtype: str, n: int, variants: list[Any]) -> None:
         """The first call in the run of every grid kernel among `variants`, all made before
@@ -613,10 +565,9 @@ class BatchedExecutor(GpuExecutor):
                     continue
                 self._launched.add(kernel)
 
-    def _build(self, mode, dtype, n, pending: deque, topups, parity: int,
-               reference: bool = False) -> _Batch:  # fmt: skip
-        """Queue the next batch: top-up segments of earlier cells, the size's reference cell
-        (`reference`), then up to batch_cells new cells; launched before it returns."""
+    def _build(self, mode, dtype, n, pending: deque, topups, parity: int) -> _Batch:
+        """Queue the next batch: top-up segments of earlier cells, then up to batch_cells new
+        cells; launched before it returns."""
         key = (dtype, n)
         b = self.buffers(dtype, n)
         stop = self.stopping
@@ -632,10 +583,7 @@ class BatchedExecutor(GpuExecutor):
         if state["limit"] != 0 or state["window_bytes"] != 0:
             self.bench.reset_persisting()
         for cell, h in topups:
-            self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1,
-                          checked=not cell.reference)  # fmt: skip
-        if reference:
-            self._reference_cell(mode, dtype, n, b, calls, warm, batch)
+            self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
         room = self._counters[parity].size - COUNTERS_PER_CELL
         q = batch.graph
@@ -837,7 +785,21 @@ class BatchedExecutor(GpuExecutor):
                         self._cell_graph(cell, "pre", ("pre",), [("call", 1)], {}, (), params)
                     else:
                         cell.graphs["pre"] = chain(unit, 1)
-                self._slot_graph_of(cell, side, unit, params, b, key, warm, calls)
+                if params is not None:
+                    cell.params[side] = params
+                    before = self._before_slot(b)
+                    parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
+                             ("event",), ("call", calls), ("event",)]  # fmt: skip
+                    self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
+                                     parts, {"normalize": before[0] if before else None},
+                                     (self._epoch, key), params)  # fmt: skip
+                    continue
+                cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
+                    lambda g, p, u=unit: add_chain(g, add_children(g, p, self._before_slot(b)),
+                                                   u, warm),
+                    lambda g, p, u=unit: add_chain(g, p, u, calls),
+                    int(self._scratch.handle),
+                )  # fmt: skip
             cell.fresh = self._fresh_units(cell, b, n, key, batch, slot, calls, warm)
             cell.state = self.bench.persisting_state()
         except USER_ERRORS as e:
@@ -882,57 +844,6 @@ class BatchedExecutor(GpuExecutor):
             batch.fresh.append((cell, fresh))
         if cell.state["limit"] != 0 or cell.state["window_bytes"] != 0:
             self.bench.reset_persisting()
-        return cell
-
-    def _slot_graph_of(self, cell: _Cell, side: str, unit, params, b, key, warm, calls) -> None:
-        """The cell's slot graph on buffer set `side` from its captured one-call graph `unit`:
-        a CellGraph set to the unit's kernel (`params`), else chained from the unit."""
-        if params is not None:
-            cell.params[side] = params
-            before = self._before_slot(b)
-            parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
-                     ("event",), ("call", calls), ("event",)]  # fmt: skip
-            self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
-                             parts, {"normalize": before[0] if before else None},
-                             (self._epoch, key), params)  # fmt: skip
-            return
-        cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
-            lambda g, p: add_chain(g, add_children(g, p, self._before_slot(b)), unit, warm),
-            lambda g, p: add_chain(g, p, unit, calls),
-            int(self._scratch.handle),
-        )
-
-    def _reference_cell(self, mode, dtype, n, b, calls, warm, batch: _Batch) -> _Cell:
-        """The size's reference cell into the batch: the copy kernel (side a) against the
-        baseline in the candidates' slots and rounds, as GpuExecutor.reference times them
-        (its outputs are not ReLU's: no pre-check, output check, soak or fresh input)."""
-        key = (dtype, n)
-        s, h = self.bench.stream, self.bench.h
-        self._check_baseline_once(dtype, b, n)
-        cell = _Cell(row={"mode": mode, "dtype": dtype, "n": n, "role": "copy",
-                          "status": "ok", "status_detail": ""}, reference=True)  # fmt: skip
-        try:
-            for side in "AB":
-                launch = self._copy_launch(b, side)
-                if "copy" not in self._launched:  # its module loaded outside any capture
-                    with self.bench.clock("cell-load"):
-                        launch(s)
-                    self._launched.add("copy")
-                with self.bench.clock("cell-capture"):
-                    unit = cell.graphs[f"unit-{side}"] = capture(launch, 1, s, h)
-                    params = unit_kernel(unit) if self.set_in_place else None
-                self._slot_graph_of(cell, side, unit, params, b, key, warm, calls)
-        except BaseException:
-            cell.destroy(self._cell_pool, self._cell_graphs)
-            raise
-        cell.batch = batch.index
-        half = half_stopping(self.stopping)
-        cell.halves = [_Half("A", "B", "A", half), _Half("B", "A", "B", half)]
-        batch.new.append(cell)
-        rounds = max(1, math.ceil(half.min_samples / 2))
-        for i, hf in enumerate(cell.halves):
-            self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True,
-                          checked=False)  # fmt: skip
         return cell
 
     def _fresh_units(self, cell: _Cell, b, n, key, batch: _Batch, slot: int, calls, warm):
@@ -1001,11 +912,10 @@ class BatchedExecutor(GpuExecutor):
         return out
 
     def _segment(self, batch, cell, hf: _Half, h: int, b, key, calls, warm, rounds,
-                 opening: bool = False, checked: bool = True) -> None:  # fmt: skip
+                 opening: bool = False) -> None:  # fmt: skip
         """Rounds of one half into the batch: the opening segment warms side b first. Each
         slot is one launch of a slot graph (slot_graph: L2 normalizer, warm-up, event,
-        `calls` calls, event) with the slot's own two events. `checked`: side a's outputs
-        poisoned before the rounds and compared with the reference after them."""
+        `calls` calls, event) with the slot's own two events."""
         g = batch.graph
         sides = {"A": self._slot(cell, hf.sa, calls),
                  "B": self._base_slot(b, key, hf.sb, calls, warm)}  # fmt: skip
@@ -1018,16 +928,13 @@ class BatchedExecutor(GpuExecutor):
         # over 36-52 MiB fp32 on the H200, the baseline's not at all (docs/timing.md, "The
         # settle replay").
         g.slot(*sides["A"], self._scratch, self._scratch)
-        if checked:
-            g.child(self._poison_graph(b, key, hf.sa))
+        g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
                 i, e0, e1 = self._slot_events(batch)
                 g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
-        if checked:
-            j = self._counter(batch, cell, f"h{h}")
-            g.child(self._check_graph(b, key, hf.sa, batch.parity, j))
+        g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
 
     def _before_slot(self, b: Buffers) -> list:
         """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""

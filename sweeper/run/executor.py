@@ -682,8 +682,10 @@ class GpuExecutor:
 
     def _reference(self, mode: str, dtype: str, n: int) -> list[dict]:
         b = self.buffers(dtype, n)
+        ws = working_set(n, dtype)
         self.bench.reset_persisting()
-        self._check_baseline_once(dtype, b, n)
+        if self.baseline_kernel is not None and (dtype, n) not in self._ext_checked:
+            self._check_baseline(dtype, b, n)
         res = self.pair_swapped(
             mode,
             lambda side: self._copy_launch(b, side),
@@ -693,13 +695,6 @@ class GpuExecutor:
             self.stopping,
             baseline_b=True,
         ).timing.summary()
-        return self.reference_rows(mode, dtype, n, res)
-
-    def reference_rows(self, mode: str, dtype: str, n: int, res: dict) -> list[dict]:
-        """The copy and baseline rows of a size from the summary `res` of the copy kernel
-        (side a) timed against the baseline (side b); later candidate rows of the size carry
-        the copy's throughput."""
-        ws = working_set(n, dtype)
         common = {"mode": mode, "dtype": dtype, "n": n, "ws_bytes": ws, "status": "ok"}
         copy_gbps = ws / res["time_us"] / 1e3
         copy_row = {
@@ -733,11 +728,6 @@ class GpuExecutor:
         }
         self._copy_gbps = (dtype, n, copy_gbps)
         return [copy_row, base_row]
-
-    def _check_baseline_once(self, dtype: str, b: Buffers, n: int) -> None:
-        """A user's baseline kernel checked at this size (_check_baseline), once per size."""
-        if self.baseline_kernel is not None and (dtype, n) not in self._ext_checked:
-            self._check_baseline(dtype, b, n)
 
     def _check_baseline(self, dtype: str, b: Buffers, n: int) -> None:
         """A user's baseline kernel must compute ReLU: its output at this size is checked

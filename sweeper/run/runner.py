@@ -361,11 +361,7 @@ class Runner:
         phase: str,
         tag: dict | None = None,
     ) -> None:
-        need_ref = self._needs_reference(mode, dtype, n)
-        # an executor that times the reference cell in the size's first batch yields its rows
-        # first; any other times it here, on its own
-        in_batch = need_ref and getattr(self.ex, "reference_in_batch", lambda m: False)(mode)
-        if need_ref and not in_batch:
+        if self._needs_reference(mode, dtype, n):
             for row in self.ex.reference(mode, dtype, n):
                 if row_key(row) not in self.rows:
                     self._record(row, phase)
@@ -374,19 +370,13 @@ class Runner:
         many = getattr(self.ex, "measure_many", None)
         if hasattr(self.ex, "role"):  # an executor answering from a record: which of its cells
             self.ex.role = role
-        ref_roles = {r for r, _ in self._refs()}
         try:
-            if in_batch:
-                rows = many(mode, dtype, n, todo, reference=True)
-            elif many is not None:
-                rows = many(mode, dtype, n, todo)
-            else:
-                rows = (self.ex.measure(mode, dtype, n, v) for v in todo)
+            rows = (
+                many(mode, dtype, n, todo)
+                if many is not None
+                else (self.ex.measure(mode, dtype, n, v) for v in todo)
+            )
             for row in rows:
-                if in_batch and row.get("role") in ref_roles:
-                    if row_key(row) not in self.rows:
-                        self._record(row, phase)
-                    continue
                 self._record(row, phase, tag)
                 self._tick(f"{mode} {dtype} {phase}")
         finally:

@@ -120,39 +120,6 @@ def test_batched_ratios_agree_with_the_classic_executor_and_cost_less_host_time(
     assert t3 - t2 < t1 - t0
 
 
-@pytest.mark.parametrize("mib", [4, 45])
-def test_a_reference_cell_in_the_first_batch_reads_as_the_classic_one_in_less_time(pair, mib):
-    """The size's reference cell (the copy kernel against the baseline) timed as the first
-    batch's first cell: its two rows come first, with the classic reference's columns, and
-    the copy's ratio to the baseline agrees with the classic reference's within 3%; every
-    candidate row carries that reference's copy throughput; and the size's reference and
-    candidates together cost less host time than with the reference timed on its own."""
-    classic, batched = pair
-    n = mib * 2**20 // 8
-    variants = _honest("fp32", 8)
-    want = classic.reference("hot", "fp32", n)
-    list(batched.measure_many("hot", "fp32", n, variants, reference=True))  # the size set up
-    t0 = time.perf_counter()
-    apart = batched.reference("hot", "fp32", n)
-    list(batched.measure_many("hot", "fp32", n, variants))
-    t1 = time.perf_counter()
-    rows = list(batched.measure_many("hot", "fp32", n, variants, reference=True))
-    t2 = time.perf_counter()
-    assert [r["role"] for r in rows] == ["copy", "baseline"] + ["candidate"] * len(variants)
-    for got in (rows[:2], apart):
-        for r, w in zip(got, want, strict=True):
-            assert set(w) <= set(r), set(w) - set(r)
-            assert r["status"] == "ok"
-        assert abs(math.log(got[0]["ratio"] / want[0]["ratio"])) <= math.log(1.03), (got, want)
-    assert all(r["copy_gbps"] == rows[0]["copy_gbps"] for r in rows[2:])
-    print(
-        f"\n{mib} MiB: copy/baseline classic {want[0]['ratio']:.3f}, in the first batch "
-        f"{rows[0]['ratio']:.3f}; host ms for the reference and {len(variants)} cells: the "
-        f"reference on its own {1e3 * (t1 - t0):.1f}, in the first batch {1e3 * (t2 - t1):.1f}"
-    )
-    assert t2 - t1 < t1 - t0
-
-
 def test_a_rounds_first_candidate_sample_reads_as_its_second():
     """The slot test (sweeper.analyze.position.segment_start) on batched rows at 45 MiB with
     one round per segment (the --quick rule), where a segment without the settle replay read
