@@ -58,7 +58,7 @@ def one_dtype_of_hot7(root: Path, dtype: str) -> Path:
     return run
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cut_hot7() -> Callable[[Path, str], Path]:
     """one_dtype_of_hot7, for fixtures of any scope."""
     return one_dtype_of_hot7
