@@ -60,7 +60,7 @@ def one_dtype_of_hot7(root: Path, dtype: str) -> Path:
 
 @pytest.fixture(scope="module")
 def cut_hot7() -> Callable[[Path, str], Path]:
-    """one_dtype_of_hot7, for fixtures of any scope."""
+    """one_dtype_of_hot7, for module-scoped fixtures."""
     return one_dtype_of_hot7
 
 
