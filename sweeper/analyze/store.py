@@ -12,6 +12,7 @@ reported), any other bad line is an error naming the file and line.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import io
@@ -549,6 +550,11 @@ def read_trials(
             )
         return [], False
     path, text = got[0], text_of(got[0], got[1])
+    read = _read_key(got[1], manifest)
+    if read in _READ:
+        _READ.move_to_end(read)
+        out, truncated = _READ[read]
+        return _copies(out), truncated
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":
@@ -591,7 +597,39 @@ def read_trials(
         out.append(doc)
     if manifest is not None:
         check_ceilings(path, out, manifest)
+    _READ[read] = (_copies(out), truncated)
+    while len(_READ) > READ_KEEP:
+        _READ.popitem(last=False)
     return out, truncated
+
+
+# Trial logs read and checked in this process, by what their reading depended on: the log's
+# bytes, the manifest they were checked against and the kernel source their configs were
+# parsed with. A report, a notebook or a test suite reads the same run many times; each
+# reader gets copies of its own. The READ_KEEP last read are kept.
+READ_KEEP = 3
+_READ: collections.OrderedDict[tuple, tuple[list[dict], bool]] = collections.OrderedDict()
+
+
+def _read_key(data: bytes, manifest: dict | None) -> tuple:
+    from sweeper_kernels.source import source_fingerprint
+
+    m = None if manifest is None else json.dumps(manifest, sort_keys=True, default=repr)
+    return hashlib.sha256(data).hexdigest(), m, source_fingerprint()
+
+
+def _copies(docs: list[dict]) -> list[dict]:
+    """Trial records a caller may change: each record and each list or dict in it copied."""
+    nested = (list, dict)
+    return [{k: _copy_value(v) if isinstance(v, nested) else v for k, v in d.items()}
+            for d in docs]  # fmt: skip
+
+
+def _copy_value(v: list | dict) -> list | dict:
+    nested = (list, dict)
+    if isinstance(v, list):
+        return [_copy_value(x) if isinstance(x, nested) else x for x in v]
+    return {k: _copy_value(x) if isinstance(x, nested) else x for k, x in v.items()}
 
 
 def trial_key(doc: dict) -> tuple:
