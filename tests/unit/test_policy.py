@@ -312,6 +312,12 @@ def _corrupt(doc, how):
         d["l2_bytes"] = 1
     elif how == "device_cc_not_gpu":
         d["provenance"]["gpu"], d["cc"] = "h200", [9, 0]
+    elif how == "device_sms_not_gpu":  # the H200's compute capability, another GPU's SMs
+        d["provenance"]["gpu"], d["cc"] = "h200", [9, 0]
+        d["provenance"]["device"]["cc"] = [9, 0]
+    elif how == "l2_not_gpu":  # the H200's compute capability and SMs, another GPU's L2
+        d["provenance"]["gpu"], d["cc"] = "h200", [9, 0]
+        d["provenance"]["device"].update(cc=[9, 0], sm_count=132)
     elif how == "another_gpu":
         d["provenance"]["gpu"] = "h200"
     elif how == "next_band_number":
@@ -410,9 +416,20 @@ def _corrupt(doc, how):
         ("l2_not_device", "l2_bytes", "76546048 is not provenance.device.l2_bytes (75497472)"),
         ("cc_three", "cc", "expected [major, minor], found [8, 9, 0]"),
         ("cc_bool", "cc", "expected [major, minor], found [8, True]"),
-        ("resolution_bytes_off", "resolution_bytes", "is not l2_bytes / provenance.resolution"),
+        (
+            "resolution_bytes_off",
+            "resolution_bytes",
+            "is not l2_bytes / provenance.resolution (2359296.0)",
+        ),
         ("another_gpu", "cc", "is not the NVIDIA H200"),
-        ("device_cc_not_gpu", "provenance.device.cc", "[8, 9] is not the NVIDIA H200's ([9, 0])"),
+        (
+            "device_cc_not_gpu",
+            "provenance.device.cc",
+            "[8, 9] is not the NVIDIA H200's ([9, 0]), the GPU the policy names: it was measured "
+            "on another GPU",
+        ),
+        ("device_sms_not_gpu", "provenance.device.sm_count", "128 is not the NVIDIA H200's (132)"),
+        ("l2_not_gpu", "l2_bytes", "75497472 is not the NVIDIA H200's (62914560)"),
         ("next_band_number", "dtypes.fp32.bands[1].lo_bytes", "gap: previous band ends at"),
         ("no_config", "dtypes.fp32.bands[1].config", "missing"),
         ("first_no_lo", "dtypes.fp32.bands[0].lo_bytes", "missing"),
@@ -455,6 +472,16 @@ def test_each_corruption_is_named(tmp_path, policy_doc, how, field, words):
     with pytest.raises(SchemaError) as e:
         load_policy(path)
     assert e.value.field == field and words in str(e.value)
+
+
+def test_a_resolution_in_bytes_within_a_billionth_of_its_value_is_taken(tmp_path, policy_doc):
+    """resolution_bytes is l2_bytes / provenance.resolution to a relative 1e-9 (another
+    writer's float, printed to fewer digits, reads as the same step)."""
+    doc = copy.deepcopy(policy_doc)
+    doc["resolution_bytes"] *= 1 + 1e-12
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"kind": "policy", "schema_version": 1, **doc}))
+    assert load_policy(path)["resolution_bytes"] == doc["resolution_bytes"]
 
 
 def test_newer_version_and_wrong_kind_refused(tmp_path, policy_doc):
