@@ -1074,28 +1074,27 @@ def kernels_list_cmd(
     ] = None,
 ) -> None:
     """List a grid's variant ids, with counts of variants and of distinct compiles."""
-    from rich.table import Table
-
     from sweeper import api
 
     try:
         res = api.kernels_list(grid, dtypes)
     except USER_ERRORS as e:
         fail(str(e))
-    table = Table(title=f"{grid} grid", show_lines=False)
-    for col in ("id", "dtype", "vec B", "unroll", "load", "store", "block", "grid"):
-        table.add_column(col)
-    for v in res["variants"]:
-        table.add_row(
-            v.id, v.dtype, str(v.vec_bytes), str(v.unroll), v.load_hint, v.store_hint,
-            str(v.block), v.grid,
-        )  # fmt: skip
-    console = _console()
-    console.print(table)
+    # plain aligned columns, one variant per line (grep- and diff-friendly; the extended grid
+    # has 15360 variants per dtype, which a drawn table takes seconds to lay out)
+    cols = ("id", "dtype", "vec B", "unroll", "load", "store", "block", "grid")
+    rows = [(v.id, v.dtype, str(v.vec_bytes), str(v.unroll), v.load_hint, v.store_hint,
+             str(v.block), v.grid) for v in res["variants"]]  # fmt: skip
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
+
+    def line(cells) -> str:
+        return "  ".join(x.ljust(w) for x, w in zip(cells, widths, strict=True)).rstrip()
+
     counts = ", ".join(f"{d}: {n}" for d, n in res["per_dtype"].items())
-    console.print(
-        f"{len(res['variants'])} variants ({counts}); {res['compiles']} distinct compiles"
-    )
+    typer.echo("\n".join([
+        f"{grid} grid", line(cols), line(["-" * w for w in widths]), *map(line, rows),
+        f"{len(rows)} variants ({counts}); {res['compiles']} distinct compiles",
+    ]))  # fmt: skip
 
 
 @kernels_app.command(

@@ -19,6 +19,8 @@ def test_list_prints_ids_and_counts():
     grid = default_grid(["fp16"])
     n, keys = len(grid), len(compile_keys(grid))
     assert f"{n} variants (fp16: {n}); {keys} distinct compiles" in res.output
+    firsts = [line.split()[0] for line in res.output.splitlines() if line.startswith("fp16-")]
+    assert firsts == [v.id for v in grid]  # one line per variant, its id first
 
 
 def test_list_takes_several_dtypes():
