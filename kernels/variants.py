@@ -192,15 +192,6 @@ class Variant:
         return _current_id(cls, text, source_fingerprint())
 
     @classmethod
-    def _current_id(cls, text: str) -> str | None:
-        if not _ID_RE.match(text.strip()):
-            return text
-        try:
-            return cls.parse(text).id
-        except KernelError:
-            return None
-
-    @classmethod
     def from_id(cls, variant_id: str) -> Variant:
         return cls.parse(variant_id)
 
@@ -375,4 +366,9 @@ def _parsed(cls: type[Variant], text: str, fingerprint: str) -> Variant:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _current_id(cls: type[Variant], text: str, fingerprint: str) -> str | None:
-    return cls._current_id(text)
+    if not _ID_RE.match(text.strip()):
+        return text
+    try:
+        return cls.parse(text).id
+    except KernelError:
+        return None

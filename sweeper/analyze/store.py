@@ -549,12 +549,12 @@ def read_trials(
                 f"the run is complete but its folder holds {what}; restore the run's trials",
             )
         return [], False
-    path, text = got[0], text_of(got[0], got[1])
     read = _read_key(got[1], manifest)
-    if read in _READ:
+    if read in _READ:  # these bytes were decoded and checked against this manifest before
         _READ.move_to_end(read)
         out, truncated = _READ[read]
         return _copies(out), truncated
+    path, text = got[0], text_of(got[0], got[1])
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":
