@@ -11,6 +11,7 @@ named, and resolved where it is called.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -100,9 +101,10 @@ def get_op(name: str = DEFAULT_OP) -> Op:
 
 def working_set(n: int, dtype: str, op: str = DEFAULT_OP) -> int:
     """Bytes one call of `op` on `n` elements of `dtype` reads and writes."""
-    return get_op(op).working_set(n, dtype)
+    return n * bytes_per_element(dtype, op)
 
 
+@functools.cache  # every trial record read is checked against it
 def bytes_per_element(dtype: str, op: str = DEFAULT_OP) -> int:
     return get_op(op).bytes_per_element(dtype)
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,6 +128,36 @@ def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
     df = results[(results["role"] == "candidate") & (results["status"] == "ok")]
     df = df[df["gbps"].notna() & (df["gbps"] > 0)]
     return df
+
+
+def _cells(
+    cands: pd.DataFrame,
+) -> Iterator[tuple[tuple[str, str, str], int, list[dict], list[dict]]]:
+    """Per (mode, pattern, dtype) and size (ws_bytes), both ascending: the cell's candidate
+    rows as records in table order, and one row per config fastest first (GB/s descending,
+    equal GB/s in the order pandas' sort_values gives them; a config measured twice keeps
+    its first row in that order). One pass over the table instead of one frame per cell."""
+    import numpy as np
+
+    recs = cands.to_dict("records")
+    gbps = cands["gbps"].to_numpy(dtype=np.float64)
+    where: dict[tuple, list[int]] = {}
+    for i, r in enumerate(recs):
+        where.setdefault((r["mode"], r["pattern"], r["dtype"], int(r["ws_bytes"])), []).append(i)
+    for mode, pattern, dtype, ws in sorted(where):
+        rows = where[(mode, pattern, dtype, ws)]
+        # descending as pandas orders it (sorting.nargsort): quicksort of the reversed values,
+        # reversed back
+        g = gbps[rows][::-1]
+        order = np.arange(len(rows))[::-1][g.argsort(kind="quicksort")][::-1]
+        best: list[dict] = []
+        seen: set[str] = set()
+        for k in order:
+            r = recs[rows[k]]
+            if r["config"] not in seen:
+                seen.add(r["config"])
+                best.append(r)
+        yield (mode, pattern, dtype), ws, [recs[i] for i in rows], best
 
 
 def searched(results: pd.DataFrame, manifest: dict) -> pd.DataFrame:
@@ -304,21 +334,21 @@ def confirm_context(results: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
     """Per (mode, pattern, dtype) with a floor and confirmation rows: its floor config, its
     confirmation rows by size and its pass-to-pass noise."""
     floors, conf = floor_config(results), confirmations(results)
+    keys = [key for key in conf if key in floors]
+    if not keys:
+        return {}
     cands = ok_candidates(results)
-    out = {}
-    for key, by_ws in conf.items():
-        if key not in floors:
-            continue
-        first: dict[int, dict] = {}
-        mode, pattern, dtype = key
-        own = cands[
-            (cands["mode"] == mode) & (cands["pattern"] == pattern) & (cands["dtype"] == dtype)
-        ]
-        for ws, cell in own.groupby("ws_bytes", sort=True):
-            recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config")
-            first[int(ws)] = {r["config"]: r for r in recs.to_dict("records")}
-        out[key] = {"floor": floors[key], "by_ws": by_ws, "noise": pass_noise(first, by_ws)}
-    return out
+    mine = cands["mode"] != cands["mode"]  # no row, then each key's rows
+    for mode, pattern, dtype in keys:
+        mine |= (cands["mode"] == mode) & (cands["pattern"] == pattern) & (cands["dtype"] == dtype)
+    own = cands[mine]
+    first: dict[tuple[str, str, str], dict[int, dict]] = {key: {} for key in keys}
+    for key, ws, _, recs in _cells(own):
+        first[key][ws] = {r["config"]: r for r in recs}
+    return {
+        key: {"floor": floors[key], "by_ws": conf[key], "noise": pass_noise(first[key], conf[key])}
+        for key in keys
+    }
 
 
 def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
@@ -335,20 +365,22 @@ def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.Da
     copies = _copy_lookup(results)
     context = confirm_context(results)
     rows: list[dict] = []
-    for key, grp in cands.groupby(list(GROUP), sort=True):
+    previous: str | None = None
+    group = None
+    for key, ws, cell, recs in _cells(cands):
         mode, pattern, dtype = key
-        previous: str | None = None
-        for ws, cell in grp.groupby("ws_bytes", sort=True):
-            row = _select_cell(cell, previous, tolerance, context.get(tuple(key)))
-            copy = copies.get((mode, pattern, int(ws)), copies.get((mode, "", int(ws))))
-            if copy is None:
-                col = cell.loc[cell["config"] == row["config"], "copy_gbps"]
-                copy = float(col.iloc[0]) if len(col) and not _nan(col.iloc[0]) else math.nan
-            row.update(mode=mode, pattern=pattern, dtype=dtype, ws_bytes=int(ws))
-            row["copy_gbps"] = copy
-            row["pct_copy"] = 100.0 * row["gbps"] / copy if copy and not _nan(copy) else math.nan
-            rows.append(row)
-            previous = row["config"]
+        if key != group:
+            group, previous = key, None
+        row = _select_cell(recs, previous, tolerance, context.get(key))
+        copy = copies.get((mode, pattern, ws), copies.get((mode, "", ws)))
+        if copy is None:
+            col = [r["copy_gbps"] for r in cell if r["config"] == row["config"]]
+            copy = float(col[0]) if col and not _nan(col[0]) else math.nan
+        row.update(mode=mode, pattern=pattern, dtype=dtype, ws_bytes=ws)
+        row["copy_gbps"] = copy
+        row["pct_copy"] = 100.0 * row["gbps"] / copy if copy and not _nan(copy) else math.nan
+        rows.append(row)
+        previous = row["config"]
     cols = [
         "mode", "pattern", "dtype", "n", "ws_bytes", "config", "gbps", "pct_copy", "copy_gbps",
         "ratio", "ratio_lo", "ratio_hi", "fastest", "fastest_gbps", "runner_up",
@@ -358,10 +390,9 @@ def select(results: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.Da
 
 
 def _select_cell(
-    cell: pd.DataFrame, previous: str | None, tolerance: float, confirm: dict | None = None
+    recs: list[dict], previous: str | None, tolerance: float, confirm: dict | None = None
 ) -> dict:
-    # One row per config (a config measured twice at one size keeps its best-CI row).
-    recs = cell.sort_values("gbps", ascending=False).drop_duplicates("config").to_dict("records")
+    """The choice at one size; `recs`: one row per config, fastest first (_cells)."""
     fastest = recs[0]
     tied, how = _acceptable(recs, int(fastest["ws_bytes"]), tolerance, confirm or {})
     names = {r["config"] for r in tied}
@@ -440,19 +471,13 @@ def _sets(results: pd.DataFrame, tolerance) -> dict:
     check_tolerance(tolerance)
     context = confirm_context(results)
     out: dict = {}
-    for key, grp in ok_candidates(results).groupby(list(GROUP), sort=True):
-        seq = []
-        for ws, cell in grp.groupby("ws_bytes", sort=True):
-            recs = (
-                cell.sort_values("gbps", ascending=False)
-                .drop_duplicates("config")
-                .to_dict("records")
-            )
-            best = float(recs[0]["gbps"])
-            frac = {r["config"]: float(r["gbps"]) / best for r in recs}
-            tied, how = _acceptable(recs, int(ws), tolerance, context.get(tuple(key)) or {})
-            seq.append((int(ws), {r["config"]: frac[r["config"]] for r in tied}, frac, how))
-        out[tuple(key)] = seq  # type: ignore[index]
+    for key, ws, _, recs in _cells(ok_candidates(results)):
+        best = float(recs[0]["gbps"])
+        frac = {r["config"]: float(r["gbps"]) / best for r in recs}
+        tied, how = _acceptable(recs, ws, tolerance, context.get(key) or {})
+        out.setdefault(key, []).append(
+            (ws, {r["config"]: frac[r["config"]] for r in tied}, frac, how)
+        )
     return out
 
 

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from sweeper.analyze.store import RunData
+
 V2_SWITCH_BYTES = 32 * MiB  # the threshold v2 streamed above (seeds/L2_BAND_CLIFF.md)
 
 Bands = Mapping[str, Sequence[Band]]
@@ -733,11 +735,13 @@ def render_plots(
     top: int = 3,
     heatmap_top: int = 40,
     force: bool = False,
+    loaded: RunData | None = None,
 ) -> list[Path]:
     """Write every figure of a run into <run>/plots/; files of the formats drawn that no
     longer have a figure are removed, files of other formats are left as they are. Without
     `force`, figures that are current (every PNG drawn from these inputs with these options,
-    and a file of each format asked for beside it) are left as they are and returned."""
+    and a file of each format asked for beside it) are left as they are and returned.
+    `loaded`: the run as load_run read it (its reader has it already)."""
     from sweeper.analyze.policy import load_bands
     from sweeper.analyze.store import load_run
     from sweeper.analyze.verdict import load_verify
@@ -750,7 +754,10 @@ def render_plots(
         raise SweeperError(f"--top {top}: the number of configs drawn, 0 or more")
     if heatmap_top < 1:
         raise SweeperError(f"--heatmap-top {heatmap_top}: config rows per heatmap, 1 or more")
-    run = load_run(run_dir)
+    from sweeper.files import folder_to_write
+
+    folder_to_write(Path(run_dir) / PLOTS, "figures' folder")  # before reading the run
+    run = loaded if loaded is not None else load_run(run_dir)
     if run.results.empty:
         raise SweeperError(f"{run.path}: the run has no measured cells yet; nothing to plot")
     out = run.path / PLOTS

@@ -1378,14 +1378,14 @@ def write_report(run_dir: str | os.PathLike, targets: str | os.PathLike | None =
         source = f"from `{Path(targets).as_posix()}`, {len(chosen)} target" + (
             "s" if len(chosen) != 1 else ""
         )
+    file_to_write(run_dir / REPORT)
+    folder_to_write(run_dir / PLOTS, "figures' folder")
     run = load_run(run_dir)
     sel = read_selection(run_dir, run.results)
     doc = load_policy(run_dir / POLICY) if (run_dir / POLICY).exists() else None
     verify = load_verify(run_dir)
-    file_to_write(run_dir / REPORT)
-    folder_to_write(run_dir / PLOTS, "figures' folder")
     if _plots_stale(run_dir):
-        render_plots(run_dir)
+        render_plots(run_dir, loaded=run)
     files = sorted((run_dir / PLOTS).glob("*.*"), key=plot_order)
     text = build_report(run_dir, run.manifest, run.results, files, sel, doc, verify, chosen, source,
                         sample_rows=run.trials)  # fmt: skip
