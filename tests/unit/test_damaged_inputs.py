@@ -397,12 +397,18 @@ def test_debug_shows_the_traceback(run):
 
 # ---- unreadable bytes, cut archives, paths of the wrong kind: one line, never a traceback ---
 #
-# Each probe damages one file of a copy of a shipped run (hot-7, aw-4, cold-6, whole), runs one
-# command and checks: exit 1, nothing on stdout, exactly one line on stderr that names the
-# damaged file, no traceback (the only exception is typer's exit), and every file under the
-# copy byte-identical afterwards.
+# Each probe damages one file of a copy of a shipped run (hot-7, aw-4, cold-6, whole; a probe's
+# cases take the three in turn, `rotated`), runs one command and checks: exit 1, nothing on
+# stdout, exactly one line on stderr that names the damaged file, no traceback (the only
+# exception is typer's exit), and every file under the copy byte-identical afterwards.
 
 RUNS = ("hot-7", "aw-4", "cold-6")
+
+
+def rotated(cases: list[tuple]) -> list[tuple]:
+    """Each case on one shipped run, the runs taken in turn: every run meets a share of a
+    probe's cases (what is refused depends on the damage and the command, not on the run)."""
+    return [(RUNS[k % len(RUNS)], *case) for k, case in enumerate(cases)]
 
 
 @pytest.fixture(scope="module")
@@ -471,9 +477,7 @@ NOT_UTF8 = {
     "pruned.jsonl.xz": (["select", "R"], ["policy", "build", "R"]),
     "selection.csv": (["report", "R"],),
 }
-NOT_UTF8_CASES = [
-    (run, name, i) for run in RUNS for name, cmds in NOT_UTF8.items() for i in range(len(cmds))
-]
+NOT_UTF8_CASES = rotated([(name, i) for name, cmds in NOT_UTF8.items() for i in range(len(cmds))])
 
 
 def _args(template: list[str], run: Path, path: Path, out: Path) -> list[str]:
@@ -542,10 +546,17 @@ DAMAGES = {
 ARCHIVE_CMDS = {"select": ["select", "R"], "policy build": ["policy", "build", "R"]}
 
 
-@pytest.mark.parametrize("command", list(ARCHIVE_CMDS))
-@pytest.mark.parametrize("damage", list(DAMAGES))
-@pytest.mark.parametrize("log", ["trials.jsonl.xz", "pruned.jsonl.xz"])
-@pytest.mark.parametrize("run_name", RUNS)
+@pytest.mark.parametrize(
+    ("run_name", "log", "damage", "command"),
+    rotated(
+        [
+            (log, damage, command)
+            for log in ("trials.jsonl.xz", "pruned.jsonl.xz")
+            for damage in DAMAGES
+            for command in ARCHIVE_CMDS
+        ]
+    ),
+)
 def test_a_damaged_xz_archive_is_refused_in_one_line(
     shipped, tmp_path, run_name, log, damage, command
 ):
@@ -598,8 +609,7 @@ FOLDER_FOR_FILE = {
 }
 
 
-@pytest.mark.parametrize("name", list(FOLDER_FOR_FILE))
-@pytest.mark.parametrize("run_name", RUNS)
+@pytest.mark.parametrize(("run_name", "name"), rotated([(name,) for name in FOLDER_FOR_FILE]))
 def test_a_folder_where_a_file_belongs_is_refused_in_one_line(shipped, tmp_path, run_name, name):
     run = _copy(shipped, tmp_path, run_name)
     _into_folder(run / name)
@@ -839,8 +849,7 @@ def test_a_manifest_edited_after_its_run_is_refused(shipped, tmp_path, monkeypat
 UNRECORDED_EDITS = {"none": lambda d: None, **MANIFEST_EDITS}
 
 
-@pytest.mark.parametrize("run_name", RUNS)
-@pytest.mark.parametrize("field", list(UNRECORDED_EDITS))
+@pytest.mark.parametrize(("run_name", "field"), rotated([(field,) for field in UNRECORDED_EDITS]))
 def test_a_complete_runs_manifest_without_its_records_is_refused(
     shipped, tmp_path, monkeypatch, run_name, field
 ):

@@ -206,9 +206,15 @@ def test_band_config_maximises_performance_then_simplicity():
 # ---- files: write, load, every corruption named --------------------------------------------------
 
 
-@pytest.fixture
-def policy_doc():
+@pytest.fixture(scope="module")
+def built_policy():
     return build_policy(cliff_results({"fp32": new_sizes("fp32")}), manifest())
+
+
+@pytest.fixture
+def policy_doc(built_policy):
+    """The built policy, a copy each test may change (built once per module)."""
+    return copy.deepcopy(built_policy)
 
 
 def test_roundtrip_and_describe(tmp_path, policy_doc):
