@@ -825,6 +825,13 @@ def write_run(path: str | os.PathLike, manifest: dict, results: pd.DataFrame) ->
 
 
 def isna(v: Any) -> bool:
+    """A missing value of a table cell: None, NaN, pandas' NA or NaT."""
+    if v is None:
+        return True
+    if type(v) is float:
+        return v != v  # NaN
+    if type(v) in (int, str, bool):  # most cells; pd.isna would say False
+        return False
     try:
         import pandas as pd
 

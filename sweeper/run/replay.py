@@ -211,6 +211,11 @@ class ReplayExecutor:
                     r["variant_id"],
                 )
                 self._variants.setdefault(r["dtype"], {})[r["variant_id"]] = v
+        # a config's first recorded variant, as variant() serves it
+        self._by_config: dict[tuple[str, str], SimpleVariant] = {}
+        for dtype, by_id in self._variants.items():
+            for v in by_id.values():
+                self._by_config.setdefault((dtype, v.config), v)
 
     def describe(self) -> dict:
         m = self.manifest
@@ -238,9 +243,9 @@ class ReplayExecutor:
         return [v.config for v in GRIDS[grid]([dtype])]
 
     def variant(self, dtype: str, config: str) -> Any:
-        for v in self._variants.get(dtype, {}).values():
-            if v.config == config:
-                return v
+        v = self._by_config.get((dtype, config))
+        if v is not None:
+            return v
         # not measured by the recorded run: asking for its cell is the replay's error
         from sweeper_kernels import Variant
 
