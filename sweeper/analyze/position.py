@@ -25,6 +25,7 @@ time) or position cannot be told apart from config (`why` says which).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -233,16 +234,19 @@ def _first_second(samples: Any, parts: Any) -> float | None:
         parts, list | tuple | np.ndarray
     ):
         return None
-    s = np.asarray(samples, dtype="float64")
+    # plain floats: a row holds tens of samples, too few for numpy's per-call cost to pay
+    s = [float(x) for x in samples]
     k = [int(p) for p in parts]
-    if not k or sum(k) != s.size or min(k) < 2 or not np.all(s > 0):
+    if not k or sum(k) != len(s) or min(k) < 2 or not all(x > 0 for x in s):
         return None
     halves, off = [], 0
     for n in k:
-        h = s[off : off + n - n % 2]
-        halves.append(float(np.mean(np.log(h[0::2] / h[1::2]))))
+        pairs = (n - n % 2) // 2
+        halves.append(
+            math.fsum(math.log(s[i] / s[i + 1]) for i in range(off, off + 2 * pairs, 2)) / pairs
+        )
         off += n
-    return float(np.mean(halves))
+    return math.fsum(halves) / len(halves)
 
 
 def segment_line(result: Mapping[str, Any]) -> str:
