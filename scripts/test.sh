@@ -11,7 +11,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+# no byte-compiling at install (about 30 s of CI for ray, pandas, matplotlib, numba...): a
+# module is compiled when it is first imported
+.venv/bin/python -m pip install -q --no-compile -e ".[test]"
 .venv/bin/ruff check sweeper kernels tests tools lab benchmarks
 .venv/bin/ruff format --check sweeper kernels tests tools lab benchmarks
 # a test that needs nvcc, ptxas or nvdisasm fails here instead of skipping (tests/conftest.py)

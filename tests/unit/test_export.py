@@ -292,6 +292,7 @@ def _float_relu(dtype: str, words: np.ndarray) -> np.ndarray:
 
 
 @needs_nvcc
+@pytest.mark.xdist_group("relu-host")  # one worker builds the host program once
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "int8"])
 def test_header_relu_word_is_bit_exact_on_host(tmp_path_factory, merged, dtype):
     d = tmp_path_factory.getbasetemp() / "relu_host"

@@ -14,13 +14,17 @@ import pytest
 from sweeper.analyze.store import load_manifest, read_trials
 from sweeper.errors import SchemaError
 
-ROOT = Path(__file__).resolve().parents[2]
+
+@pytest.fixture(scope="module")
+def cut(tmp_path_factory, cut_hot7) -> Path:
+    """hot-7's fp32 part as a run of its own (conftest.one_dtype_of_hot7), made once."""
+    return cut_hot7(tmp_path_factory.mktemp("cut") / "results", "fp32")
 
 
 @pytest.fixture
-def run(tmp_path) -> Path:
-    dst = tmp_path / "h200" / "cold-6"
-    shutil.copytree(ROOT / "results" / "h200" / "cold-6", dst)
+def run(cut, tmp_path) -> Path:
+    dst = tmp_path / "h200" / "hot-7"
+    shutil.copytree(cut, dst)
     return dst
 
 
