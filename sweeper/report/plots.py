@@ -220,14 +220,13 @@ def _config_colours(configs: Sequence[str]) -> dict[str, Any]:
 
 def _policy_points(d: pd.DataFrame, bands: Sequence[Band], col: str) -> tuple[list, list]:
     """At each size, the value of the policy's config (NaN where it has no ok measurement)."""
-    cand = ok_candidates(d)
-    xs, ys = [], []
-    for ws in sorted(int(x) for x in d["ws_bytes"].unique()):
-        config = band_config(bands, ws)
-        hit = cand[(cand["ws_bytes"] == ws) & (cand["config"] == config)][col].dropna()
-        xs.append(ws)
-        ys.append(float(hit.median()) if len(hit) else math.nan)
-    return xs, ys
+    cand = ok_candidates(d).dropna(subset=[col])
+    medians = {
+        (int(ws), config): float(v)
+        for (ws, config), v in cand.groupby(["ws_bytes", "config"])[col].median().items()
+    }
+    xs = sorted(int(x) for x in d["ws_bytes"].unique())
+    return xs, [medians.get((ws, band_config(bands, ws)), math.nan) for ws in xs]
 
 
 def _new_figure(w: float, h: float) -> Figure:
