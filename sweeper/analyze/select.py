@@ -130,6 +130,11 @@ def ok_candidates(results: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+# the fields of a candidate row that selection reads (_cells hands out no others)
+CELL_FIELDS = (*GROUP, "ws_bytes", "n", "config", "gbps", "ratio", "ratio_lo", "ratio_hi",
+               "time_lo_us", "time_hi_us", "copy_gbps", *VARIANT_FIELDS)  # fmt: skip
+
+
 def _cells(
     cands: pd.DataFrame,
 ) -> Iterator[tuple[tuple[str, str, str], int, list[dict], list[dict]]]:
@@ -139,7 +144,7 @@ def _cells(
     its first row in that order). One pass over the table instead of one frame per cell."""
     import numpy as np
 
-    recs = cands.to_dict("records")
+    recs = cands[[c for c in CELL_FIELDS if c in cands.columns]].to_dict("records")
     gbps = cands["gbps"].to_numpy(dtype=np.float64)
     where: dict[tuple, list[int]] = {}
     for i, r in enumerate(recs):

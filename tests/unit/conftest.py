@@ -58,10 +58,22 @@ def one_dtype_of_hot7(root: Path, dtype: str) -> Path:
     return run
 
 
+_CUTS: dict[str, Path] = {}  # dtype -> the cut this process made first, copied from then on
+
+
 @pytest.fixture(scope="module")
-def cut_hot7() -> Callable[[Path, str], Path]:
-    """one_dtype_of_hot7, for module-scoped fixtures."""
-    return one_dtype_of_hot7
+def cut_hot7(tmp_path_factory) -> Callable[[Path, str], Path]:
+    """one_dtype_of_hot7, for module-scoped fixtures: each dtype's cut is made once in a
+    pytest process and copied under the root asked for (the same files)."""
+
+    def cut(root: Path, dtype: str) -> Path:
+        if dtype not in _CUTS:
+            _CUTS[dtype] = one_dtype_of_hot7(tmp_path_factory.mktemp(f"hot7-{dtype}"), dtype)
+        run = root / "h200" / "hot-7"
+        shutil.copytree(_CUTS[dtype], run)
+        return run
+
+    return cut
 
 
 @pytest.fixture
