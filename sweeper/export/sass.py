@@ -18,13 +18,15 @@ from pathlib import Path
 _DT = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3}  # sweeper_relu::Dt in the header
 
 
-def nvjitlink_cubin(ptx: str, arch: str) -> bytes:
+def nvjitlink_cubin(ptx: str | list[str], arch: str) -> bytes:
+    """One cubin of one PTX module, or of several (each kernel is assembled on its own)."""
     from cuda.bindings import nvjitlink as nj
 
     h = nj.create(2, [f"-arch=sm_{arch}", "-O3"])
     try:
-        data = ptx.encode()
-        nj.add_data(h, nj.InputType.PTX, data, len(data), "k.ptx")
+        for i, text in enumerate([ptx] if isinstance(ptx, str) else ptx):
+            data = text.encode()
+            nj.add_data(h, nj.InputType.PTX, data, len(data), f"k{i}.ptx")
         nj.complete(h)
         buf = bytearray(nj.get_linked_cubin_size(h))
         nj.get_linked_cubin(h, buf)
@@ -92,6 +94,26 @@ def numba_sass(variant, arch: str, nvdisasm: str) -> list[str]:
     if len(fns) != 1:
         raise ValueError(f"expected one kernel in {variant.config}'s cubin, found {len(fns)}")
     return next(iter(fns.values()))
+
+
+def numba_sass_many(variants, arch: str, nvdisasm: str) -> dict[str, list[str]]:
+    """numba_sass of each variant (by its id), from one cubin of all their kernels and one
+    nvdisasm call (a call costs about half a second). Variants whose kernels have one name
+    (configs that differ in launch only) share one kernel."""
+    from sweeper_kernels.build import ptx
+
+    cc = (int(arch[:-1]), int(arch[-1]))
+    entry: dict[str, str] = {}  # variant id -> its kernel's name
+    modules: dict[str, str] = {}  # kernel name -> its PTX
+    for v in variants:
+        text = ptx(v, cc)
+        names = re.findall(r"^\.visible \.entry (\S+)\(", text, re.M)
+        if len(names) != 1:
+            raise ValueError(f"expected one kernel in {v.config}'s PTX, found {len(names)}")
+        entry[v.id] = names[0]
+        modules.setdefault(names[0], text)
+    fns = functions(disassemble(nvjitlink_cubin(list(modules.values()), arch), nvdisasm))
+    return {vid: fns[name] for vid, name in entry.items()}
 
 
 def header_kernel(fns: dict[str, list[str]], variant) -> list[str]:

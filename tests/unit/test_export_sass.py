@@ -37,6 +37,7 @@ from sweeper.export.sass import (
     header_sass,
     memory_ops,
     numba_sass,
+    numba_sass_many,
     prologue,
 )
 
@@ -80,8 +81,20 @@ def test_the_policy_and_the_flat32_set_cover_every_kernel_shape():
     }
 
 
-def _mirrors(v, fns):
-    ours = numba_sass(v, "90", NVDISASM)
+@pytest.fixture(scope="module")
+def numba_fns():
+    """Every Numba kernel these tests compare, from one cubin (numba_sass_many)."""
+    return numba_sass_many([*_configs(), *FLAT32], "90", NVDISASM)
+
+
+def test_one_cubin_of_the_kernels_gives_each_kernel_as_its_own_cubin(numba_fns):
+    """A kernel's SASS does not depend on the kernels assembled beside it."""
+    for v in (_configs()[0], FLAT32[-1]):
+        assert numba_fns[v.id] == numba_sass(v, "90", NVDISASM)
+
+
+def _mirrors(v, fns, numba_fns):
+    ours = numba_fns[v.id]
     theirs = header_kernel(fns, v)
     assert memory_ops(ours)
     if v.grid == "flat" and v.unroll > 4:  # the same instructions; ptxas may order them apart
@@ -99,8 +112,8 @@ def _mirrors(v, fns):
 
 
 @pytest.mark.parametrize("v", _configs(), ids=lambda v: f"{v.dtype}-{v.config}")
-def test_exported_kernel_mirrors_the_numba_kernel(v, header_fns):
-    _mirrors(v, header_fns)
+def test_exported_kernel_mirrors_the_numba_kernel(v, header_fns, numba_fns):
+    _mirrors(v, header_fns, numba_fns)
 
 
 FLAT32 = [
@@ -129,5 +142,5 @@ def flat32_fns(tmp_path_factory):
 
 
 @pytest.mark.parametrize("v", FLAT32, ids=lambda v: f"{v.dtype}-{v.config}")
-def test_exported_flat32_kernel_mirrors_the_numba_kernel(v, flat32_fns):
-    _mirrors(v, flat32_fns)
+def test_exported_flat32_kernel_mirrors_the_numba_kernel(v, flat32_fns, numba_fns):
+    _mirrors(v, flat32_fns, numba_fns)
