@@ -57,6 +57,15 @@ from sweeper.units import MiB  # noqa: E402
 CONFIG = "v16-u8-ld.nc-st.cs-b128-flat"
 
 
+def dumps(doc: dict) -> str:
+    """The JSON of a result: its fields one per line, each row of `rows` on a line of its own
+    (a diff shows the rows that moved)."""
+    head = {k: v for k, v in doc.items() if k != "rows"}
+    lines = [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
+    rows = ",\n".join(f"  {json.dumps(r)}" for r in doc.get("rows", []))
+    return "{\n" + "\n".join(lines) + '\n "rows": [\n' + rows + "\n ]\n}\n"
+
+
 def halves(a_us, b_us, parts, firsts=("a", "a")):
     """Per buffer-swapped half, (A, B, A0, A3, B1, B2): both sides' samples, which are in round
     order, and each side's samples by its place: A0 side A's after itself, A3 after side B,
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{ws + ' MiB':>16} {r['cells']:>6} {r['a3_over_a0']:6.3f} "
                   f"{r['b1_over_b2']:6.3f} {r['own_over_recorded']:12.3f}")  # fmt: skip
         if args.out:
-            Path(args.out).write_text(json.dumps({"run": args.recorded, "rows": rows}, indent=1))
+            Path(args.out).write_text(dumps({"run": args.recorded, "rows": rows}))
         return 0
 
     from sweeper_kernels import Variant, get_launcher
@@ -226,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"config": f"fp32-{args.config}", "export": args.export, "reps": args.reps,
            "check": args.check, "adaptive": args.adaptive, "rows": rows}  # fmt: skip
     if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=1))
+        Path(args.out).write_text(dumps(doc))
     print(f"{'side':>12} {'ws MiB':>7} {'warm':>4} {'calls':>5} {'ratio':>6} {'5-95%':>13} "
           f"{'A0/A3':>6} {'B1/B2':>6}")  # fmt: skip
     groups: dict[tuple, list[dict]] = {}
