@@ -90,37 +90,74 @@ def test_the_python_export_serves_the_policy_at_every_band_edge(run, tmp_path):
     assert got == _expected(doc)
 
 
-def _host_program(doc: dict, probes: list[tuple[str, int]]) -> str:
-    """A host program that prints the header's choice (entry 0) for each (dtype, n), one a
+def _edges_function(doc: dict, probes: list[tuple[str, int]]) -> str:
+    """A host function that prints the header's choice (entry 0) for each (dtype, n), one a
     line; it reads no device: DeviceInfo carries the L2 size."""
     lines = [
-        '#include "relu_policy.cuh"',
-        "#include <cstdio>",
-        "int main() {",
+        "static void edges() {",
         "  sweeper_relu::detail::DeviceInfo d;",
         f"  d.l2 = {doc['l2_bytes']}LL;",
     ]
     lines += [f"  std::puts(sweeper_relu::detail::choice_e0_{dt}({n}ull, d));" for dt, n in probes]
-    return "\n".join([*lines, "  return 0;", "}", ""])
+    return "\n".join([*lines, "}", ""])
+
+
+@pytest.fixture(scope="module")
+def host_program(tmp_path_factory):
+    """run -> (its header, a host program built once with nvcc: `prog edges` prints the
+    header's choice at each band edge probe (_expected's order), `prog pick` the entry
+    pick_entry takes for each device case of _generic_case and dtype)."""
+    from sweeper.dtypes import DTYPES
+
+    built: dict[str, tuple[str, Path]] = {}
+
+    def build(run: str) -> tuple[str, Path]:
+        if run in built:
+            return built[run]
+        doc, merged = _policy(run)
+        d = tmp_path_factory.mktemp(f"host-{run}")
+        header = render(merged, "cuda")
+        (d / "relu_policy.cuh").write_text(header)
+        calls = [
+            f'  std::printf("%d\\n", sweeper_relu::detail::pick_entry(keys, count, {i}, '
+            f"{cc[0]}, {cc[1]}, {l2}LL, {sms}));"
+            for (cc, l2, sms) in _generic_case(doc).values()
+            for i in range(len(DTYPES))
+        ]
+        (d / "host.cu").write_text(
+            '#include "relu_policy.cuh"\n#include <cstdio>\n#include <cstring>\n'
+            + _edges_function(doc, list(_expected(doc)))
+            + "static void pick() {\n  int count = 0;\n"
+            "  const sweeper_relu::detail::EntryKey* keys = "
+            "sweeper_relu::detail::entry_keys(&count);\n"
+            + "\n".join(calls)
+            + "\n}\nint main(int argc, char** argv) {\n"
+            '  if (argc > 1 && std::strcmp(argv[1], "edges") == 0) edges(); else pick();\n'
+            "  return 0;\n}\n"
+        )
+        r = subprocess.run(
+            [find_tool("nvcc"), "-std=c++17", "host.cu", "-o", "host"],
+            cwd=d,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr[-4000:]
+        built[run] = (header, d / "host")
+        return built[run]
+
+    return build
 
 
 @pytest.mark.needs_tool("nvcc")
+@pytest.mark.xdist_group("host-program")  # one worker builds each run's program once
 @pytest.mark.parametrize("run", POLICIES)
-def test_the_cuda_header_serves_the_policy_at_every_band_edge(run, tmp_path):
-    doc, merged = _policy(run)
+def test_the_cuda_header_serves_the_policy_at_every_band_edge(run, host_program):
+    doc, _ = _policy(run)
     want = _expected(doc)
     probes = list(want)
-    (tmp_path / "relu_policy.cuh").write_text(render(merged, "cuda"))
-    (tmp_path / "edges.cu").write_text(_host_program(doc, probes))
-    r = subprocess.run(
-        [find_tool("nvcc"), "-std=c++17", "edges.cu", "-o", "edges"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-4000:]
-    out = subprocess.run([str(tmp_path / "edges")], capture_output=True, text=True, check=True)
+    _, prog = host_program(run)
+    out = subprocess.run([str(prog), "edges"], capture_output=True, text=True, check=True)
     got = dict(zip(probes, out.stdout.splitlines(), strict=True))
     assert got == want
 
@@ -207,37 +244,17 @@ def test_the_python_export_serves_tuned_bands_only_on_the_policys_device(run, tm
 
 
 @pytest.mark.needs_tool("nvcc")
+@pytest.mark.xdist_group("host-program")  # one worker builds each run's program once
 @pytest.mark.parametrize("run", POLICIES)
-def test_the_cuda_header_picks_its_entry_only_on_the_policys_device(run, tmp_path):
+def test_the_cuda_header_picks_its_entry_only_on_the_policys_device(run, host_program):
     """pick_entry over the header's entry table, run on the host, and the public functions'
     switch: each dtype reads its own slot of DeviceInfo.entry and falls back to its generic."""
     from sweeper.dtypes import DTYPES
 
-    doc, merged = _policy(run)
-    header = render(merged, "cuda")
-    (tmp_path / "relu_policy.cuh").write_text(header)
+    doc, _ = _policy(run)
     cases = _generic_case(doc)
-    calls = [
-        f'  std::printf("%d\\n", sweeper_relu::detail::pick_entry(keys, count, {i}, {cc[0]}, '
-        f"{cc[1]}, {l2}LL, {sms}));"
-        for (cc, l2, sms) in cases.values()
-        for i in range(len(DTYPES))
-    ]
-    (tmp_path / "pick.cu").write_text(
-        '#include "relu_policy.cuh"\n#include <cstdio>\nint main() {\n  int count = 0;\n'
-        "  const sweeper_relu::detail::EntryKey* keys = sweeper_relu::detail::entry_keys(&count);\n"
-        + "\n".join(calls)
-        + "\n  return 0;\n}\n"
-    )
-    r = subprocess.run(
-        [find_tool("nvcc"), "-std=c++17", "pick.cu", "-o", "pick"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-4000:]
-    out = subprocess.run([str(tmp_path / "pick")], capture_output=True, text=True, check=True)
+    header, prog = host_program(run)
+    out = subprocess.run([str(prog), "pick"], capture_output=True, text=True, check=True)
     got = [int(x) for x in out.stdout.split()]
     want = [0 if case == "own" and dt in doc["dtypes"] else -1 for case in cases for dt in DTYPES]
     assert got == want
