@@ -4,7 +4,8 @@
 #   tools/mutation.sh            every mutant of the decision core (2080; 26 minutes on 2 cores)
 #   tools/mutation.sh --quick    the mutants of the tie, below-baseline and CI rules and the band
 #                                edges, with their tests (tools/mutmut-quick.toml), in a copy of the
-#                                tree (CI runs this; the bracket rule is tools/decision_mutations.sh)
+#                                tree (before merging a change to the decision core; CI runs
+#                                tools/decision_mutations.sh)
 #   tools/mutation.sh --files    the second set (tools/mutmut-files.toml): the plan file, verify's
 #                                verdict and the Python export, in a copy of the tree
 #   tools/mutation.sh --policy [PATTERN ...]
