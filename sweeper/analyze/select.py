@@ -342,11 +342,10 @@ def confirm_context(results: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
     keys = [key for key in conf if key in floors]
     if not keys:
         return {}
+    import pandas as pd
+
     cands = ok_candidates(results)
-    mine = cands["mode"] != cands["mode"]  # no row, then each key's rows
-    for mode, pattern, dtype in keys:
-        mine |= (cands["mode"] == mode) & (cands["pattern"] == pattern) & (cands["dtype"] == dtype)
-    own = cands[mine]
+    own = cands[pd.MultiIndex.from_frame(cands[list(GROUP)]).isin(keys)]
     first: dict[tuple[str, str, str], dict[int, dict]] = {key: {} for key in keys}
     for key, ws, _, recs in _cells(own):
         first[key][ws] = {r["config"]: r for r in recs}

@@ -87,13 +87,8 @@ def header_sass(header: str | os.PathLike, arch: str, nvcc: str, nvdisasm: str) 
 
 
 def numba_sass(variant, arch: str, nvdisasm: str) -> list[str]:
-    from sweeper_kernels.build import ptx
-
-    cc = (int(arch[:-1]), int(arch[-1]))
-    fns = functions(disassemble(nvjitlink_cubin(ptx(variant, cc), arch), nvdisasm))
-    if len(fns) != 1:
-        raise ValueError(f"expected one kernel in {variant.config}'s cubin, found {len(fns)}")
-    return next(iter(fns.values()))
+    """functions() of a Numba variant's kernel, assembled by nvJitLink as a cubin of its own."""
+    return numba_sass_many([variant], arch, nvdisasm)[variant.id]
 
 
 def numba_sass_many(variants, arch: str, nvdisasm: str) -> dict[str, list[str]]:
