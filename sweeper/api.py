@@ -951,13 +951,15 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
 
     if not 0 < tolerance < 1:
         raise SweeperError(f"--tolerance {tolerance:g}: a relative difference in (0, 1), e.g. 0.03")
-    a, b = load_run(run_a).results, load_run(run_b).results
+    data_a, data_b = load_run(run_a), load_run(run_b)
+    a, b = data_a.results, data_b.results
     policies = _policy_agreement(run_a, run_b, a, b)
     key = ["mode", "dtype", "n", "role", "config"]
     m = a.merge(b, on=key, suffixes=("_a", "_b"))
     m = m[(m.status_a == "ok") & (m.status_b == "ok")]
-    out = {"common_cells": int(len(m)), "tolerance": tolerance, "by_size": [],
-           "policies": policies}  # fmt: skip
+    out = {"runs": [run_card(d) for d in (data_a, data_b)], "common_cells": int(len(m)),
+           "tolerance": tolerance, "by_size": [], "policies": policies,
+           "headline": headline_agreement(data_a, data_b)}  # fmt: skip
     if m.empty:
         return out
     signed = {col: m[f"{col}_b"] / m[f"{col}_a"] - 1 for col in ("time_us", "ratio")}
@@ -968,6 +970,14 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
             "median_dev": float(dev.median()),
             "p95_dev": float(dev.quantile(0.95)),
             "shift": float(signed[col].median()),
+        }
+    cand = (m["role"] == "candidate").to_numpy()
+    if cand.any():
+        dev = devs["ratio"][cand]
+        out["candidate_ratio"] = {
+            "cells": int(cand.sum()),
+            "within": float((dev <= tolerance).mean()),
+            "shift": float(signed["ratio"][cand].median()),
         }
     if "base_time_us_a" in m:
         base = (m["base_time_us_b"] / m["base_time_us_a"] - 1).dropna()
@@ -982,6 +992,68 @@ def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
                 {"mib": f"({lo:g}, {hi:g}]", "cells": int(sel.sum()),
                  **{col: float((dev[sel] <= tolerance).mean()) for col, dev in devs.items()}}
             )  # fmt: skip
+    return out
+
+
+def run_card(data) -> dict:
+    """What `sweeper compare` names a run by: its folder, executor, commit, GPU and the
+    wall time of its `sweeper run`."""
+    from sweeper.analyze.gpuwork import executor_kind
+
+    man = data.manifest
+    return {
+        "path": str(data.path),
+        "executor": executor_kind(man),
+        "commit": str(man.get("git_commit") or "?"),
+        "gpu": str((man.get("device") or {}).get("name") or "?"),
+        "total_s": (man.get("timing") or {}).get("total_s"),
+    }
+
+
+def headline_agreement(data_a, data_b) -> list[dict]:
+    """The README's headline figures of two runs side by side (headline_rows); empty unless
+    both folders hold a verify_timing.csv."""
+    from sweeper.analyze.verdict import load_verify
+
+    vts = [load_verify(d.path) for d in (data_a, data_b)]
+    l2 = int((data_a.manifest.get("device") or {}).get("l2_bytes") or 0)
+    if any(v is None for v in vts) or l2 <= 0:
+        return []
+    return headline_rows(*vts, l2)
+
+
+def headline_rows(vt_a, vt_b, l2_bytes: int) -> list[dict]:
+    """Per mode, dtype and range of working set (sweeper.report.summary.ranges of
+    `l2_bytes`) both verify tables cover: the lowest and highest of verify's lower pass at
+    each size in A and in B, and whether either end moved by more than the run-to-run spread
+    (the larger of the two tables' pass-to-pass p95: the noise between two timings of one
+    header; None, and nothing counted as moved, where neither has two passes)."""
+    from sweeper.analyze.verdict import pass_spread, size_groups
+    from sweeper.report.summary import ranges, verified_ratios
+
+    spreads = []
+    for vt in (vt_a, vt_b):
+        rows = vt.sort_values("pass", kind="stable").to_dict("records") if "pass" in vt else []
+        spreads.append((pass_spread(size_groups(rows).values()) or {}).get("p95"))
+    known = [s for s in spreads if s is not None]
+    spread = max(known) if known else None
+    out = []
+    for mode in [md for md in vt_a["mode"].unique() if md in set(vt_b["mode"])]:
+        per = [verified_ratios(vt, mode) for vt in (vt_a, vt_b)]
+        for dtype in [d for d in per[0]["dtype"].unique() if d in set(per[1]["dtype"])]:
+            for lo, hi, label in ranges(l2_bytes):
+                ends = []
+                for p in per:
+                    sel = (p["dtype"] == dtype) & (p["ws_bytes"] >= lo) & (p["ws_bytes"] < hi)
+                    r = p["ratio"][sel].astype(float)
+                    ends.append((float(r.min()), float(r.max())) if len(r) else None)
+                if None in ends:
+                    continue
+                (a_lo, a_hi), (b_lo, b_hi) = ends
+                move = max(abs(b_lo / a_lo - 1), abs(b_hi / a_hi - 1))
+                out.append({"mode": mode, "dtype": dtype, "range": label, "a": ends[0],
+                            "b": ends[1], "move": move, "spread": spread,
+                            "moved": spread is not None and move > spread})  # fmt: skip
     return out
 
 

@@ -892,6 +892,12 @@ def compare_cmd(
     if as_json:
         _echo_json(rep)
         return
+    for name, card in zip("AB", rep["runs"], strict=True):
+        took = f", sweeper run {card['total_s']:.0f} s" if card["total_s"] is not None else ""
+        typer.echo(
+            f"{name}: {card['path']} (executor {card['executor']}, commit {card['commit'][:10]}, "
+            f"{card['gpu']}{took})"
+        )
     typer.echo(f"{rep['common_cells']} common ok cells")
     for col in ("time_us", "ratio"):
         if col in rep:
@@ -900,6 +906,12 @@ def compare_cmd(
                 f"{col}: {r['within']:.1%} within {tolerance:.0%}; median |diff| "
                 f"{r['median_dev']:.2%}, p95 {r['p95_dev']:.2%}; median B/A - 1 {r['shift']:+.2%}"
             )
+    if "candidate_ratio" in rep:
+        r = rep["candidate_ratio"]
+        typer.echo(
+            f"candidate ratios: {r['within']:.1%} of {r['cells']} within {tolerance:.0%}; "
+            f"median B/A - 1 {r['shift']:+.2%}"
+        )
     if "base_time_us" in rep:
         typer.echo(f"base_time_us: median B/A - 1 {rep['base_time_us']['shift']:+.2%}")
     for row in rep["by_size"]:
@@ -907,6 +919,21 @@ def compare_cmd(
             f"  ws {row['mib']} MiB: {row['cells']} cells; within {tolerance:.0%}: "
             f"time_us {row['time_us']:.1%}, ratio {row['ratio']:.1%}"
         )
+    head = rep.get("headline") or []
+    if head:
+        spread = head[0]["spread"]
+        moved = [h for h in head if h["moved"]]
+        typer.echo(
+            "headline (verify, the lower pass per size, lowest-highest per range): "
+            + (f"{len(moved)} of {len(head)} ranges moved by more than the run-to-run spread "
+               f"(pass-to-pass p95 {spread:.2%})" if spread is not None
+               else f"{len(head)} ranges; one verify pass, so no run-to-run spread to judge by")
+        )  # fmt: skip
+        for h in moved:
+            typer.echo(
+                f"  {h['dtype']} {h['mode']} {h['range']}: {h['a'][0]:.2f}-{h['a'][1]:.2f} -> "
+                f"{h['b'][0]:.2f}-{h['b'][1]:.2f} ({h['move']:+.2%})"
+            )
     for p in rep.get("policies", []):
         where = ", ".join(f"{ws / 2**20:.2f}" for ws in p["outside"][:6])
         more = f" (+{len(p['outside']) - 6} more)" if len(p["outside"]) > 6 else ""

@@ -109,3 +109,56 @@ def test_a_size_at_a_band_edge_is_the_upper_bands():
     )
     (p,) = policy_agreement(split, whole, cells, cells)
     assert (p["sizes"], p["same"], p["outside"], p["unknown"]) == (3, 2, [999], 0)
+
+
+def _verify_table():
+    from sweeper.analyze.verdict import load_verify
+
+    return load_verify(RUN)
+
+
+def test_the_headline_of_a_run_against_itself_moves_nowhere():
+    from sweeper.api import headline_rows
+
+    vt = _verify_table()
+    l2 = int(load_run(RUN).manifest["device"]["l2_bytes"])
+    rows = headline_rows(vt, vt, l2)
+    assert {r["dtype"] for r in rows} == {"fp32", "fp16", "bf16", "int8"}
+    assert all(r["a"] == r["b"] and r["move"] == 0 and not r["moved"] for r in rows)
+    assert 0 < rows[0]["spread"] < 0.1  # the shipped verify's pass-to-pass p95
+
+
+def test_a_headline_end_moved_beyond_the_pass_to_pass_spread_is_named():
+    from sweeper.api import headline_rows
+
+    vt = _verify_table()
+    l2 = int(load_run(RUN).manifest["device"]["l2_bytes"])
+    spread = headline_rows(vt, vt, l2)[0]["spread"]
+    # fp32's sizes in the third range (36-52 MiB on the H200) read slower by twice the
+    # spread in B, every pass
+    from sweeper.report.summary import ranges
+
+    lo, hi, label = ranges(l2)[2]
+    sel = (vt["dtype"] == "fp32") & (vt["ws_bytes"] >= lo) & (vt["ws_bytes"] < hi)
+    assert sel.any()
+    slow = vt.copy()
+    slow.loc[sel, "ratio"] = slow.loc[sel, "ratio"] / (1 + 2 * spread)
+    moved = [r for r in headline_rows(vt, slow, l2) if r["moved"]]
+    assert [(r["dtype"], r["range"]) for r in moved] == [("fp32", label)]
+    assert moved[0]["move"] == pytest.approx(2 * spread / (1 + 2 * spread), rel=1e-9)
+    # within the spread: not moved
+    near = vt.copy()
+    near.loc[sel, "ratio"] = near.loc[sel, "ratio"] * (1 + 0.5 * spread)
+    assert not any(r["moved"] for r in headline_rows(vt, near, l2))
+
+
+def test_the_cli_names_each_runs_executor_and_the_candidate_agreement():
+    out = subprocess.run(
+        [sys.executable, "-m", "sweeper", "compare", str(RUN), str(RUN)],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert lines[0].startswith("A: ") and "executor classic" in lines[0]
+    assert lines[1].startswith("B: ") and "executor classic" in lines[1]
+    assert any(x.startswith("candidate ratios: 100.0% of ") for x in lines)
+    assert any(x.startswith("headline (verify") and "0 of 20 ranges moved" in x for x in lines)
