@@ -1176,3 +1176,93 @@ def test_a_policy_head_allows_its_rules_edges(policy_doc):
     d = copy.deepcopy(policy_doc)
     del d["provenance"]["device"]["l2_bytes"]
     validate_policy(d)
+
+
+# ---- a policy in its run's folder is that run's (check_against_run) -------------------------
+
+
+def _policy_in_run(tmp_path):
+    """A run folder (manifest, trials) and the policy built from it, written beside them."""
+    from sweeper.analyze.store import write_run
+
+    run = tmp_path / "r1"
+    man = manifest()
+    write_run(run, man, cliff_results({"fp32": new_sizes("fp32")}))
+    doc = build_policy(cliff_results({"fp32": new_sizes("fp32")}), man)
+    return run, doc
+
+
+@pytest.mark.parametrize(
+    "field, edit, have, want",
+    [
+        ("provenance.gpu", lambda d: d["provenance"].update(gpu="h200"), "'h200'", "'synth'"),
+        (
+            "provenance.device",
+            lambda d: d["provenance"]["device"].update(sm_count=132),
+            None,
+            None,
+        ),
+        ("cc", lambda d: d.update(cc=[9, 0]), "[9, 0]", "[8, 9]"),
+        ("provenance.resolution", lambda d: d["provenance"].update(resolution=64), "64", "32"),
+        (
+            "provenance.plan_hash",
+            lambda d: d["provenance"].update(plan_hash="000000"),
+            "'000000'",
+            "'abc123'",
+        ),
+        ("l2_bytes", lambda d: d.update(l2_bytes=L2 + 128), str(L2 + 128), str(L2)),
+    ],
+)
+def test_a_policy_beside_its_run_must_be_that_runs(tmp_path, field, edit, have, want):
+    """Each field of a policy that names its run (provenance.run_ids) is held to the run's
+    manifest, and a mismatch names the field, both values and the manifest, in one line."""
+    from sweeper.analyze.policy import check_against_run
+
+    run, doc = _policy_in_run(tmp_path)
+    path = run / "policy.json"
+    check_against_run(path, doc)  # the run's own: accepted
+    bad = copy.deepcopy(doc)
+    edit(bad)
+    with pytest.raises(SchemaError) as e:
+        check_against_run(path, bad)
+    msg = str(e.value)
+    assert e.value.field == field, msg
+    if have is not None:
+        assert (
+            f"{have} is not the run's ({want} in {run / 'manifest.json'}); rebuild the "
+            "policy with `sweeper policy build`" in msg
+        ), msg
+
+
+def test_a_policy_of_another_run_or_without_a_run_beside_it_is_not_held_to_one(tmp_path):
+    from sweeper.analyze.policy import check_against_run
+
+    run, doc = _policy_in_run(tmp_path)
+    other = copy.deepcopy(doc)
+    other["provenance"]["run_ids"] = ["r0"]
+    other["provenance"]["gpu"] = "h200"  # kept here, but measured elsewhere
+    check_against_run(run / "policy.json", other)
+    alone = tmp_path / "elsewhere"
+    alone.mkdir()
+    bad = copy.deepcopy(doc)
+    bad["provenance"]["gpu"] = "h200"
+    check_against_run(alone / "policy.json", bad)
+
+
+def test_a_run_that_records_no_resolution_takes_the_policys(tmp_path):
+    """A manifest whose plan has no resolution (or L2) leaves that field to the policy: what
+    is unknown is not a mismatch; the L2 falls back to the device's."""
+    from sweeper.analyze.policy import check_against_run
+    from sweeper.analyze.store import write_run
+
+    run = tmp_path / "r1"
+    man = manifest()
+    del man["plan"]["resolution"], man["plan"]["l2_bytes"]
+    write_run(run, man, cliff_results({"fp32": new_sizes("fp32")}))
+    doc = build_policy(cliff_results({"fp32": new_sizes("fp32")}), manifest())
+    doc["provenance"]["resolution"] = 64
+    check_against_run(run / "policy.json", doc)
+    doc["l2_bytes"] = L2 + 128
+    with pytest.raises(SchemaError) as e:
+        check_against_run(run / "policy.json", doc)
+    assert e.value.field == "l2_bytes" and f"({L2} in " in str(e.value)
