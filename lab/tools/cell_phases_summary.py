@@ -1,9 +1,10 @@
 """Two segments of a hot 4-dtype run on the H200, one per way of releasing the hot timer's
 pipelined rounds: where their cells' host time went (the manifests' timing.cell_phases_s),
 and how far each cell's figures moved against hot-4 and against each other, by working-set
-band. Reads this folder's manifests, cells.csv.xz and hot-4.fp32.csv.xz (hot-4's ok fp32
-candidate cells), and hot-5's manifest and trials (the held segment is hot-5's first, so its
-resumed segments' host time is hot-5's less the held segment's); prints summary.txt. Run from the repository root:
+band. Reads this folder's manifests, cells.csv.xz, hot-4.fp32.csv.xz (hot-4's ok fp32
+candidate cells) and hot-5.phases.json (hot-5's timing.cell_phases_s and candidate cell count:
+the held segment is hot-5's first, so its resumed segments' host time is hot-5's less the held
+segment's); prints summary.txt. Run from the repository root:
 
     python3 lab/tools/cell_phases_summary.py > lab/h200/cell-phases/summary.txt
 
@@ -11,6 +12,12 @@ hot-4.fp32.csv.xz was written from hot-4's trials (git history: 8a32559) by
 
     git show 8a32559:results/h200/hot-4/trials.jsonl.xz > /tmp/hot-4.jsonl.xz
     python3 lab/tools/cell_phases_summary.py --hot-4-cells /tmp/hot-4.jsonl.xz
+
+and hot-5.phases.json from hot-5's manifest and trials (git history: 8a32559) by
+
+    git show 8a32559:results/h200/hot-5/manifest.json > /tmp/hot-5.json
+    git show 8a32559:results/h200/hot-5/trials.jsonl.xz > /tmp/hot-5.jsonl.xz
+    python3 lab/tools/cell_phases_summary.py --hot-5 /tmp/hot-5.json /tmp/hot-5.jsonl.xz
 """
 
 import csv
@@ -119,16 +126,24 @@ def write_hot4(trials: str) -> None:
     (HERE / "hot-4.fp32.csv.xz").write_bytes(data)
 
 
+def write_hot5(manifest: str, trials: str) -> None:
+    """hot-5.phases.json: hot-5's timing.cell_phases_s and how many candidate cells it has."""
+    m = json.loads(Path(manifest).read_text())
+    with lzma.open(trials, "rt") as f:
+        cells = sum(1 for r in map(json.loads, f) if r.get("role") == "candidate")
+    out = {"run_id": "hot-5", "candidate_cells": cells,
+           "cell_phases_s": m["timing"]["cell_phases_s"]}  # fmt: skip
+    (HERE / "hot-5.phases.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
 def hot5_resumed(held_cells: int) -> list[str]:
     """hot-5's resumed segments (its first segment is `held`): the run's timing.cell_phases_s
     less the held segment's, per candidate cell the resumes measured."""
-    m = json.loads((HERE.parent / "hot-5" / "manifest.json").read_text())
+    hot5 = json.loads((HERE / "hot-5.phases.json").read_text())
     with lzma.open(HERE / "held.manifest.json.xz", "rt") as f:
         held = json.load(f)["timing"]["cell_phases_s"]
-    with lzma.open(HERE.parent / "hot-5" / "trials.jsonl.xz", "rt") as f:
-        cells = sum(1 for r in map(json.loads, f) if r.get("role") == "candidate")
-    n = cells - held_cells
-    ph = {k: v - held.get(k, 0) for k, v in m["timing"]["cell_phases_s"].items()}
+    n = hot5["candidate_cells"] - held_cells
+    ph = {k: v - held.get(k, 0) for k, v in hot5["cell_phases_s"].items()}
     parts = ", ".join(
         f"{k.split('/')[-1]} {v / n * 1e3:.2f}" for k, v in sorted(ph.items(), key=lambda kv: -kv[1])
     )  # fmt: skip
@@ -140,6 +155,9 @@ def hot5_resumed(held_cells: int) -> list[str]:
 def main() -> None:
     if sys.argv[1:2] == ["--hot-4-cells"]:
         write_hot4(sys.argv[2])
+        return
+    if sys.argv[1:2] == ["--hot-5"]:
+        write_hot5(sys.argv[2], sys.argv[3])
         return
     seg, ref = segments(), hot4()
     out = phases(seg) + hot5_resumed(len(seg["held"])) + [""]
