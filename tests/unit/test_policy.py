@@ -1266,3 +1266,57 @@ def test_a_run_that_records_no_resolution_takes_the_policys(tmp_path):
     with pytest.raises(SchemaError) as e:
         check_against_run(run / "policy.json", doc)
     assert e.value.field == "l2_bytes" and f"({L2} in " in str(e.value)
+
+
+# ---- keep_floors' edges (the mutation run found them unpinned) --------------------------------
+
+
+def _with_copy_rows(res: pd.DataFrame, gbps: float = 2000.0) -> pd.DataFrame:
+    copies = []
+    for ws in sorted(set(res["ws_bytes"])):
+        r = row("fp32", int(ws), "plain", gbps)
+        r.update(role="copy", config="copy")
+        copies.append(r)
+    return pd.concat([res, pd.DataFrame(copies)], ignore_index=True)
+
+
+def test_no_floors_leave_the_sets_and_narrow_no_size():
+    from sweeper.analyze.policy import keep_floors
+
+    sets = {("hot", "preallocated", "fp32"): [(1, {"plain": 1.0}, True)]}
+    assert keep_floors(sets, _floor_results(), _floor_results(), "hot", [], 2000.0) == (sets, 0)
+
+
+def test_a_floor_on_the_copy_kernel_reads_the_copy_rows_of_the_policys_mode():
+    from sweeper.analyze.targets import Target
+
+    res = _with_copy_rows(_floor_results())
+    floor = Target("97% of copy", ("fp32",), 32 * MiB, 48 * MiB, "pct_copy", 97.0)
+    doc = build_policy(res, manifest(), floors=[floor])
+    assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]
+    assert doc["provenance"]["floored_sizes"] == 3
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "modes"), [(("fp16",), ("hot",)), (("fp32",), ("after-write",))],
+    ids=["another dtype", "another mode"],
+)  # fmt: skip
+def test_a_floor_of_another_dtype_or_mode_is_not_kept_here(dtypes, modes):
+    from sweeper.analyze.targets import Target
+
+    floor = Target("97% of the ceiling", dtypes, 32 * MiB, 48 * MiB, "pct_ceiling", 97.0, modes)
+    doc = build_policy(_floor_results(), manifest(), floors=[floor], ceiling_gbps=2000.0)
+    assert _bands(doc) == [(0, "plain")] and doc["provenance"]["floored_sizes"] == 0
+
+
+def test_a_floor_is_read_on_a_configs_best_cell_at_a_size():
+    """A config timed twice at a size (a screening size's screen and sweep cells) meets a
+    floor by its faster cell, as selection reads it."""
+    res = _floor_results()
+    again = res[(res["config"] == "stcs") & (res["ws_bytes"] >= 39 * MiB)].copy()
+    again["gbps"] = 1900.0  # below 97% of the ceiling
+    again["phase"] = "screen"
+    res = pd.concat([res, again], ignore_index=True)
+    doc = build_policy(res, manifest(), floors=[_ceiling_floor()], ceiling_gbps=2000.0)
+    assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]
+    assert doc["provenance"]["floored_sizes"] == 3
