@@ -1226,7 +1226,7 @@ def test_a_policy_beside_its_run_must_be_that_runs(tmp_path, field, edit, have, 
     with pytest.raises(SchemaError) as e:
         check_against_run(path, bad)
     msg = str(e.value)
-    assert e.value.field == field, msg
+    assert e.value.field == field and e.value.path == str(path), msg
     if have is not None:
         assert (
             f"{have} is not the run's ({want} in {run / 'manifest.json'}); rebuild the "
