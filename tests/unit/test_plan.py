@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 
@@ -532,3 +533,234 @@ def test_a_plan_without_notes_loads_with_none():
     doc.pop("notes", None)
     doc["plan_hash"] = P._hash(doc)
     assert P.plan_from_doc(doc).notes == ()
+
+
+# ---- the plan file's validation, refusal by refusal (validate_plan_doc) ---------------------
+# Each corruption of the 4090 plan (fp32, fp16), re-hashed so that the field itself is what is
+# refused, with the field and the message a user reads (tools/mutation.sh --plan-doc).
+
+
+def _doc_first(doc, dtype, ws=None, region=None, anchored=False):
+    for i, e in enumerate(doc["entries"]):
+        if e["dtype"] != dtype:
+            continue
+        if ws is not None and e["working_set_bytes"] != ws:
+            continue
+        if region is not None and e["region"] != region:
+            continue
+        if anchored and not e["anchors"]:
+            continue
+        return i
+    raise LookupError
+
+
+def _doc_fp16(doc):
+    return [i for i, e in enumerate(doc["entries"]) if e["dtype"] == "fp16"]
+
+
+def _doc_set(*args):
+    *path, value = args
+
+    def edit(doc):
+        for k in path[:-1]:
+            doc = doc[k]
+        doc[path[-1]] = value
+
+    return edit
+
+
+def _doc_del(*path):
+    def edit(doc):
+        for k in path[:-1]:
+            doc = doc[k]
+        del doc[path[-1]]
+
+    return edit
+
+
+def _doc_entry(i, **kw):
+    def edit(doc):
+        doc["entries"][i].update(kw)
+
+    return edit
+
+
+def _dense_gap(doc):
+    i = _doc_first(doc, "fp16", region="dense")
+    del doc["entries"][i + 3]
+
+
+def _outer_gap(doc):
+    i = max(
+        j
+        for j in _doc_fp16(doc)
+        if doc["entries"][j]["region"] == "outer"
+        and doc["entries"][j]["working_set_bytes"] > 200 * MiB
+    )
+    del doc["entries"][i - 1]
+
+
+def _smallest(doc):
+    del doc["entries"][_doc_fp16(doc)[0]]
+
+
+def _largest(doc):
+    del doc["entries"][_doc_fp16(doc)[-1]]
+
+
+def _dense_edge(doc):
+    i = _doc_first(doc, "fp16", region="dense")
+    del doc["entries"][i]
+
+
+def _anchor_moved(doc):
+    i = _doc_first(doc, "fp16", anchored=True)
+    name = doc["entries"][i]["anchors"][0]
+    doc["entries"][i]["anchors"] = []
+    doc["entries"][i + 1]["anchors"] = [name]
+
+
+def _anchor_gone(doc):
+    i = _doc_first(doc, "fp16", anchored=True)
+    doc["entries"][i]["anchors"] = []
+
+
+def _no_fp16(doc):
+    doc["entries"] = [e for e in doc["entries"] if e["dtype"] != "fp16"]
+
+
+def _twice(doc):
+    doc["entries"].insert(6, dict(doc["entries"][5]))
+
+
+DOC_CASES = {
+    "resolution-not-int": _doc_set("resolution", 32.0),
+    "l2-zero": _doc_set("spec", "l2_bytes", 0),
+    "memory-negative": _doc_set("spec", "memory_bytes", -1),
+    "sms-zero": _doc_set("spec", "sm_count", 0),
+    "persisting-missing": _doc_del("spec", "persisting_l2_max_bytes"),
+    "persisting-negative": _doc_set("spec", "persisting_l2_max_bytes", -1),
+    "persisting-null": _doc_set("spec", "persisting_l2_max_bytes", None),
+    "cc-three": _doc_set("spec", "cc", [8, 9, 0]),
+    "dram-peak-string": _doc_set("spec", "dram_peak_gbps", "fast"),
+    "resolution-too-fine": _doc_set("resolution", 1 << 22),
+    "dtypes-empty": _doc_set("dtypes", []),
+    "dtypes-unknown": _doc_set("dtypes", ["fp32", "fp64"]),
+    "dtypes-twice": _doc_set("dtypes", ["fp32", "fp32"]),
+    "entry-not-object": _doc_set("entries", 0, 7),
+    "entry-dtype-not-planned": _doc_entry(0, dtype="bf16"),
+    "entry-n-zero": _doc_entry(0, n=0, working_set_bytes=0),
+    "entry-ws-mismatch": _doc_entry(0, working_set_bytes=65536 + 8),
+    "entry-not-16": _doc_entry(0, n=8193, working_set_bytes=8193 * 8),
+    "entry-region": _doc_entry(0, region="dense"),
+    "entry-anchors-not-names": _doc_entry(0, anchors=[1]),
+    "no-sizes-for-a-dtype": _no_fp16,
+    "unsorted": _twice,
+    "dense-gap": _dense_gap,
+    "outer-gap": _outer_gap,
+    "smallest": _smallest,
+    "largest": _largest,
+    "dense-edge": _dense_edge,
+    "anchor-moved": _anchor_moved,
+    "anchor-missing": _anchor_gone,
+    "tail-not-object": _doc_set("tails", 0, 7),
+    "tail-dtype": lambda d: d["tails"][0].update(dtype="fp64"),
+    "tail-n-zero": lambda d: d["tails"][0].update(n=0, working_set_bytes=0),
+    "tail-ws": lambda d: d["tails"][0].update(working_set_bytes=12),
+    "no-version": _doc_del("sweeper_version"),
+    "hash": _doc_set("plan_hash", "0" * 16),
+}
+
+
+DOC_REFUSALS = {
+    "resolution-not-int": ("resolution", "expected int, found float"),
+    "l2-zero": ("spec.l2_bytes", "must be positive, found 0"),
+    "memory-negative": ("spec.memory_bytes", "must be positive, found -1"),
+    "sms-zero": ("spec.sm_count", "must be positive, found 0"),
+    "persisting-missing": (
+        "spec.persisting_l2_max_bytes",
+        "expected an integer or null, found 'missing'",
+    ),
+    "persisting-negative": (
+        "spec.persisting_l2_max_bytes",
+        "expected an integer or null, found -1",
+    ),
+    "persisting-null": None,  # accepted: a GPU without a persisting L2
+    "cc-three": ("spec.cc", "expected [major, minor], found [8, 9, 0]"),
+    "dram-peak-string": ("spec.dram_peak_gbps", "expected int/float, found str"),
+    "resolution-too-fine": (
+        "resolution",
+        "--resolution must be between 32 and 4096 (steps of L2/resolution bytes in the dense band), got 4194304",
+    ),
+    "dtypes-empty": ("dtypes", "empty"),
+    "dtypes-unknown": ("dtypes[1]", "unknown dtype 'fp64'; known: fp32, fp16, bf16, int8"),
+    "dtypes-twice": ("dtypes", "duplicate dtype"),
+    "entry-not-object": ("entries[0]", "expected an object"),
+    "entry-dtype-not-planned": (
+        "entries[0].dtype",
+        "unknown dtype 'bf16' (plan dtypes: ['fp32', 'fp16'])",
+    ),
+    "entry-n-zero": ("entries[0].n", "must be positive, found 0"),
+    "entry-ws-mismatch": (
+        "entries[0].working_set_bytes",
+        "65544 != n * bytes per element = 65536 (fp32)",
+    ),
+    "entry-not-16": ("entries[0].n", "n * itemsize = 32772 is not a multiple of 16"),
+    "entry-region": ("entries[0].region", "'dense' but 65536 bytes is 'outer'"),
+    "entry-anchors-not-names": ("entries[0].anchors", "expected a list of names"),
+    "no-sizes-for-a-dtype": ("entries", "no sizes for dtype fp16"),
+    "unsorted": (
+        "entries[6].working_set_bytes",
+        "fp32: 200000 after 200000; sizes must be sorted and unique",
+    ),
+    "dense-gap": (
+        "entries[133].working_set_bytes",
+        "fp16: gap 4718592 bytes in the dense region > L2/resolution",
+    ),
+    "outer-gap": (
+        "entries[204].working_set_bytes",
+        "fp16: ratio 1.374 outside the dense region > 1.25",
+    ),
+    "smallest": ("entries", "fp16: smallest size 81920 > 65536"),
+    "largest": ("entries", "fp16: largest size 2197265600 < 2415919104"),
+    "dense-edge": ("entries", "fp16: dense-region edge 18874368 bytes missing"),
+    "anchor-moved": (
+        "entries[123].anchors",
+        "fp16: anchor '1024^2' does not belong at 4546496 bytes",
+    ),
+    "anchor-missing": ("entries", "fp16: anchor '1024^2' (4194304 bytes) missing"),
+    "tail-not-object": ("tails[0]", "expected an object"),
+    "tail-dtype": ("tails[0].dtype", "unknown dtype 'fp64'"),
+    "tail-n-zero": ("tails[0].working_set_bytes", "0 != n * bytes per element"),
+    "tail-ws": ("tails[0].working_set_bytes", "12 != n * bytes per element"),
+    "no-version": ("sweeper_version", "missing"),
+    "hash": (
+        "plan_hash",
+        "0000000000000000 does not match the content (abbd79baeb3f); was the file edited? Re-run `sweeper plan`",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def plan_doc(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "4090.json"
+    P.write_plan(P.make_plan(gpus.lookup("4090"), dtypes="fp32,fp16"), path)
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("case", list(DOC_REFUSALS))
+def test_each_refusal_of_a_plan_names_its_field_and_says_why(plan_doc, case):
+    from sweeper.errors import FieldError
+
+    doc = copy.deepcopy(plan_doc)
+    P.validate_plan_doc(copy.deepcopy(doc))  # the plan as written is valid
+    DOC_CASES[case](doc)
+    if case != "hash":
+        doc["plan_hash"] = P._hash(doc)
+    want = DOC_REFUSALS[case]
+    if want is None:
+        P.validate_plan_doc(doc)
+        return
+    with pytest.raises(FieldError) as e:
+        P.validate_plan_doc(doc)
+    assert (e.value.field, str(e.value)) == want
