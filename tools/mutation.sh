@@ -8,6 +8,8 @@
 #                                tools/decision_mutations.sh)
 #   tools/mutation.sh --files    the second set (tools/mutmut-files.toml): the plan file, verify's
 #                                verdict and the Python export, in a copy of the tree
+#   tools/mutation.sh --plan-doc the fourth set (tools/mutmut-plandoc.toml): the plan file's
+#                                validation (validate_plan_doc) with the plan file's tests
 #   tools/mutation.sh --policy [PATTERN ...]
 #                                the third set (tools/mutmut-policy.toml): the policy file's rules,
 #                                in a copy of the tree (PATTERNs: mutmut's mutant names, e.g.
@@ -25,11 +27,13 @@ if [ "${1:-}" = "--quick" ]; then
     "sweeper.stats.x_ci_tails*"
   )
 fi
-if [ "${1:-}" = "--quick" ] || [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ]; then
+if [ "${1:-}" = "--quick" ] || [ "${1:-}" = "--files" ] || [ "${1:-}" = "--policy" ] ||
+   [ "${1:-}" = "--plan-doc" ]; then
   case "$1" in
     --quick) SET=tools/mutmut-quick.toml ;;
     --files) SET=tools/mutmut-files.toml ;;
     --policy) SET=tools/mutmut-policy.toml ;;
+    --plan-doc) SET=tools/mutmut-plandoc.toml ;;
   esac
   shift
   # a copy of the tracked tree whose pyproject carries that set's [tool.mutmut]
@@ -49,6 +53,8 @@ SPLICE
   case "$PY" in /*) ;; *) PY="$root/$PY" ;; esac
   if [ "$SET" = tools/mutmut-quick.toml ]; then
     :  # WHAT: the quick set's patterns, above
+  elif [ "$SET" = tools/mutmut-plandoc.toml ]; then
+    WHAT=("sweeper.plan.planfile.x_validate_plan_doc*")
   elif [ "$SET" = tools/mutmut-policy.toml ]; then
     # the rules a policy file's bands are held to and the choice of config at a size, or PATTERNs
     WHAT=("$@")
@@ -59,7 +65,8 @@ SPLICE
     )
   else
     # every function of the three but the plan file's validation (validate_plan_doc: every
-    # test loads a plan, so its 511 mutants take hours; test_plan.py corrupts each field)
+    # test loads a plan, so with these tests its 511 mutants take hours; --plan-doc runs
+    # them with the plan file's tests)
     WHAT=(
       "sweeper.analyze.verdict.*" "sweeper.export.python.*" "sweeper.plan.planfile.x__*"
       "sweeper.plan.planfile.x_estimate*" "sweeper.plan.planfile.x_load_plan*"

@@ -669,6 +669,18 @@ DOC_CASES = {
     "tail-ws": lambda d: d["tails"][0].update(working_set_bytes=12),
     "no-version": _doc_del("sweeper_version"),
     "hash": _doc_set("plan_hash", "0" * 16),
+    "sms-one": _doc_set("spec", "sm_count", 1),
+    "persisting-zero": _doc_set("spec", "persisting_l2_max_bytes", 0),
+    "cc-missing": _doc_del("spec", "cc"),
+    "entry-no-dtype": _doc_del("entries", 0, "dtype"),
+    "entry-no-n": _doc_del("entries", 0, "n"),
+    "entry-no-ws": _doc_del("entries", 0, "working_set_bytes"),
+    "entry-no-region": _doc_del("entries", 0, "region"),
+    "entry-no-anchors": _doc_del("entries", 0, "anchors"),
+    "entry-n-one": _doc_entry(0, n=1, working_set_bytes=8),
+    "tail-no-dtype": _doc_del("tails", 0, "dtype"),
+    "tail-no-n": _doc_del("tails", 0, "n"),
+    "tail-no-ws": _doc_del("tails", 0, "working_set_bytes"),
 }
 
 
@@ -738,6 +750,18 @@ DOC_REFUSALS = {
         "plan_hash",
         "0000000000000000 does not match the content (abbd79baeb3f); was the file edited? Re-run `sweeper plan`",
     ),
+    "sms-one": None,  # accepted: one SM is a GPU
+    "persisting-zero": None,  # accepted: no persisting L2
+    "cc-missing": ("spec.cc", "missing"),
+    "entry-no-dtype": ("entries[0].dtype", "missing"),
+    "entry-no-n": ("entries[0].n", "missing"),
+    "entry-no-ws": ("entries[0].working_set_bytes", "missing"),
+    "entry-no-region": ("entries[0].region", "missing"),
+    "entry-no-anchors": ("entries[0].anchors", "missing"),
+    "entry-n-one": ("entries[0].n", "n * itemsize = 4 is not a multiple of 16"),
+    "tail-no-dtype": ("tails[0].dtype", "missing"),
+    "tail-no-n": ("tails[0].n", "missing"),
+    "tail-no-ws": ("tails[0].working_set_bytes", "missing"),
 }
 
 
