@@ -1320,3 +1320,165 @@ def test_a_floor_is_read_on_a_configs_best_cell_at_a_size():
     doc = build_policy(res, manifest(), floors=[_ceiling_floor()], ceiling_gbps=2000.0)
     assert _bands(doc) == [(0, "plain"), (38.5, "stcs")]
     assert doc["provenance"]["floored_sizes"] == 3
+
+
+# ---- build_policy's inputs, refusals and provenance (the mutation run found them unpinned) ---
+
+
+def _fp32_cliff():
+    return cliff_results({"fp32": new_sizes("fp32")})
+
+
+def test_the_l2_comes_from_the_plan_else_the_device_and_a_run_without_one_is_refused():
+    man = manifest()
+    plan_only = copy.deepcopy(man)
+    del plan_only["device"]["l2_bytes"]
+    assert build_policy(_fp32_cliff(), plan_only)["l2_bytes"] == L2
+    device_only = copy.deepcopy(man)
+    del device_only["plan"]["l2_bytes"]
+    assert build_policy(_fp32_cliff(), device_only)["l2_bytes"] == L2
+    # the plan's L2 is what its sizes were laid out on: it wins over the device's
+    other = copy.deepcopy(man)
+    other["device"]["l2_bytes"] = L2 + MiB
+    assert build_policy(_fp32_cliff(), other)["l2_bytes"] == L2
+    neither = copy.deepcopy(device_only)
+    del neither["device"]["l2_bytes"]
+    with pytest.raises(SweeperError) as e:
+        build_policy(_fp32_cliff(), neither)
+    assert str(e.value) == "the run manifest has no l2_bytes (device.l2_bytes / plan.l2_bytes)"
+
+
+def test_a_run_without_a_resolution_needs_one_given():
+    man = manifest()
+    del man["plan"]["resolution"]
+    with pytest.raises(SweeperError) as e:
+        build_policy(_fp32_cliff(), man)
+    assert str(e.value) == "the run manifest has no plan.resolution; pass --resolution"
+    assert build_policy(_fp32_cliff(), man, resolution=32)["provenance"]["resolution"] == 32
+
+
+def test_a_users_kernel_and_the_copy_kernel_are_never_a_policys_config():
+    """A user's kernel timed as a candidate (manifest "external") is compared in the report,
+    never chosen; the copy kernel's rows are no candidates, however fast: the policy is the one
+    the grid's configs alone make."""
+    res = _fp32_cliff()
+    fast = res[res["config"] == "plain"].copy()
+    fast["config"], fast["gbps"] = "mine", 5000.0
+    copies = res[res["config"] == "plain"].copy()
+    copies["role"], copies["config"], copies["gbps"] = "copy", "copy", 9000.0
+    res = pd.concat([res, fast, copies], ignore_index=True)
+    man = {**manifest(), "external": [{"config": "mine"}]}
+    doc = build_policy(res, man)
+    grid_only = build_policy(_fp32_cliff(), manifest())
+    assert _bands(doc) == _bands(grid_only)
+    assert [c for _, c in _bands(doc)] == ["stream", "plain", "stream"]
+    assert doc["configs"] == grid_only["configs"]
+    assert doc["dtypes"]["fp32"]["generic"] == grid_only["dtypes"]["fp32"]["generic"]
+    # without the manifest's word, the user's kernel is a config like any other
+    assert {b["config"] for b in build_policy(res, manifest())["dtypes"]["fp32"]["bands"]} == {
+        "mine"
+    }
+
+
+def test_a_run_with_no_ok_candidate_row_is_refused():
+    res = _fp32_cliff().assign(status="error")
+    with pytest.raises(SweeperError) as e:
+        build_policy(res, manifest())
+    assert str(e.value) == "the run has no ok candidate rows: nothing to build a policy from"
+
+
+def test_a_mode_or_pattern_not_in_the_run_is_named():
+    res = _fp32_cliff()
+    with pytest.raises(SweeperError) as e:
+        build_policy(res, manifest(), mode="cold")
+    assert str(e.value) == "no mode 'cold' in this run (it has: hot)"
+    with pytest.raises(SweeperError) as e:
+        build_policy(res, manifest(), pattern="allocating")
+    assert str(e.value) == "no pattern 'allocating' in this run (it has: preallocated)"
+
+
+def test_of_two_patterns_the_preallocated_is_built_unless_the_other_is_asked_for():
+    pre = _fp32_cliff()
+    # in the allocating cells "stream" leads everywhere
+    alloc = pd.DataFrame(
+        [row("fp32", ws, c, g) for ws in new_sizes("fp32") for c, g in (("plain", 1000.0),
+                                                                       ("stream", 2000.0))],
+        columns=list(COLUMNS),
+    ).assign(pattern="allocating")  # fmt: skip
+    res = pd.concat([pre, alloc], ignore_index=True)
+    doc = build_policy(res, manifest())
+    assert doc["provenance"]["pattern"] == "preallocated"
+    assert [b["config"] for b in doc["dtypes"]["fp32"]["bands"]] == ["stream", "plain", "stream"]
+    doc = build_policy(res, manifest(), pattern="allocating")
+    assert doc["provenance"]["pattern"] == "allocating"
+    assert [b["config"] for b in doc["dtypes"]["fp32"]["bands"]] == ["stream"]
+
+
+def test_the_tie_tolerance_given_is_the_one_the_sets_are_made_with():
+    """At a 65% tolerance "plain" (0.4 / 1.1 of "stream" outside the band... and the leader
+    inside it) ties everywhere: one band; at the default, three."""
+    res = _fp32_cliff()
+    assert len(build_policy(res, manifest())["dtypes"]["fp32"]["bands"]) == 3
+    wide = build_policy(res, manifest(), tolerance=0.65)
+    assert [b["config"] for b in wide["dtypes"]["fp32"]["bands"]] == ["plain"]
+    assert wide["provenance"]["tolerance"] == 0.65
+
+
+def test_tied_configs_are_served_by_the_simpler_one_whatever_their_names():
+    """Two configs equally fast everywhere: the one without cache hints serves (simplicity_key),
+    though its name sorts after the other's."""
+    rows = []
+    for ws in new_sizes("fp32"):
+        rows.append(row("fp32", ws, "plain", 1000.0))
+        rows.append(row("fp32", ws, "stream", 1000.0))
+    res = pd.DataFrame(rows, columns=list(COLUMNS))
+    res.loc[res["config"] == "plain", "config"] = "zz-plain"
+    doc = build_policy(res, manifest())
+    assert [b["config"] for b in doc["dtypes"]["fp32"]["bands"]] == ["zz-plain"]
+    assert doc["dtypes"]["fp32"]["generic"]["config"] == "zz-plain"
+
+
+def test_dtypes_given_are_the_policys_and_none_left_is_refused():
+    res = cliff_results({"fp32": new_sizes("fp32"), "fp16": new_sizes("fp16")})
+    assert sorted(build_policy(res, manifest())["dtypes"]) == ["fp16", "fp32"]
+    assert sorted(build_policy(res, manifest(), dtypes=["fp16"])["dtypes"]) == ["fp16"]
+    assert sorted(build_policy(res, manifest(), dtypes=["fp32"])["dtypes"]) == ["fp32"]
+    with pytest.raises(SweeperError) as e:
+        build_policy(res, manifest(), dtypes=["int8"])
+    assert str(e.value) == "no dtype left to build a policy for"
+
+
+def test_a_wide_bracket_is_refused_naming_the_first_one_and_how_to_close_it():
+    sizes = new_sizes("fp32")
+    # the cliff's lower edge (32 MiB) measured only 1.5 MiB either side
+    keep = [ws for ws in sizes if not 30.5 * MiB < ws < 33.5 * MiB]
+    with pytest.raises(SweeperError) as e:
+        build_policy(cliff_results({"fp32": keep}), manifest())
+    lo = max(ws for ws in keep if ws <= 30.5 * MiB)
+    hi = min(ws for ws in keep if ws >= 33.5 * MiB)
+    step = L2 / 32
+    assert str(e.value) == (
+        f"fp32: the best config changes between {lo} and {hi} bytes of working set "
+        f"({lo / L2:.4f}-{hi / L2:.4f} x L2), a bracket wider than the plan resolution "
+        f"({step:.0f} bytes = L2/32); refusing to place a boundary there. "
+        "`sweeper run --resume --run-dir RUN` samples that stretch (the runner adds "
+        "sizes wherever a boundary's bracket is too wide)"
+    )
+
+
+def test_the_provenance_of_a_manifest_that_leaves_fields_out():
+    man = manifest()
+    for k in ("run_id", "gpu"):
+        del man[k]
+    for k in ("plan_hash", "path"):
+        del man["plan"][k]
+    del man["device"]["cc"]
+    doc = build_policy(_fp32_cliff(), man)
+    prov = doc["provenance"]
+    assert prov["run_ids"] == [""] and prov["gpu"] == "" and prov["plan_hash"] == ""
+    assert prov["plan_path"] == "" and doc["cc"] == [0, 0]
+    full = build_policy(_fp32_cliff(), manifest())["provenance"]
+    assert full["plan_path"] == "sweeps/x.json" and full["baseline"] == "torch"
+    from sweeper import __version__
+
+    assert full["sweeper_version"] == __version__
