@@ -1482,3 +1482,64 @@ def test_the_provenance_of_a_manifest_that_leaves_fields_out():
     from sweeper import __version__
 
     assert full["sweeper_version"] == __version__
+
+
+def _steps(ks, winner) -> pd.DataFrame:
+    """fp32 cells at k plan steps (L2/32) for k in `ks`: `winner(k)` at 1000 GB/s, the other
+    config at 500."""
+    step = L2 // 32
+    rows = [
+        row("fp32", k * step, c, 1000.0 if c == winner(k) else 500.0)
+        for k in ks
+        for c in ("plain", "stream")
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+@pytest.mark.parametrize(
+    ("ks", "winner", "lo", "hi"),
+    [
+        # a boundary in a bracket of exactly one step (10 -> 11: placed), then one of two (20 -> 22)
+        ([k for k in range(1, 41) if k != 21],
+         lambda k: "plain" if k <= 10 or k >= 22 else "stream", 20, 22),
+        # the first size alone, then two steps to the next
+        ([1, *range(3, 41)], lambda k: "stream" if k == 1 else "plain", 1, 3),
+    ],
+    ids=["after-an-exact-step", "at-the-first-size"],
+)  # fmt: skip
+def test_the_refusal_names_the_first_bracket_wider_than_a_step(ks, winner, lo, hi):
+    step = L2 // 32
+    with pytest.raises(SweeperError) as e:
+        build_policy(_steps(ks, winner), manifest())
+    assert str(e.value).startswith(
+        f"fp32: the best config changes between {lo * step} and {hi * step} bytes of working set"
+    )
+
+
+def test_a_manifest_without_a_device_or_a_plan_record():
+    man = manifest()
+    del man["device"]
+    doc = build_policy(_fp32_cliff(), man)
+    assert doc["provenance"]["device"] == {} and doc["cc"] == [0, 0] and doc["l2_bytes"] == L2
+    man = manifest()
+    del man["plan"]
+    with pytest.raises(SweeperError) as e:
+        build_policy(_fp32_cliff(), man)
+    assert str(e.value) == "the run manifest has no plan.resolution; pass --resolution"
+    doc = build_policy(_fp32_cliff(), man, resolution=32)
+    assert doc["l2_bytes"] == L2 and doc["provenance"]["plan_hash"] == ""
+
+
+def test_a_size_the_floor_serves_alone_joins_a_band_beside_a_wide_gap():
+    """A size where nothing beat the floor in both measurements (its set holds the floor
+    alone) may join the neighbouring band beside a bracket wider than a step, instead of
+    being a band of its own whose wide bracket refuses the policy (bands.segment's `soft`)."""
+    from test_floor import _frame_with
+
+    step = L2 // 32
+    clear = {"a": (1.3, 1.3), "flr": (1.0, 1.0)}
+    at_parity = {"a": (1.004, 0.99), "flr": (1.0, 1.0)}
+    frame = _frame_with({10 * step: clear, 11 * step: clear, 12 * step: at_parity,
+                         16 * step: clear})  # fmt: skip
+    doc = build_policy(frame, manifest())
+    assert [b["config"] for b in doc["dtypes"]["fp32"]["bands"]] == ["a"]
