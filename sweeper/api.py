@@ -743,6 +743,16 @@ def select(run: str | None = None, root: str = "results", tolerance: float | Non
     return df
 
 
+def _pass_groups(vt) -> dict[tuple, list[dict]]:
+    """A verify table's rows (load_verify; None: no table) by size, each size's in pass
+    order: what verdict.pass_spread reads."""
+    from sweeper.analyze.verdict import size_groups
+
+    if vt is None or "pass" not in vt:
+        return {}
+    return size_groups(vt.sort_values("pass", kind="stable").to_dict("records"))
+
+
 def verify_tolerance(run_dir) -> list[tuple[int | None, float]]:
     """The tie tolerance a policy needs on this GPU, per range of working set
     (sweeper.analyze.select.TOLERANCE_RANGES_MIB): the p95 of how far the ratio to the baseline
@@ -754,15 +764,11 @@ def verify_tolerance(run_dir) -> list[tuple[int | None, float]]:
         TOLERANCE_MIN_SIZES,
         TOLERANCE_RANGES_MIB,
     )
-    from sweeper.analyze.verdict import load_verify, pass_spread, size_groups
+    from sweeper.analyze.verdict import load_verify, pass_spread
     from sweeper.errors import SweeperError
     from sweeper.units import MiB
 
-    vt = load_verify(run_dir)
-    rows = []
-    if vt is not None and "pass" in vt:
-        rows = vt.sort_values("pass", kind="stable").to_dict("records")
-    groups = size_groups(rows)
+    groups = _pass_groups(load_verify(run_dir))
     overall = pass_spread(groups.values())
     if overall is None:
         raise SweeperError(
@@ -1028,31 +1034,23 @@ def headline_rows(vt_a, vt_b, l2_bytes: int) -> list[dict]:
     each size in A and in B, and whether either end moved by more than the run-to-run spread
     (the larger of the two tables' pass-to-pass p95: the noise between two timings of one
     header; None, and nothing counted as moved, where neither has two passes)."""
-    from sweeper.analyze.verdict import pass_spread, size_groups
-    from sweeper.report.summary import ranges, verified_ratios
+    from sweeper.analyze.verdict import pass_spread
+    from sweeper.report.summary import range_ends, verified_ratios
 
-    spreads = []
-    for vt in (vt_a, vt_b):
-        rows = vt.sort_values("pass", kind="stable").to_dict("records") if "pass" in vt else []
-        spreads.append((pass_spread(size_groups(rows).values()) or {}).get("p95"))
+    spreads = [(pass_spread(_pass_groups(vt).values()) or {}).get("p95") for vt in (vt_a, vt_b)]
     known = [s for s in spreads if s is not None]
     spread = max(known) if known else None
     out = []
     for mode in [md for md in vt_a["mode"].unique() if md in set(vt_b["mode"])]:
         per = [verified_ratios(vt, mode) for vt in (vt_a, vt_b)]
         for dtype in [d for d in per[0]["dtype"].unique() if d in set(per[1]["dtype"])]:
-            for lo, hi, label in ranges(l2_bytes):
-                ends = []
-                for p in per:
-                    sel = (p["dtype"] == dtype) & (p["ws_bytes"] >= lo) & (p["ws_bytes"] < hi)
-                    r = p["ratio"][sel].astype(float)
-                    ends.append((float(r.min()), float(r.max())) if len(r) else None)
-                if None in ends:
+            a_ends, b_ends = (range_ends(p, l2_bytes, dtype) for p in per)
+            for (label, a), (_, b) in zip(a_ends, b_ends, strict=True):
+                if a is None or b is None:
                     continue
-                (a_lo, a_hi), (b_lo, b_hi) = ends
-                move = max(abs(b_lo / a_lo - 1), abs(b_hi / a_hi - 1))
-                out.append({"mode": mode, "dtype": dtype, "range": label, "a": ends[0],
-                            "b": ends[1], "move": move, "spread": spread,
+                move = max(abs(b[0] / a[0] - 1), abs(b[1] / a[1] - 1))
+                out.append({"mode": mode, "dtype": dtype, "range": label, "a": a, "b": b,
+                            "move": move, "spread": spread,
                             "moved": spread is not None and move > spread})  # fmt: skip
     return out
 

@@ -64,18 +64,27 @@ def ranges_text(l2_bytes: int) -> str:
     )
 
 
+def range_ends(
+    per_size: pd.DataFrame, l2_bytes: int, dtype: str
+) -> list[tuple[str, tuple[float, float] | None]]:
+    """Per range of working set (ranges), its label and the lowest and highest ratio of
+    `dtype` there (`per_size`: one `ratio` per dtype and ws_bytes); None where the range holds
+    no size."""
+    s = per_size[per_size["dtype"] == dtype]
+    out = []
+    for lo, hi, label in ranges(l2_bytes):
+        r = s["ratio"][(s["ws_bytes"] >= lo) & (s["ws_bytes"] < hi)].astype(float).dropna()
+        out.append((label, (float(r.min()), float(r.max())) if len(r) else None))
+    return out
+
+
 def speedup_rows(per_size: pd.DataFrame, l2_bytes: int, dtypes: Sequence[str]) -> list[list[str]]:
-    """Per dtype, the lowest-highest ratio in each range (`per_size`: one `ratio` per dtype
-    and ws_bytes); "-" where the range holds no size."""
-    rows = []
-    for d in dtypes:
-        s = per_size[per_size["dtype"] == d]
-        cells = []
-        for lo, hi, _ in ranges(l2_bytes):
-            r = s["ratio"][(s["ws_bytes"] >= lo) & (s["ws_bytes"] < hi)].astype(float).dropna()
-            cells.append(f"{r.min():.2f}-{r.max():.2f}" if len(r) else "-")
-        rows.append([d, *cells])
-    return rows
+    """Per dtype, the lowest-highest ratio in each range (range_ends); "-" where the range
+    holds no size."""
+    return [
+        [d, *(f"{e[0]:.2f}-{e[1]:.2f}" if e else "-" for _, e in range_ends(per_size, l2_bytes, d))]
+        for d in dtypes
+    ]
 
 
 def verified_ratios(vt: pd.DataFrame, mode: str) -> pd.DataFrame:
