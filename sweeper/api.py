@@ -943,6 +943,54 @@ def kernels_ptx(variant_id: str, cc: int = 90) -> str:
     return ptx(Variant.from_id(variant_id), (cc // 10, cc % 10))
 
 
+def ops_list() -> list[dict]:
+    """The ops sweeper knows, one row each: name, summary, dtypes, bytes read and written per
+    element at each dtype, exactness rule, baseline, where it differs from the baseline, and
+    whether the sweep's kernels compute it yet."""
+    from sweeper.ops import OPS
+
+    return [
+        {"op": op.name, "summary": op.summary, "dtypes": list(op.dtypes),
+         "bytes": {d: (op.reads(d), op.writes(d)) for d in op.dtypes}, "exact": op.exact,
+         "baseline": op.baseline, "differs": op.differs, "swept": op.swept,
+         "layout": op.layout}
+        for op in OPS.values()
+    ]  # fmt: skip
+
+
+def ops_check(specs: list[str] | None = None, dtypes: list[str] | None = None,
+              n_random: int = 1 << 16) -> list[dict]:  # fmt: skip
+    """Each op's C++ element function compiled for the CPU (nvcc, no GPU) against its
+    reference, under its rule: special values (every pair for two inputs) and `n_random`
+    random bit patterns per input, at each dtype it takes (or those of `dtypes` it takes).
+    `specs`: built-in op names or FILE.py:NAME of a user's op; all built-ins when empty. One
+    row per (op, dtype): {"op", "dtype", "out", "inputs", "mismatches", "example"}."""
+    from sweeper_kernels.ops import load_op
+    from sweeper_kernels.ops.host import check_on_host, host_library
+
+    from sweeper.dtypes import DTYPES
+    from sweeper.errors import SweeperError
+    from sweeper.ops import OPS
+
+    for d in dtypes or ():
+        if d not in DTYPES:
+            raise SweeperError(f"--dtypes: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+    try:
+        ops = [load_op(s) for s in specs] if specs else list(OPS.values())
+    except ValueError as e:
+        raise SweeperError(str(e)) from None
+    lib = host_library(tuple(ops))
+    rows = []
+    for op in ops:
+        for d in op.dtypes:
+            if not dtypes or d in dtypes:
+                rows.append({"op": op.name, "dtype": d, "out": op.out_dtype(d),
+                             **check_on_host(op, d, n_random=n_random, lib=lib)})  # fmt: skip
+    if not rows:
+        raise SweeperError(f"--dtypes {','.join(dtypes or ())}: no op given takes these dtypes")
+    return rows
+
+
 def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most

@@ -1084,6 +1084,80 @@ def fleet_run_cmd(
     typer.echo(f"header: {out['header']}")
 
 
+ops_app = typer.Typer(
+    help="The elementwise ops: their definitions, and their element functions checked on the CPU.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(ops_app, name="ops")
+
+
+@ops_app.command("list", epilog="Example: sweeper ops list")
+def ops_list_cmd() -> None:
+    """List the ops: dtypes, bytes read and written per element, baseline, exactness rule."""
+    from sweeper import api
+
+    rows = api.ops_list()
+    cols = ("op", "dtypes", "B/elem", "swept", "baseline")
+    cells = [(r["op"], " ".join(r["dtypes"]),
+              " ".join(str(rd + wr) for rd, wr in r["bytes"].values()),
+              "yes" if r["swept"] else "no", r["baseline"]) for r in rows]  # fmt: skip
+    widths = [max([len(c), *(len(x[i]) for x in cells)]) for i, c in enumerate(cols)]
+
+    def line(items) -> str:
+        return "  ".join(x.ljust(w) for x, w in zip(items, widths, strict=True)).rstrip()
+
+    out = [line(cols), line(["-" * w for w in widths]), *map(line, cells), "",
+           "B/elem: bytes read + written per element at each dtype (the working set's unit)",
+           "exactness:", *(f"  {r['op']}: {r['exact']}" for r in rows)]  # fmt: skip
+    differs = [f"  {r['op']}: {r['differs']}" for r in rows if r["differs"]]
+    typer.echo("\n".join(out + (["differs from the baseline:", *differs] if differs else [])))
+
+
+@ops_app.command(
+    "check", epilog="Example: sweeper ops check gelu examples/my_ops.py:leaky --dtypes fp16"
+)
+def ops_check_cmd(
+    ops: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[OP|FILE.py:NAME]...",
+            help="Built-in op names or your own ops.",
+            show_default="every built-in op",
+        ),
+    ] = None,
+    dtypes: Annotated[
+        str | None,
+        typer.Option("--dtypes", metavar="LIST", help=_DTYPES_HELP, show_default="each op's"),
+    ] = None,
+    samples: int = typer.Option(
+        1 << 16, "--samples", min=1, metavar="N", help="Random bit patterns per input."
+    ),
+) -> None:
+    """Compile each op's C++ element function for the CPU (nvcc, no GPU) and check it against
+    the op's reference under its exactness rule, on special values and random bit patterns.
+    Exits 1 when an output breaks the rule."""
+    from sweeper import api
+
+    try:
+        rows = api.ops_check(ops or None, _list(dtypes), n_random=samples)
+    except USER_ERRORS as e:
+        fail(str(e))
+    width = max(len(r["op"]) for r in rows)
+    for r in rows:
+        verdict = "ok" if not r["mismatches"] else f"{r['mismatches']} outside the rule"
+        worst = r["worst"]
+        err = f"max err {worst['ulps']:>9.4g} ulp {worst['abs']:>9.3g} abs" if worst else ""
+        typer.echo(f"{r['op']:<{width}}  {r['dtype']:>4} -> {r['out']:<4}  "
+                   f"{r['inputs']:>6} inputs  {err:<34}  {verdict}".rstrip())  # fmt: skip
+        if r["example"]:
+            typer.echo(f"    e.g. {r['example']}")
+    bad = sum(1 for r in rows if r["mismatches"])
+    if bad:
+        typer.echo(f"{bad} of {len(rows)} (op, dtype) pairs break their rule", err=True)
+        raise typer.Exit(1)
+
+
 kernels_app = typer.Typer(
     help="The Numba CUDA ReLU variant grid.", no_args_is_help=True, rich_markup_mode=None
 )

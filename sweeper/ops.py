@@ -5,6 +5,7 @@ element, and so the working set of `n` elements and the elements of a working se
 from sweeper_kernels.ops import (
     DEFAULT_OP,
     OPS,
+    SWEPT,
     Op,
     Operand,
     bytes_per_element,
@@ -16,6 +17,7 @@ from sweeper_kernels.ops import (
 __all__ = [
     "DEFAULT_OP",
     "OPS",
+    "SWEPT",
     "Op",
     "Operand",
     "bytes_per_element",

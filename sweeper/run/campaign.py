@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.errors import SchemaError
-from sweeper.ops import DEFAULT_OP, OPS
+from sweeper.ops import DEFAULT_OP, OPS, SWEPT
 from sweeper.runfolder import plain_run_id
 
 
@@ -103,6 +103,10 @@ def load_campaign(path: str | Path) -> Campaign:
             if op not in OPS:
                 raise SchemaError(
                     path, f"{where}ops", f"unknown op {op!r} (known: {', '.join(sorted(OPS))})"
+                )
+            if op not in SWEPT:
+                raise SchemaError(
+                    path, f"{where}ops", f"op {op!r} is not swept yet (swept: {', '.join(SWEPT)})"
                 )
         dtypes = _strings(g, "dtypes", where, path)
         for d in dtypes or ():

@@ -176,8 +176,13 @@ CAMPAIGN_ERRORS = {
         "field 'gpu[0].gpus': expected a positive count, found 0",
     ),
     "unknown op": (
+        'name = "x"\n[[gpu]]\nplan = "p.json"\nops = ["leaky"]\n',
+        "field 'gpu[0].ops': unknown op 'leaky' (known: add, cast_bf16_fp32, cast_fp32_bf16, "
+        "gelu, mul, relu, silu, silu_and_mul)",
+    ),
+    "op not swept": (
         'name = "x"\n[[gpu]]\nplan = "p.json"\nops = ["gelu"]\n',
-        "field 'gpu[0].ops': unknown op 'gelu' (known: relu)",
+        "field 'gpu[0].ops': op 'gelu' is not swept yet (swept: relu)",
     ),
     "unknown dtype": (
         'name = "x"\n[[gpu]]\nplan = "p.json"\ndtypes = ["fp64"]\n',
@@ -232,7 +237,7 @@ def test_a_campaign_takes_the_run_ids_and_ops_sweeper_run_takes(tmp_path):
     """One rule for a run id (sweeper.runfolder.plain_run_id) and one list of ops
     (sweeper.ops): a name with a space is a folder name sweeper run accepts, so a campaign
     does too."""
-    from sweeper.ops import OPS
+    from sweeper.ops import SWEPT
     from sweeper.run.campaign import load_campaign
     from sweeper.runfolder import plain_run_id
 
@@ -240,4 +245,4 @@ def test_a_campaign_takes_the_run_ids_and_ops_sweeper_run_takes(tmp_path):
     path.write_text('name = "relu fleet"\n[[gpu]]\nplan = "p.json"\nrun_id = "h200 run 2"\n')
     (g,) = load_campaign(path).runs
     assert g.run_id == "h200 run 2" and plain_run_id(g.run_id)
-    assert g.ops == ("relu",) and set(g.ops) <= set(OPS)
+    assert g.ops == ("relu",) and set(g.ops) <= set(SWEPT)

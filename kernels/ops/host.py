@@ -1,0 +1,182 @@
+"""An op's element function in CUDA C++, and that very text compiled for the CPU.
+
+`element_function(op)` is the one C++ form of an op's body: a `__host__ __device__` template
+over the compute type. `host_library(ops)` compiles it with nvcc (host code, no GPU) into a
+shared library with one entry per op and dtype, `sweeper_host_<op>_<dtype>`, that loads each input
+from its storage dtype, calls the function and rounds the result to the output's storage dtype
+(to nearest even); `run_on_host` calls it through ctypes. This checks the formula, the
+conversions and the special values on any machine; the device's own `tanhf` and `expf` differ
+from the host C library's by an ulp or two, which the op's rule allows for and the GPU tests
+measure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from sweeper_kernels.errors import KernelError
+from sweeper_kernels.ops.core import Op, compute_type
+from sweeper_kernels.reference import storage_dtype
+from sweeper_kernels.toolkit import find_tool, how_to_get
+
+# storage type, load to the compute type, store from it (round to nearest even; int8 wraps)
+CONVERT = {
+    "fp32": ("float", "v", "v"),
+    "fp16": ("__half", "__half2float(v)", "__float2half_rn(v)"),
+    "bf16": ("__nv_bfloat16", "__bfloat162float(v)", "__float2bfloat16_rn(v)"),
+    "int8": ("int8_t", "int(v)", "int8_t(v)"),
+}
+
+PRELUDE = """\
+#include <cstdint>
+#include <cmath>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+"""
+
+
+def function_name(op: Op) -> str:
+    return f"sweeper_op_{op.name}"
+
+
+def element_function(op: Op) -> str:
+    """The op's element function: `template <class C> C sweeper_op_<name>(C in...)`, C the
+    compute type (float, or int at int8)."""
+    params = ", ".join(f"C {o.name}" for o in op.inputs)
+    body = "\n".join(f"  {line}" for line in op.body.strip().splitlines())
+    return (
+        f"// {op.name}: {op.summary}\n"
+        f"template <class C>\n__host__ __device__ __forceinline__ C {function_name(op)}({params}) {{\n"
+        f"{body}\n}}\n"
+    )
+
+
+def _entry(op: Op, dtype: str) -> str:
+    c = compute_type(dtype)
+    args, loads = [], []
+    for i, o in enumerate(op.inputs):
+        st, load, _ = CONVERT[o.dtype_at(dtype)]
+        args.append(f"const void* p{i}")
+        loads.append(
+            f"const {c} {o.name} = [](const {st} v) {{ return {c}({load}); }}"
+            f"(static_cast<const {st}*>(p{i})[k]);"
+        )
+    out_st, _, store = CONVERT[op.out_dtype(dtype)]
+    call = ", ".join(o.name for o in op.inputs)
+    return (
+        f'extern "C" void sweeper_host_{op.name}_{dtype}({", ".join(args)}, void* y, int64_t n) {{\n'
+        f"  for (int64_t k = 0; k < n; ++k) {{\n"
+        + "".join(f"    {ln}\n" for ln in loads)
+        + f"    const {c} v = {function_name(op)}<{c}>({call});\n"
+        f"    static_cast<{out_st}*>(y)[k] = {store};\n"
+        f"  }}\n}}\n"
+    )
+
+
+def host_source(ops: tuple[Op, ...]) -> str:
+    """The C++ file `host_library` compiles: each op's element function and one entry per
+    dtype it takes."""
+    parts = [PRELUDE]
+    for op in ops:
+        parts += [element_function(op), *(_entry(op, d) for d in op.dtypes)]
+    return "\n".join(parts)
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
+    return Path(root) / "ops-host"
+
+
+def host_library(ops: tuple[Op, ...]) -> ctypes.CDLL:
+    """One host library of `ops` (one nvcc call, however many ops), built on first use and
+    cached by its source's hash."""
+    from sweeper_kernels.external import include_dirs
+
+    names = [op.name for op in ops]
+    if len(set(names)) != len(names):
+        raise KernelError(f"two ops of one name in one library: {', '.join(names)}")
+    source = host_source(ops)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    d = _cache_dir()
+    lib = d / f"ops-{digest}.so"
+    if not lib.exists():
+        nvcc = find_tool("nvcc")
+        if not nvcc:
+            raise KernelError(how_to_get("nvcc"))
+        d.mkdir(parents=True, exist_ok=True)
+        src = d / f"ops-{digest}.cu"
+        src.write_text(source)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        cmd = [nvcc, "-std=c++17", "-O2", "-shared", "-Xcompiler", "-fPIC"]
+        cmd += [f"-I{p}" for p in include_dirs()] + [str(src), "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise KernelError(
+                f"{', '.join(names)}: nvcc could not build the host library:\n{r.stderr[-3000:]}"
+            )
+        os.replace(tmp, lib)
+    return ctypes.CDLL(str(lib))
+
+
+def run_on_host(
+    op: Op, dtype: str, inputs: tuple[np.ndarray, ...], lib: ctypes.CDLL | None = None
+) -> np.ndarray:
+    """The op's C++ element function applied on the CPU to `inputs` (storage dtypes), as
+    storage data of the output dtype; `lib`: a host library holding the op (else its own)."""
+    if dtype not in op.dtypes:
+        raise KernelError(f"{op.name} takes {', '.join(op.dtypes)}, not {dtype}")
+    if len(inputs) != len(op.inputs):
+        raise KernelError(f"{op.name} takes {len(op.inputs)} inputs, got {len(inputs)}")
+    arrays = []
+    for o, x in zip(op.inputs, inputs, strict=True):
+        want = storage_dtype(o.dtype_at(dtype))
+        x = np.ascontiguousarray(x)
+        if x.dtype != want or x.shape != inputs[0].shape:
+            raise KernelError(f"{op.name} {dtype}: input {o.name} must be {want} of one shape")
+        arrays.append(x)
+    y = np.empty(arrays[0].shape, dtype=storage_dtype(op.out_dtype(dtype)))
+    fn = getattr(lib or host_library((op,)), f"sweeper_host_{op.name}_{dtype}")
+    fn.restype = None
+    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+    fn(*ptrs, ctypes.c_void_p(y.ctypes.data), ctypes.c_int64(y.size))
+    return y
+
+
+def check_on_host(
+    op: Op, dtype: str, n_random: int = 1 << 16, seed: int = 0, lib: ctypes.CDLL | None = None
+) -> dict:
+    """The op's element function on the CPU against its reference, under its rule, at `dtype`
+    (sweeper_kernels.ops.reference.special_inputs): {"inputs": n, "mismatches": k,
+    "example": the first mismatch in words, or "", "worst": the largest error where output
+    and reference are finite (reference.errors)}."""
+    from sweeper_kernels.ops.reference import (
+        errors,
+        expected,
+        mismatches,
+        special_inputs,
+        to_float64,
+    )
+
+    ins = special_inputs(op, dtype, n_random=n_random, seed=seed)
+    got = run_on_host(op, dtype, ins, lib)
+    want_all = expected(op, ins, dtype)
+    bad = mismatches(op, dtype, got, want_all)
+    example = ""
+    if len(bad):
+        i, out = int(bad[0]), op.out_dtype(dtype)
+        args = ", ".join(
+            f"{o.name}={to_float64(x[i : i + 1], o.dtype_at(dtype))[0]!r}"
+            for o, x in zip(op.inputs, ins, strict=True)
+        )
+        want = expected(op, tuple(x[i : i + 1] for x in ins), dtype)
+        example = (
+            f"{op.name}({args}) = {to_float64(got[i : i + 1], out)[0]!r}, "
+            f"reference {to_float64(want, out)[0]!r}"
+        )
+    return {"inputs": int(got.size), "mismatches": int(len(bad)), "example": example,
+            "worst": errors(op, dtype, got, want_all)}  # fmt: skip
