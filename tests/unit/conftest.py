@@ -14,9 +14,9 @@ from sweeper.analyze.store import load_manifest, with_records, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The modules that compile the PTX of the default grid (each key for sm_89 and sm_90, in a
-# process pool, into the PTX disk cache) run in one pytest-xdist worker, in file order: the
-# grid is compiled once, and test_kernels_ptxas reads the sm_90 half from the cache. Spread
+# The modules that compile the PTX of the default grid (each key for sm_90, a sample for
+# sm_89, in a process pool, into the PTX disk cache) run in one pytest-xdist worker, in file
+# order: the grid is compiled once, and test_kernels_ptxas reads the sm_90 PTX from the cache. Spread
 # over the workers, each worker compiled the whole grid for itself.
 PTX_MODULES = ("test_kernels_ptx.py", "test_kernels_ptxas.py")
 
