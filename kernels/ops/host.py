@@ -38,6 +38,12 @@ PRELUDE = """\
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 """
+DEVICE_PRELUDE = """\
+typedef long long int64_t;
+typedef signed char int8_t;
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+"""
 
 
 def function_name(op: Op) -> str:
@@ -56,26 +62,56 @@ def element_function(op: Op) -> str:
     )
 
 
-def _entry(op: Op, dtype: str) -> str:
+def _element(op: Op, dtype: str) -> tuple[list[str], list[str]]:
+    """(the entry's input parameters, the statements that do element k): each input loaded
+    and converted to the compute type, the element function called, the result rounded to
+    the output's storage."""
     c = compute_type(dtype)
-    args, loads = [], []
+    args, lines = [], []
     for i, o in enumerate(op.inputs):
         st, load, _ = CONVERT[o.dtype_at(dtype)]
         args.append(f"const void* p{i}")
-        loads.append(
+        lines.append(
             f"const {c} {o.name} = [](const {st} v) {{ return {c}({load}); }}"
             f"(static_cast<const {st}*>(p{i})[k]);"
         )
     out_st, _, store = CONVERT[op.out_dtype(dtype)]
     call = ", ".join(o.name for o in op.inputs)
+    lines += [f"const {c} v = {function_name(op)}<{c}>({call});",
+              f"static_cast<{out_st}*>(y)[k] = {store};"]  # fmt: skip
+    return args, lines
+
+
+def _entry(op: Op, dtype: str) -> str:
+    args, lines = _element(op, dtype)
     return (
         f'extern "C" void sweeper_host_{op.name}_{dtype}({", ".join(args)}, void* y, int64_t n) {{\n'
         f"  for (int64_t k = 0; k < n; ++k) {{\n"
-        + "".join(f"    {ln}\n" for ln in loads)
-        + f"    const {c} v = {function_name(op)}<{c}>({call});\n"
-        f"    static_cast<{out_st}*>(y)[k] = {store};\n"
-        f"  }}\n}}\n"
+        + "".join(f"    {ln}\n" for ln in lines)
+        + "  }\n}\n"
     )
+
+
+def device_symbol(op: Op, dtype: str) -> str:
+    return f"sweeper_dev_{op.name}_{dtype}"
+
+
+def device_source(ops: tuple[Op, ...]) -> str:
+    """The same element loop as a CUDA kernel per op and dtype, one element per thread,
+    `sweeper_dev_<op>_<dtype>(inputs..., y, n)`, for NVRTC: the op's function checked on the
+    device itself (a check kernel, not a tuned one)."""
+    parts = [DEVICE_PRELUDE]
+    for op in ops:
+        parts.append(element_function(op))
+        for d in op.dtypes:
+            args, lines = _element(op, d)
+            parts.append(
+                f'extern "C" __global__ void {device_symbol(op, d)}({", ".join(args)}, void* y, '
+                "int64_t n) {\n"
+                "  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n"
+                "  if (k < n) {\n" + "".join(f"    {ln}\n" for ln in lines) + "  }\n}\n"
+            )
+    return "\n".join(parts)
 
 
 def host_source(ops: tuple[Op, ...]) -> str:

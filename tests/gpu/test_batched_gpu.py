@@ -127,15 +127,17 @@ def test_batched_ratios_agree_with_the_classic_executor_and_cost_less_host_time(
 
 
 def test_a_rounds_first_candidate_sample_reads_as_its_second():
-    """The slot test (sweeper.analyze.position.segment_start) on batched rows at 45 MiB with
-    one round per segment (the --quick rule), where a segment without the settle replay read
-    its first candidate sample 3-7% slow: no slot effect, and no gap to the classic rows."""
+    """The slot test (sweeper.analyze.position.segment_start) on batched rows at 3/4 of the L2
+    (45 MiB on the H200) with one round per segment (the --quick rule), where a segment without
+    the settle replay read its first candidate sample 3-7% slow: no slot effect, and no gap to
+    the classic rows."""
     from sweeper.analyze.position import segment_start
+    from sweeper.plan.gpus import detect
     from sweeper.run.batched import BatchedExecutor
     from sweeper.run.executor import GpuExecutor
 
     stop = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
-    n = 45 * 2**20 // 8
+    n = detect().l2_bytes * 3 // 4 // 8
     variants = _honest("fp32", 48)
     classic, batched = GpuExecutor(stopping=stop), BatchedExecutor(stopping=stop)
     classic.reference("hot", "fp32", n)

@@ -196,3 +196,18 @@ def test_ops_list_names_every_op_its_bytes_and_its_rule():
 
 def test_a_rule_is_data_an_op_carries():
     assert Rule("values").describe() == OPS["add"].exact
+
+
+@needs_nvcc  # the NVRTC wheel comes with the CUDA wheels the test extra installs
+def test_the_device_check_kernels_compile_with_nvrtc_for_sm90():
+    from sweeper_kernels.external import _compile, include_dirs
+    from sweeper_kernels.ops.host import device_source, device_symbol
+
+    opts = ["--gpu-architecture=compute_90", "-std=c++17"]
+    opts += [f"--include-path={d}" for d in include_dirs()]
+    code, log = _compile(device_source(tuple(OPS.values())), "ops.cu", opts, "ptx")
+    assert code is not None, log
+    text = code.decode()
+    for name, dtype in PAIRS:
+        assert f".entry {device_symbol(OPS[name], dtype)}(" in text
+    assert "tanh" in text or "ex2.approx" in text  # gelu's and silu's maths made it in
