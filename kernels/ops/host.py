@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -152,11 +153,24 @@ def host_library(ops: tuple[Op, ...]) -> ctypes.CDLL:
         cmd += [f"-I{p}" for p in include_dirs()] + [str(src), "-o", str(tmp)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
-            raise KernelError(
-                f"{', '.join(names)}: nvcc could not build the host library:\n{r.stderr[-3000:]}"
-            )
+            raise KernelError(f"{', '.join(names)}: {_first_error(r.stderr + r.stdout, source)}")
         os.replace(tmp, lib)
     return ctypes.CDLL(str(lib))
+
+
+def _first_error(log: str, source: str) -> str:
+    """nvcc's first error in one line, with the source line it names."""
+    lines = source.splitlines()
+    for line in log.splitlines():
+        m = re.search(r"\((\d+)\): (?:catastrophic )?error: (.*)", line)
+        if m:
+            at = int(m.group(1))
+            code = lines[at - 1].strip() if 0 < at <= len(lines) else ""
+            return f"the C++ does not compile: {m.group(2).strip()}" + (
+                f" at `{code}`" if code else ""
+            )
+    last = [ln for ln in log.splitlines() if ln.strip()][-1:] or ["no output"]
+    return f"nvcc could not build the host library: {last[0].strip()}"
 
 
 def run_on_host(
@@ -200,8 +214,13 @@ def check_on_host(
 
     ins = special_inputs(op, dtype, n_random=n_random, seed=seed)
     got = run_on_host(op, dtype, ins, lib)
-    want_all = expected(op, ins, dtype)
-    bad = mismatches(op, dtype, got, want_all)
+    try:
+        want_all = expected(op, ins, dtype)
+        bad = mismatches(op, dtype, got, np.asarray(want_all))
+    except Exception as e:  # noqa: BLE001 (a user's reference: its failure, in one line)
+        raise KernelError(
+            f"{op.name} {dtype}: its reference failed: {type(e).__name__}: {e}"
+        ) from None
     example = ""
     if len(bad):
         i, out = int(bad[0]), op.out_dtype(dtype)

@@ -211,3 +211,47 @@ def test_the_device_check_kernels_compile_with_nvrtc_for_sm90():
     for name, dtype in PAIRS:
         assert f".entry {device_symbol(OPS[name], dtype)}(" in text
     assert "tanh" in text or "ex2.approx" in text  # gelu's and silu's maths made it in
+
+
+USER_OP = """\
+import numpy as np
+from sweeper_kernels.ops import Op, Operand, Rule
+
+def same(x, dtype, out):
+    return x.copy()
+
+def short(x, dtype, out):
+    return x[:3].copy()
+
+def boom(x, dtype, out):
+    raise RuntimeError("no reference here")
+
+def op(name, body, reference):
+    return Op(name=name, summary="y = x", operands=(Operand("x", "in"), Operand("y", "out")),
+              reference=reference, baseline="y.copy_(x)", dtypes=("fp32",), body=body,
+              rule=Rule("values"))
+
+typo = op("typo", "return x +;", same)
+short = op("short", "return x;", short)
+raising = op("raising", "return x;", boom)
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("typo", "typo: the C++ does not compile: expected an expression at `return x +;`"),
+        (
+            "short",
+            "short fp32: its reference failed: ValueError: short: output shape (81945,), "
+            "reference (3,)",
+        ),  # fmt: skip
+        ("raising", "raising fp32: its reference failed: RuntimeError: no reference here"),
+    ],
+)
+def test_a_users_broken_op_is_refused_in_one_line(tmp_path, name, message):
+    (tmp_path / "mine.py").write_text(USER_OP)
+    r = _sweeper("ops", "check", f"{tmp_path}/mine.py:{name}")
+    assert r.returncode != 0 and r.stdout == ""
+    assert r.stderr.strip() == f"error: {message}"
