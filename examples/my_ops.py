@@ -31,6 +31,7 @@ leaky = Op(
     operands=(Operand("x", "in"), Operand("y", "out")),
     reference=reference,
     baseline="torch.nn.functional.leaky_relu(x, 0.01)",
+    torch="F.leaky_relu(x, 0.01)",
     dtypes=("fp32", "fp16", "bf16"),
     body="return x > C(0) ? x : C(0.01f) * x;",
     # fp32: one rounding, as the reference; fp16 and bf16: rounded to float, then to the dtype

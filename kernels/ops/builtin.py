@@ -20,6 +20,7 @@ RELU = Op(
     operands=_UNARY,
     reference=f"{_REF}:relu",
     baseline="torch.clamp_min(x, 0, out=y) (torch.relu's values, written into y)",
+    torch="torch.relu(x)",
     differs=(
         "NaN of either sign maps to +0 (`x > 0 ? x : 0`: a NaN is not above 0), where "
         "torch.relu keeps the NaN"
@@ -39,6 +40,7 @@ GELU = Op(
     operands=_UNARY,
     reference=f"{_REF}:gelu",
     baseline='torch.nn.functional.gelu(x, approximate="tanh")',
+    torch='F.gelu(x, approximate="tanh")',
     dtypes=FLOATS,
     body=(
         "const C cube = x * x * x;\n"
@@ -59,6 +61,7 @@ SILU = Op(
     operands=_UNARY,
     reference=f"{_REF}:silu",
     baseline="torch.nn.functional.silu(x)",
+    torch="F.silu(x)",
     dtypes=FLOATS,
     body="return x / (C(1) + expf(-x));",
     rule=Rule("ulps", ulps=(("fp32", 2), ("fp16", 1), ("bf16", 1))),
@@ -70,6 +73,7 @@ ADD = Op(
     operands=_BINARY,
     reference=f"{_REF}:add",
     baseline="torch.add(a, b, out=y)",
+    torch="torch.add(a, b)",
     body="return a + b;",
     rule=Rule("values"),
 )
@@ -80,6 +84,7 @@ MUL = Op(
     operands=_BINARY,
     reference=f"{_REF}:mul",
     baseline="torch.mul(a, b, out=y)",
+    torch="torch.mul(a, b)",
     body="return a * b;",
     rule=Rule("values"),
 )
@@ -92,6 +97,7 @@ SILU_AND_MUL = Op(
     operands=(Operand("gate", "in"), Operand("up", "in"), Operand("y", "out")),
     reference=f"{_REF}:silu_and_mul",
     baseline="torch.nn.functional.silu(x[..., :d]) * x[..., d:]",
+    torch="F.silu(gate) * up",
     differs=(
         "the product is taken in float and rounded once, where vLLM's kernel and the torch "
         "baseline round silu(gate) to the dtype before multiplying"
@@ -108,6 +114,7 @@ CAST_FP32_BF16 = Op(
     operands=(Operand("x", "in"), Operand("y", "out", "bf16")),
     reference=f"{_REF}:cast",
     baseline="y.copy_(x) (x.to(torch.bfloat16), written into y)",
+    torch="x.to(torch.bfloat16)",
     dtypes=("fp32",),
     body="return x;",
     rule=Rule("values"),
@@ -119,6 +126,7 @@ CAST_BF16_FP32 = Op(
     operands=(Operand("x", "in"), Operand("y", "out", "fp32")),
     reference=f"{_REF}:cast",
     baseline="y.copy_(x) (x.to(torch.float32), written into y)",
+    torch="x.to(torch.float32)",
     dtypes=("bf16",),
     body="return x;",
     rule=Rule("values"),

@@ -81,6 +81,9 @@ class Op:
     # output dtype's storage, on the host
     reference: str | Callable
     baseline: str  # what the default baseline calls
+    # torch's values for the op: a Python expression over the inputs (by name), `torch` and
+    # `F` (torch.nn.functional), compared with the op's outputs on the GPU
+    torch: str = ""
     differs: str = ""  # where the op deliberately differs from its baseline, said once
     dtypes: tuple[str, ...] = DTYPES  # the dtypes it is timed at
     # the element function's body: C++ statements over the inputs (named as the "in"
@@ -153,6 +156,19 @@ class Op:
                 f"{ws_bytes} B is not a whole number of {self.name} {dtype} elements ({per} B each)"
             )
         return n
+
+    def torch_fn(self):
+        """`torch` as a function of the input tensors (torch imported where it is called)."""
+        import torch
+
+        code = compile(self.torch, f"<{self.name} torch>", "eval")
+        names = [o.name for o in self.inputs]
+
+        def call(*tensors):
+            env = dict(zip(names, tensors, strict=True))
+            return eval(code, {"torch": torch, "F": torch.nn.functional}, env)  # noqa: S307
+
+        return call
 
     def reference_fn(self):
         """The reference callable, imported where it is called (it needs numpy)."""

@@ -13,21 +13,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-def _baseline(name: str, ins):
-    F = torch.nn.functional
-    calls = {
-        "relu": lambda x: torch.relu(x),
-        "gelu": lambda x: F.gelu(x, approximate="tanh"),
-        "silu": lambda x: F.silu(x),
-        "add": lambda a, b: torch.add(a, b),
-        "mul": lambda a, b: torch.mul(a, b),
-        "silu_and_mul": lambda g, u: F.silu(g) * u,
-        "cast_fp32_bf16": lambda x: x.to(torch.bfloat16),
-        "cast_bf16_fp32": lambda x: x.to(torch.float32),
-    }
-    return calls[name](*ins)
-
-
 _TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.int8}
 
 
@@ -98,7 +83,7 @@ def outputs(device_ops):
         op = OPS[name]
         ins = special_inputs(op, dtype, n_random=1 << 18)
         got, (xs,) = _run(device_ops, op, dtype, ins)
-        base = _to_numpy(_baseline(name, xs), op.out_dtype(dtype))
+        base = _to_numpy(op.torch_fn()(*xs), op.out_dtype(dtype))
         out[name, dtype] = (ins, got, base, expected(op, ins, dtype))
     return out
 

@@ -142,3 +142,15 @@ def test_the_exports_say_where_relu_differs_from_torch(tmp_path):
     line = f"Differs from torch.relu: {RELU.differs}."
     assert f"// {line}" in render_cuda(doc).splitlines()
     assert line in render_python(doc).splitlines()
+
+
+def test_each_ops_torch_values_are_an_expression_of_its_inputs():
+    """`Op.torch` (torch's values, compared with the op's on the GPU) names only the op's
+    inputs, torch and F; it is evaluated with them and nothing else."""
+    import ast
+
+    for op in OPS.values():
+        tree = ast.parse(op.torch, mode="eval")
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert names <= {o.name for o in op.inputs} | {"torch", "F"}, (op.name, names)
+        assert names & {o.name for o in op.inputs}, op.name
