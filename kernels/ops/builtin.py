@@ -67,27 +67,23 @@ SILU = Op(
     rule=Rule("ulps", ulps=(("fp32", 2), ("fp16", 1), ("bf16", 1))),
 )
 
-ADD = Op(
-    name="add",
-    summary="y = a + b, two inputs of one dtype (int8 wraps, as torch's)",
-    operands=_BINARY,
-    reference=f"{_REF}:add",
-    baseline="torch.add(a, b, out=y)",
-    torch="torch.add(a, b)",
-    body="return a + b;",
-    rule=Rule("values"),
-)
 
-MUL = Op(
-    name="mul",
-    summary="y = a * b, two inputs of one dtype (int8 wraps, as torch's)",
-    operands=_BINARY,
-    reference=f"{_REF}:mul",
-    baseline="torch.mul(a, b, out=y)",
-    torch="torch.mul(a, b)",
-    body="return a * b;",
-    rule=Rule("values"),
-)
+def _arithmetic(name: str, sign: str) -> Op:
+    """A two-input op of one dtype that is one IEEE operation (int8 wraps, as torch's)."""
+    return Op(
+        name=name,
+        summary=f"y = a {sign} b, two inputs of one dtype (int8 wraps, as torch's)",
+        operands=_BINARY,
+        reference=f"{_REF}:{name}",
+        baseline=f"torch.{name}(a, b, out=y)",
+        torch=f"torch.{name}(a, b)",
+        body=f"return a {sign} b;",
+        rule=Rule("values"),
+    )
+
+
+ADD = _arithmetic("add", "+")
+MUL = _arithmetic("mul", "*")
 
 # vLLM's silu_and_mul (csrc/activation_kernels.cu): input [.., 2d], output [.., d],
 # y = silu(x[.., :d]) * x[.., d:].
