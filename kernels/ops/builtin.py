@@ -104,29 +104,27 @@ SILU_AND_MUL = Op(
     layout="gated",
 )
 
-CAST_FP32_BF16 = Op(
-    name="cast_fp32_bf16",
-    summary="y = bf16(x), fp32 in, bf16 out, round to nearest even",
-    operands=(Operand("x", "in"), Operand("y", "out", "bf16")),
-    reference=f"{_REF}:cast",
-    baseline="y.copy_(x) (x.to(torch.bfloat16), written into y)",
-    torch="x.to(torch.bfloat16)",
-    dtypes=("fp32",),
-    body="return x;",
-    rule=Rule("values"),
-)
+_TORCH_DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
 
-CAST_BF16_FP32 = Op(
-    name="cast_bf16_fp32",
-    summary="y = fp32(x), bf16 in, fp32 out (exact)",
-    operands=(Operand("x", "in"), Operand("y", "out", "fp32")),
-    reference=f"{_REF}:cast",
-    baseline="y.copy_(x) (x.to(torch.float32), written into y)",
-    torch="x.to(torch.float32)",
-    dtypes=("bf16",),
-    body="return x;",
-    rule=Rule("values"),
-)
+
+def _cast(src: str, dst: str, how: str) -> Op:
+    """y = dst(x): read at `src`, written at `dst`; the conversion is the store's own (round to
+    nearest even), the body the identity."""
+    return Op(
+        name=f"cast_{src}_{dst}",
+        summary=f"y = {dst}(x), {src} in, {dst} out, {how}",
+        operands=(Operand("x", "in"), Operand("y", "out", dst)),
+        reference=f"{_REF}:cast",
+        baseline=f"y.copy_(x) (x.to({_TORCH_DTYPE[dst]}), written into y)",
+        torch=f"x.to({_TORCH_DTYPE[dst]})",
+        dtypes=(src,),
+        body="return x;",
+        rule=Rule("values"),
+    )
+
+
+CAST_FP32_BF16 = _cast("fp32", "bf16", "round to nearest even")
+CAST_BF16_FP32 = _cast("bf16", "fp32", "exact")
 
 BUILTIN: tuple[Op, ...] = (
     RELU,
