@@ -553,6 +553,10 @@ def read_trials(
             )
         return [], False
     read = _read_key(got[1], manifest)
+    if read not in _READ:  # checked by another process (sweeper.analyze.store._disk_get)?
+        kept = _disk_get(read)
+        if kept is not None:
+            _READ[read] = kept
     if read in _READ:  # these bytes were decoded and checked against this manifest before
         _READ.move_to_end(read)
         records, truncated = _READ[read]
@@ -603,6 +607,8 @@ def read_trials(
     _READ[read] = (marshal.dumps(out), truncated)
     while len(_READ) > READ_KEEP:
         _READ.popitem(last=False)
+    if len(got[1]) >= DISK_MIN_BYTES:
+        _disk_put(read, _READ[read])
     return out, truncated
 
 
@@ -614,6 +620,76 @@ def read_trials(
 # last read are kept.
 READ_KEEP = 3
 _READ: collections.OrderedDict[tuple, tuple[bytes, bool]] = collections.OrderedDict()
+
+
+# The same, across processes: a trial log of at least DISK_MIN_BYTES once read and checked is
+# kept in <cache>/trials ($SWEEPER_CACHE, else ~/.cache/sweeper), zlib-compressed marshal
+# bytes named by the hash of what the reading depended on (as in memory) and of sweeper's own
+# code (every module of sweeper and sweeper_kernels, so a changed check reads every log again),
+# the Python version (marshal's format) and MUTANT_UNDER_TEST (a mutation-testing run's mutant
+# reads with its own code). A report, a plot, a notebook or `sweeper compare` after a first
+# reading decode the log without checking it again, in about a third of the time. The
+# DISK_KEEP files used last are kept; a file that cannot be read is a miss.
+DISK_MIN_BYTES = 1 << 20
+DISK_KEEP = 8
+
+
+def _disk_path(read: tuple) -> Path:
+    import sys
+
+    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
+    what = json.dumps([list(read), _code_fingerprint(), sys.version,
+                       os.environ.get("MUTANT_UNDER_TEST", "")])  # fmt: skip
+    return Path(root) / "trials" / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.marshal.z"
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    import sweeper_kernels
+
+    import sweeper
+
+    h = hashlib.sha256()
+    for pkg in (sweeper, sweeper_kernels):
+        base = Path(pkg.__file__).resolve().parent
+        for f in sorted(base.rglob("*.py")):
+            h.update(str(f.relative_to(base)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _disk_get(read: tuple) -> tuple[bytes, bool] | None:
+    import zlib
+
+    path = _disk_path(read)
+    try:
+        data = zlib.decompress(path.read_bytes())
+        os.utime(path)  # used last: kept longest
+    except (OSError, zlib.error):
+        return None
+    return data[1:], data[:1] == b"T"
+
+
+def _disk_put(read: tuple, kept: tuple[bytes, bool]) -> None:
+    import zlib
+
+    path = _disk_path(read)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(zlib.compress((b"T" if kept[1] else b"F") + kept[0], 1))
+        os.replace(tmp, path)
+        files = sorted(path.parent.glob("*.marshal.z"), key=_mtime, reverse=True)
+        for old in files[DISK_KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:  # a cache that cannot be written costs the next reader a check, nothing more
+        return
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _read_key(data: bytes, manifest: dict | None) -> tuple:

@@ -1,6 +1,7 @@
 """A trial log read again in the same process (sweeper.analyze.store.read_trials keeps the
-last ones read): the same records, copies of their own, and a log or manifest changed since
-is checked again."""
+last ones read) or in another one (it keeps large logs checked on disk, under the cache
+folder): the same records, copies of their own, and a log, manifest or code changed since is
+checked again."""
 
 from __future__ import annotations
 
@@ -60,3 +61,61 @@ def test_a_manifest_changed_after_the_log_was_read_is_checked_again(run):
     other["run_id"] = "another-run"
     with pytest.raises(SchemaError, match="run_id"):
         read_trials(run, other)
+
+
+def _other_process(monkeypatch, cache: Path) -> None:
+    """This process as a new one: the in-memory readings forgotten, the cache folder set."""
+    from sweeper.analyze import store
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(cache))
+    monkeypatch.setattr(store, "_READ", type(store._READ)())
+
+
+def test_a_large_log_checked_once_is_read_by_the_next_process_from_the_cache(
+    run, tmp_path, monkeypatch
+):
+    from sweeper.analyze import store
+
+    _other_process(monkeypatch, tmp_path / "cache")
+    m = load_manifest(run)
+    first, _ = read_trials(run, m)
+    (kept,) = (tmp_path / "cache" / "trials").glob("*.marshal.z")
+    _other_process(monkeypatch, tmp_path / "cache")
+    checks = []
+    monkeypatch.setattr(store, "validate_trial", lambda doc: checks.append(doc))
+    again, truncated = read_trials(run, m)
+    assert again == first and not truncated and checks == []  # decoded, not checked again
+    # another manifest, another code or another mutant: checked again
+    other = json.loads(json.dumps(m))
+    other["run_id"] = "another-run"
+    with pytest.raises(SchemaError, match="run_id"):
+        _other_process(monkeypatch, tmp_path / "cache")
+        read_trials(run, other)
+    _other_process(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "sweeper.x__mutmut_1")
+    checks.clear()
+    read_trials(run, m)
+    assert len(checks) == len(first)
+    # a cache file that cannot be read is a miss
+    monkeypatch.delenv("MUTANT_UNDER_TEST")
+    kept.write_bytes(b"not zlib")
+    _other_process(monkeypatch, tmp_path / "cache")
+    checks.clear()
+    assert read_trials(run, m)[0] == first and len(checks) == len(first)
+
+
+def test_the_cache_keeps_the_last_logs_used_and_never_a_small_one(tmp_path, monkeypatch):
+    import os
+
+    from sweeper.analyze import store
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path))
+    for i in range(store.DISK_KEEP + 3):
+        store._disk_put(("log", str(i), "src"), (b"x" * 10, i % 2 == 0))
+        path = store._disk_path(("log", str(i), "src"))
+        os.utime(path, (1000 + i, 1000 + i))
+    kept = sorted((tmp_path / "trials").glob("*.marshal.z"))
+    assert len(kept) == store.DISK_KEEP
+    assert store._disk_get(("log", "0", "src")) is None  # the oldest went
+    assert store._disk_get(("log", "10", "src")) == (b"x" * 10, True)
+    assert store.DISK_MIN_BYTES == 1 << 20
