@@ -6,8 +6,9 @@ shared library with one entry per op and dtype, `sweeper_host_<op>_<dtype>`, tha
 from its storage dtype, calls the function and rounds the result to the output's storage dtype
 (to nearest even); `run_on_host` calls it through ctypes. This checks the formula, the
 conversions and the special values on any machine; the device's own `tanhf` and `expf` differ
-from the host C library's by an ulp or two, which the op's rule allows for and the GPU tests
-measure.
+from the host C library's by an ulp or two, which the op's rule allows for.
+`device_source(ops)` is the same element loop as one CUDA kernel per op and dtype (one element
+per thread), for NVRTC: what tests/gpu/test_ops_gpu.py runs on the device beside torch.
 """
 
 from __future__ import annotations
