@@ -32,8 +32,8 @@ RELU = Op(
 # torch's tanh GELU (aten/src/ATen/native/cuda/ActivationGeluKernel.cu): x^3 first, then
 # kBeta * (x + kKappa * x^3), then 0.5 * x * (1 + tanh(inner)), all in float. 1 + tanh(inner)
 # cancels for x below about -3: there float's 1 + tanh keeps about 2^-24 absolute, so the
-# result's absolute error reaches about 2^-21 (measured on the host: 4.8e-7), far more than an
-# ulp of a result near 0, in torch's kernel and here alike: the rule's atol, 2^-20.
+# result's absolute error reaches 2^-21 (4.77e-7, the host's largest), far more than an ulp of
+# a result near 0, in torch's kernel and here alike: the rule's atol, no looser than that.
 GELU = Op(
     name="gelu",
     summary='y = gelu(x, approximate="tanh"), as torch.nn.functional.gelu',
@@ -50,7 +50,7 @@ GELU = Op(
     rule=Rule(
         "ulps",
         ulps=(("fp32", 4), ("fp16", 1), ("bf16", 1)),
-        atol=(("fp32", 2**-20), ("fp16", 2**-20), ("bf16", 2**-20)),
+        atol=(("fp32", 2**-21), ("fp16", 2**-21), ("bf16", 2**-21)),
     ),
 )
 
