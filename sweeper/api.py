@@ -991,6 +991,22 @@ def ops_check(specs: list[str] | None = None, dtypes: list[str] | None = None,
     return rows
 
 
+def ops_source(spec: str, device: bool = False) -> str:
+    """The C++ that `ops check` compiles for op `spec` (a built-in name or FILE.py:NAME): its
+    element function and one host entry per dtype, or with `device` the check kernels NVRTC
+    builds for the GPU test."""
+    from sweeper_kernels.ops import load_op
+    from sweeper_kernels.ops.host import device_source, host_source
+
+    from sweeper.errors import SweeperError
+
+    try:
+        op = load_op(spec)
+    except ValueError as e:
+        raise SweeperError(str(e)) from None
+    return (device_source if device else host_source)((op,))
+
+
 def compare(run_a, run_b, tolerance: float = 0.03) -> dict:
     """Agreement of two runs on their common ok cells (same mode, dtype, n, role, config):
     the share of cells whose median time and ratio to the baseline differ by at most

@@ -1158,6 +1158,23 @@ def ops_check_cmd(
         raise typer.Exit(1)
 
 
+@ops_app.command("source", epilog="Example: sweeper ops source examples/my_ops.py:leaky")
+def ops_source_cmd(
+    op: str = typer.Argument(..., metavar="OP|FILE.py:NAME", help="A built-in op or your own."),
+    device: bool = typer.Option(
+        False, "--device", help="The GPU check kernels (NVRTC) instead of the host library."
+    ),
+) -> None:
+    """Print the C++ that `sweeper ops check` compiles for an op: its element function and one
+    entry per dtype."""
+    from sweeper import api
+
+    try:
+        typer.echo(api.ops_source(op, device=device), nl=False)
+    except USER_ERRORS as e:
+        fail(str(e))
+
+
 kernels_app = typer.Typer(
     help="The Numba CUDA ReLU variant grid.", no_args_is_help=True, rich_markup_mode=None
 )

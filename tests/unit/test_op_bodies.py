@@ -255,3 +255,15 @@ def test_a_users_broken_op_is_refused_in_one_line(tmp_path, name, message):
     r = _sweeper("ops", "check", f"{tmp_path}/mine.py:{name}")
     assert r.returncode != 0 and r.stdout == ""
     assert r.stderr.strip() == f"error: {message}"
+
+
+def test_ops_source_prints_the_cxx_that_ops_check_compiles():
+    from sweeper_kernels.ops.host import device_source, host_source
+
+    r = _sweeper("ops", "source", "examples/my_ops.py:leaky")
+    leaky = load_op(f"{ROOT}/examples/my_ops.py:leaky")
+    assert r.returncode == 0 and r.stdout == host_source((leaky,))
+    assert "return x > C(0) ? x : C(0.01f) * x;" in r.stdout
+    r = _sweeper("ops", "source", "gelu", "--device")
+    assert r.returncode == 0 and r.stdout == device_source((OPS["gelu"],))
+    assert r.stdout.count('extern "C" __global__') == 3
