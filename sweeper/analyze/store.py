@@ -555,8 +555,15 @@ def read_trials(
     read = _read_key(got[1], manifest)
     if read not in _READ:  # checked by another process (sweeper.analyze.store._disk_get)?
         kept = _disk_get(read)
-        if kept is not None:
+        try:
+            records = None if kept is None else marshal.loads(kept[0])
+        except (ValueError, EOFError, TypeError):  # not what a reading wrote: a miss
+            records = None
+        if isinstance(records, list):
             _READ[read] = kept
+            while len(_READ) > READ_KEEP:
+                _READ.popitem(last=False)
+            return records, kept[1]
     if read in _READ:  # these bytes were decoded and checked against this manifest before
         _READ.move_to_end(read)
         records, truncated = _READ[read]

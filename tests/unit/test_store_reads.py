@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import lzma
 import shutil
+import zlib
 from pathlib import Path
 
 import pytest
@@ -96,12 +97,13 @@ def test_a_large_log_checked_once_is_read_by_the_next_process_from_the_cache(
     checks.clear()
     read_trials(run, m)
     assert len(checks) == len(first)
-    # a cache file that cannot be read is a miss
+    # a cache file that cannot be read, or holds what no reading wrote, is a miss
     monkeypatch.delenv("MUTANT_UNDER_TEST")
-    kept.write_bytes(b"not zlib")
-    _other_process(monkeypatch, tmp_path / "cache")
-    checks.clear()
-    assert read_trials(run, m)[0] == first and len(checks) == len(first)
+    for damaged in (b"not zlib", zlib.compress(b"T" + b"\x00not marshal"), zlib.compress(b"F")):
+        kept.write_bytes(damaged)
+        _other_process(monkeypatch, tmp_path / "cache")
+        checks.clear()
+        assert read_trials(run, m)[0] == first and len(checks) == len(first)
 
 
 def test_the_cache_keeps_the_last_logs_used_and_never_a_small_one(tmp_path, monkeypatch):
