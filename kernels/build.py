@@ -26,9 +26,13 @@ from sweeper_kernels.source import CompileKey, kernel_source, source_fingerprint
 from sweeper_kernels.variants import Variant
 
 
+def cache_root() -> Path:
+    """sweeper's cache folder: $SWEEPER_CACHE, else ~/.cache/sweeper."""
+    return Path(os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper"))
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
-    return Path(root) / "kernels"
+    return cache_root() / "kernels"
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -887,17 +887,13 @@ def verify(
     size fails only if it fails in every pass (see verify.py). `sizes` ("LO:HI" MiB of working
     set), `configs` (comma-separated patterns of the dispatched config) and `dtypes`
     (comma-separated) time only that slice."""
-    from sweeper.dtypes import DTYPES
-    from sweeper.errors import SweeperError
     from sweeper.run.verify import verify as do_verify
 
     require_cuda("sweeper verify")
     ws_range = parse_ws_range(sizes) if sizes else None
     pats = [c.strip() for c in configs.split(",") if c.strip()] if configs else None
     dts = [d.strip() for d in dtypes.split(",") if d.strip()] if dtypes else None
-    for d in dts or ():
-        if d not in DTYPES:
-            raise SweeperError(f"--dtypes: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+    _check_dtypes(dts)
     return do_verify(
         policy,
         out_dir,
@@ -943,6 +939,29 @@ def kernels_ptx(variant_id: str, cc: int = 90) -> str:
     return ptx(Variant.from_id(variant_id), (cc // 10, cc % 10))
 
 
+def _check_dtypes(dtypes: list[str] | None) -> None:
+    """One line for a --dtypes value sweeper does not know."""
+    from sweeper.dtypes import DTYPES
+    from sweeper.errors import SweeperError
+
+    for d in dtypes or ():
+        if d not in DTYPES:
+            raise SweeperError(f"--dtypes: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+
+
+def _load_op(spec: str):
+    """A built-in op or a user's FILE.py:NAME (sweeper_kernels.ops.load_op), its mistake in
+    one line."""
+    from sweeper_kernels.ops import load_op
+
+    from sweeper.errors import SweeperError
+
+    try:
+        return load_op(spec)
+    except ValueError as e:
+        raise SweeperError(str(e)) from None
+
+
 def ops_list() -> list[dict]:
     """The ops sweeper knows, one row each: name, summary, dtypes, bytes read and written per
     element at each dtype, exactness rule, baseline, where it differs from the baseline, and
@@ -965,20 +984,13 @@ def ops_check(specs: list[str] | None = None, dtypes: list[str] | None = None,
     random bit patterns per input, at each dtype it takes (or those of `dtypes` it takes).
     `specs`: built-in op names or FILE.py:NAME of a user's op; all built-ins when empty. One
     row per (op, dtype): {"op", "dtype", "out", "inputs", "mismatches", "example"}."""
-    from sweeper_kernels.ops import load_op
     from sweeper_kernels.ops.host import check_on_host, host_library
 
-    from sweeper.dtypes import DTYPES
     from sweeper.errors import SweeperError
     from sweeper.ops import OPS
 
-    for d in dtypes or ():
-        if d not in DTYPES:
-            raise SweeperError(f"--dtypes: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
-    try:
-        ops = [load_op(s) for s in specs] if specs else list(OPS.values())
-    except ValueError as e:
-        raise SweeperError(str(e)) from None
+    _check_dtypes(dtypes)
+    ops = [_load_op(s) for s in specs] if specs else list(OPS.values())
     lib = host_library(tuple(ops))
     rows = []
     for op in ops:
@@ -995,16 +1007,9 @@ def ops_source(spec: str, device: bool = False) -> str:
     """The C++ that `ops check` compiles for op `spec` (a built-in name or FILE.py:NAME): its
     element function and one host entry per dtype, or with `device` the check kernels NVRTC
     builds for the GPU test."""
-    from sweeper_kernels.ops import load_op
     from sweeper_kernels.ops.host import device_source, host_source
 
-    from sweeper.errors import SweeperError
-
-    try:
-        op = load_op(spec)
-    except ValueError as e:
-        raise SweeperError(str(e)) from None
-    return (device_source if device else host_source)((op,))
+    return (device_source if device else host_source)((_load_op(spec),))
 
 
 def compare(run_a, run_b, tolerance: float = 0.03) -> dict:

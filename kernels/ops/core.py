@@ -132,11 +132,11 @@ class Op:
 
     def reads(self, dtype: str) -> int:
         """Bytes read per element."""
-        return sum(o.itemsize(dtype) for o in self.operands if o.role == "in")
+        return sum(o.itemsize(dtype) for o in self.inputs)
 
     def writes(self, dtype: str) -> int:
         """Bytes written per element."""
-        return sum(o.itemsize(dtype) for o in self.operands if o.role == "out")
+        return sum(o.itemsize(dtype) for o in self.outputs)
 
     def bytes_per_element(self, dtype: str) -> int:
         """The working set's bytes per element: read + written in one call."""

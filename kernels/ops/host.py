@@ -18,9 +18,9 @@ import hashlib
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import numpy as np
+from sweeper_kernels.build import cache_root
 from sweeper_kernels.errors import KernelError
 from sweeper_kernels.ops.core import Op, compute_type
 from sweeper_kernels.reference import storage_dtype
@@ -125,11 +125,6 @@ def host_source(ops: tuple[Op, ...]) -> str:
     return "\n".join(parts)
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
-    return Path(root) / "ops-host"
-
-
 def host_library(ops: tuple[Op, ...]) -> ctypes.CDLL:
     """One host library of `ops` (one nvcc call, however many ops), built on first use and
     cached by its source's hash."""
@@ -140,7 +135,7 @@ def host_library(ops: tuple[Op, ...]) -> ctypes.CDLL:
         raise KernelError(f"two ops of one name in one library: {', '.join(names)}")
     source = host_source(ops)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    d = _cache_dir()
+    d = cache_root() / "ops-host"
     lib = d / f"ops-{digest}.so"
     if not lib.exists():
         nvcc = find_tool("nvcc")
@@ -229,10 +224,9 @@ def check_on_host(
             f"{o.name}={to_float64(x[i : i + 1], o.dtype_at(dtype))[0]!r}"
             for o, x in zip(op.inputs, ins, strict=True)
         )
-        want = expected(op, tuple(x[i : i + 1] for x in ins), dtype)
         example = (
             f"{op.name}({args}) = {to_float64(got[i : i + 1], out)[0]!r}, "
-            f"reference {to_float64(want, out)[0]!r}"
+            f"reference {to_float64(np.asarray(want_all)[i : i + 1], out)[0]!r}"
         )
     return {"inputs": int(got.size), "mismatches": int(len(bad)), "example": example,
             "worst": errors(op, dtype, got, want_all)}  # fmt: skip

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 from sweeper_kernels.ops.core import Op
-from sweeper_kernels.reference import random_bits, reference_relu, special_values, storage_dtype
+from sweeper_kernels.reference import (
+    bits_view,
+    random_bits,
+    reference_relu,
+    special_values,
+    storage_dtype,
+)
 
 # (significand bits with the hidden one, smallest normal exponent) per float dtype
 _FORMAT = {"fp32": (24, -126), "fp16": (11, -14), "bf16": (8, -126)}
@@ -35,13 +41,13 @@ def from_float64(v: np.ndarray, dtype: str) -> np.ndarray:
     v = np.asarray(v, dtype=np.float64)
     if dtype == "int8":
         return v.astype(np.int64).astype(np.int8)
+    if dtype == "fp16":
+        with np.errstate(over="ignore"):
+            return v.astype(np.float16)
     with np.errstate(over="ignore"):
         f32 = v.astype(np.float32)
     if dtype == "fp32":
         return f32
-    if dtype == "fp16":
-        with np.errstate(over="ignore"):
-            return v.astype(np.float16)
     # to float32 rounding to odd (toward zero, then the last bit set where inexact), then to
     # bf16 to nearest even: one rounding in effect, as float32 has 16 more bits than bf16
     with np.errstate(over="ignore", invalid="ignore"):
@@ -170,25 +176,16 @@ def mismatches(op: Op, dtype: str, got: np.ndarray, want: np.ndarray) -> np.ndar
     store = storage_dtype(out)
     if got.dtype != store or want.dtype != store:
         raise ValueError(f"{op.name} {out}: outputs must be {store}, got {got.dtype}, {want.dtype}")
+    same_bits = bits_view(got, out) == bits_view(want, out)
     if op.rule.kind == "bits" or out == "int8":
-        return np.flatnonzero(got != want) if out == "int8" else _bit_mismatch(got, want)
+        return np.flatnonzero(~same_bits)
     g, w = to_float64(got, out), to_float64(want, out)
     nan_g, nan_w = np.isnan(g), np.isnan(w)
     if op.rule.kind == "values":
-        same = np.where(nan_w, nan_g, (got.view(_uint(out)) == want.view(_uint(out))))
-        return np.flatnonzero(~same)
+        return np.flatnonzero(~np.where(nan_w, nan_g, same_bits))
     ulps, atol = op.rule.bound(out)
     with np.errstate(invalid="ignore"):
         inf = np.isinf(g) | np.isinf(w)
         close = np.abs(g - w) <= ulps * ulp(w, out) + atol
     ok = np.where(nan_w | nan_g, nan_w & nan_g, np.where(inf, g == w, close))
     return np.flatnonzero(~ok)
-
-
-def _uint(dtype: str) -> np.dtype:
-    return np.dtype(f"uint{8 * storage_dtype(dtype).itemsize}")
-
-
-def _bit_mismatch(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    u = np.dtype(f"uint{8 * got.dtype.itemsize}")
-    return np.flatnonzero(got.view(u) != want.view(u))

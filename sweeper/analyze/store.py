@@ -644,10 +644,11 @@ DISK_KEEP = 8
 def _disk_path(read: tuple) -> Path:
     import sys
 
-    root = os.environ.get("SWEEPER_CACHE") or os.path.join(Path.home(), ".cache", "sweeper")
+    from sweeper_kernels.build import cache_root
+
     what = json.dumps([list(read), _code_fingerprint(), sys.version,
                        os.environ.get("MUTANT_UNDER_TEST", "")])  # fmt: skip
-    return Path(root) / "trials" / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.marshal.z"
+    return cache_root() / "trials" / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.marshal.z"
 
 
 @functools.cache

@@ -92,6 +92,7 @@ def outputs(device_ops):
 def test_an_ops_body_on_the_gpu_keeps_its_rule_and_torchs_values(outputs, name, dtype):
     from sweeper_kernels.ops import OPS
     from sweeper_kernels.ops.reference import mismatches, to_float64
+    from sweeper_kernels.reference import bits_view
 
     op = OPS[name]
     ins, got, base, want = outputs[name, dtype]
@@ -100,7 +101,7 @@ def test_an_ops_body_on_the_gpu_keeps_its_rule_and_torchs_values(outputs, name, 
     if op.rule.kind != "ulps":
         # torch's values, a NaN for a NaN; relu: but for the NaN inputs torch keeps (documented)
         differ = mismatches(op, dtype, got, base) if name != "relu" else np.flatnonzero(
-            (got.view(f"u{got.itemsize}") != base.view(f"u{base.itemsize}"))
+            (bits_view(got, dtype) != bits_view(base, dtype))
             & ~np.isnan(to_float64(ins[0], dtype))
         )  # fmt: skip
         assert len(differ) == 0, (name, dtype, len(differ), [x[differ[:3]] for x in ins],
