@@ -9,3 +9,5 @@ python3 -m pip install -q --no-index --find-links "$WHEELHOUSE" --no-deps --no-c
   --target "$SITE" "$WHEELHOUSE"/*.whl || return 1
 ln -sfn "$PWD/kernels" "$SITE/sweeper_kernels"
 export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
+# a wheel's commands (ninja, which torch.utils.cpp_extension builds with) on the PATH
+if [ -d "$SITE/bin" ]; then export PATH="$SITE/bin:$PATH"; fi

@@ -866,8 +866,8 @@ def policy_show(path: str) -> str:
 
 
 def export(policy: str, fmt: str = "cuda", out: str | None = None, force: bool = False):
-    """Render a policy (either kind) as a CUDA header, runtime JSON or Python module; a file
-    already there with other contents is kept unless `force`."""
+    """Render a policy (either kind) as a CUDA header, runtime JSON, Python module or PyTorch
+    op; a file already there with other contents is kept unless `force`."""
     from sweeper.export import export as do_export
 
     return do_export(policy, fmt, out, force)

@@ -812,7 +812,10 @@ def policy_show_cmd(
 def export_cmd(
     policy: str = typer.Argument(..., metavar="POLICY", help="policy.json or merged policy."),
     fmt: str = typer.Option(
-        "cuda", "--format", metavar="FORMAT", help="cuda (a header), json or python."
+        "cuda",
+        "--format",
+        metavar="FORMAT",
+        help="cuda (a header), json, python, or torch (a PyTorch op).",
     ),
     out: str = typer.Option(
         None,
@@ -820,14 +823,15 @@ def export_cmd(
         "--out",
         metavar="FILE",
         help="File to write.",
-        show_default="relu_policy.cuh, .json or .py next to the policy",
+        show_default="relu_policy.cuh, .json or .py, or relu_torch.py, next to the policy",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite a file with other contents."),
 ) -> None:
     """Render a policy for production code.
 
-    The formats: a CUDA header (relu_policy.cuh), the runtime JSON, or a Python module with
-    select_config(dtype, n, cc, l2_bytes, sm_count).
+    The formats: a CUDA header (relu_policy.cuh), the runtime JSON, a Python module with
+    select_config(dtype, n, cc, l2_bytes, sm_count), or a Python file that builds the header
+    into torch.ops.sweeper.relu on first use (relu_torch.py).
     """
     from sweeper import api
 

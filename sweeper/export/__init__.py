@@ -1,4 +1,5 @@
-"""Export a policy for production code: a CUDA header, a runtime JSON document, or Python."""
+"""Export a policy for production code: a CUDA header, a runtime JSON document, Python, or a
+PyTorch op."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from pathlib import Path
 from sweeper.errors import SweeperError
 from sweeper.export.cuda import check_configs, render_cuda
 from sweeper.export.python import render_python, runtime_doc
+from sweeper.export.torch_op import render_torch
 
-FORMATS = ("cuda", "json", "python")
-DEFAULT_NAMES = {"cuda": "relu_policy.cuh", "json": "relu_policy.json", "python": "relu_policy.py"}
+FORMATS = ("cuda", "json", "python", "torch")
+DEFAULT_NAMES = {
+    "cuda": "relu_policy.cuh",
+    "json": "relu_policy.json",
+    "python": "relu_policy.py",
+    "torch": "relu_torch.py",
+}
 
 
 def render(doc: dict, fmt: str) -> str:
@@ -23,6 +30,8 @@ def render(doc: dict, fmt: str) -> str:
     if fmt == "python":
         check_configs(doc)
         return render_python(doc)
+    if fmt == "torch":
+        return render_torch(doc)
     raise SweeperError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 

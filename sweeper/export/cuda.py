@@ -84,8 +84,8 @@ def _num(x: float) -> str:
 
 
 @cache
-def _template(name: str) -> Template:
-    """templates/<name>, read once."""
+def template(name: str) -> Template:
+    """templates/<name>, read once (every export reads its templates here)."""
     return Template((files("sweeper.export") / "templates" / name).read_text(encoding="utf-8"))
 
 
@@ -98,7 +98,7 @@ def _load_struct(h: str, q: str, policy: bool) -> str:
     else:
         pol, p1, p2, p4, pin = "", "", "", "", ""
     return (
-        _template("load_struct.cuh")
+        template("load_struct.cuh")
         .substitute(
             name=_hint_struct("load", h), hint=h, q=q, pol=pol, p1=p1, p2=p2, p4=p4, pin=pin
         )
@@ -123,7 +123,7 @@ def _hint_structs(doc: dict) -> str:
     for h in stores:
         q = hints.get("store", h).qualifier
         out.append(
-            _template("store_struct.cuh")
+            template("store_struct.cuh")
             .substitute(name=_hint_struct("store", h), hint=h, q=q)
             .rstrip("\n")
         )
@@ -226,7 +226,7 @@ def _launch_relu(doc: dict) -> str:
         ks = _entries_with(doc, dt)
         g = doc.get("generic", {}).get(dt)
         parts.append(
-            _template("launch_relu.cuh").substitute(
+            template("launch_relu.cuh").substitute(
                 ctype=CTYPE[dt],
                 dtype=dt,
                 dt_index=str(i),
@@ -251,30 +251,40 @@ def _launch_relu(doc: dict) -> str:
 
 def _c_api() -> str:
     """The extern "C" launcher and choice function of every dtype."""
-    parts = [_template("c_api.cuh").substitute(ctype=CTYPE[dt], dtype=dt) for dt in DTYPES]
+    parts = [template("c_api.cuh").substitute(ctype=CTYPE[dt], dtype=dt) for dt in DTYPES]
     return "".join(parts).removesuffix("\n")
+
+
+def provenance(doc: dict) -> tuple[list[str], list[str]]:
+    """Where a (merged) policy came from, as the exports state it: one line per entry (GPU,
+    cc, L2 size, runs, plan hash) and one per band the GPUs disagree on."""
+    entries = []
+    for e in doc["entries"]:
+        s = e["source"]
+        entries.append(
+            f"{e['gpu']}: cc {e['cc'][0]}.{e['cc'][1]}, L2 {e['l2_bytes']} bytes; "
+            f"runs {', '.join(s.get('run_ids', []))}; plan {s.get('plan_hash', '')}"
+        )
+    disagreements = []
+    for d in doc.get("disagreements", []):
+        hi = "inf" if d["rel"][1] is None else f"{d['rel'][1]:.4f}"
+        disagreements.append(
+            f"GPUs disagree: {d['dtype']} [{d['rel'][0]:.4f}, {hi}) x L2: "
+            f"{d['gpus'][0]} uses {d['configs'][0]}, {d['gpus'][1]} uses {d['configs'][1]}"
+        )
+    return entries, disagreements
 
 
 def render_cuda(doc: dict) -> str:
     """The header text for a merged policy (see sweeper.analyze.policy.load_any)."""
     check_configs(doc)
-    provenance = []
-    for e in doc["entries"]:
-        s = e["source"]
-        provenance.append(
-            f"//   {e['gpu']}: cc {e['cc'][0]}.{e['cc'][1]}, L2 {e['l2_bytes']} bytes; "
-            f"runs {', '.join(s.get('run_ids', []))}; plan {s.get('plan_hash', '')}"
-        )
-    for d in doc.get("disagreements", []):
-        hi = "inf" if d["rel"][1] is None else f"{d['rel'][1]:.4f}"
-        provenance.append(
-            f"// GPUs disagree: {d['dtype']} [{d['rel'][0]:.4f}, {hi}) x L2: "
-            f"{d['gpus'][0]} uses {d['configs'][0]}, {d['gpus'][1]} uses {d['configs'][1]}"
-        )
-    return _template("relu_policy.cuh").substitute(
+    entries, disagreements = provenance(doc)
+    return template("relu_policy.cuh").substitute(
         fallback=" > ".join(doc["fallback"]),
         differs=get_op("relu").differs,
-        provenance="\n".join(provenance),
+        provenance="\n".join(
+            [*(f"//   {e}" for e in entries), *(f"// {d}" for d in disagreements)]
+        ),
         hint_structs=_hint_structs(doc).removesuffix("\n"),
         variant_aliases=_variant_aliases(doc),
         dispatchers=_dispatchers(doc),

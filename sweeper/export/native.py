@@ -60,10 +60,15 @@ def nvcc_version(nvcc: str | None = None) -> str:
     return next((ln.split("tools, ", 1)[-1] for ln in out.splitlines() if "release" in ln), "")
 
 
+# nvcc's language and optimisation flags for the header, wherever it is built (verify's
+# library, the SASS check's cubin, the torch op's extension)
+NVCC_FLAGS = ("-std=c++17", "-O3")
+
+
 def nvcc_flags(arch: str, *output: str) -> list[str]:
     """nvcc's flags for the header as verify builds it (language, optimisation, target), with
     `output`'s flags (what to build) in between; sweeper.export.sass builds its cubin so."""
-    return ["-std=c++17", "-O3", *output, "-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+    return [*NVCC_FLAGS, *output, "-gencode", f"arch=compute_{arch},code=sm_{arch}"]
 
 
 def build_library(header_path: str | os.PathLike, arch: str | None = None) -> Path:

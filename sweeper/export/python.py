@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from importlib.resources import files
-from string import Template
 
 from sweeper.analyze.policy import FALLBACK_RULE
+from sweeper.export.cuda import template
 from sweeper.ops import get_op
 
 # ---- JSON and Python ------------------------------------------------------------------------
@@ -56,9 +55,6 @@ def python_literal(value) -> str:
 def render_python(doc: dict) -> str:
     """The module of templates/relu_policy.py.tmpl with the runtime document inlined."""
     text = python_literal(runtime_doc(doc))
-    template = Template(
-        (files("sweeper.export") / "templates" / "relu_policy.py.tmpl").read_text(encoding="utf-8")
-    )
-    return template.substitute(
+    return template("relu_policy.py.tmpl").substitute(
         fallback=" > ".join(FALLBACK_RULE), differs=get_op("relu").differs, policy=text
     )

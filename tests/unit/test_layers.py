@@ -92,6 +92,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "sweeper.export.native",
             "sweeper.export.python",
             "sweeper.export.sass",
+            "sweeper.export.torch_op",
             "sweeper.export.verify",
         ],
     ),
