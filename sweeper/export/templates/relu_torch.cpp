@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstddef>
+#include <string>
 
 extern "C" {
 $declarations
@@ -25,6 +26,13 @@ Launch launcher(c10::ScalarType t) {
 $cases
     default: return nullptr;
   }
+}
+
+// "[d0, d1, ...]", written out here rather than streamed from IntArrayRef
+std::string shape(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
 }
 
 void check_input(const at::Tensor& x, const char* op) {
@@ -61,8 +69,8 @@ at::Tensor& relu_out(const at::Tensor& x, at::Tensor& out) {
               "), got ", out.device());
   TORCH_CHECK(out.scalar_type() == x.scalar_type(), op, ": out must have x's dtype (",
               x.scalar_type(), "), got ", out.scalar_type());
-  TORCH_CHECK(out.sizes() == x.sizes(), op, ": out must have x's shape ", x.sizes(), ", got ",
-              out.sizes());
+  TORCH_CHECK(out.sizes().equals(x.sizes()), op, ": out must have x's shape ", shape(x),
+              ", got ", shape(out));
   TORCH_CHECK(out.is_contiguous(), op, ": out must be contiguous");
   TORCH_CHECK(at::get_overlap_status(x, out) == at::MemOverlapStatus::No, op,
               ": out overlaps x; there is no in-place form (the loads can be ld.global.nc, which "
