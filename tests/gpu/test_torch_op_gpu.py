@@ -38,12 +38,18 @@ WS48 = 48 * MiB  # working set (input + output): inside the H100's and the H200'
 SIZES = (0, 1, 7, 4096 + 3)
 
 
+def _path_with_this_python() -> str:
+    """PATH with this Python's bin folder first (where pip puts ninja): torch runs the ninja
+    on PATH."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
 @pytest.fixture(scope="module")
 def relu_torch(tmp_path_factory):
     """relu_torch.py of results/h200/hot-7/policy.json, imported and loaded (built once)."""
     import importlib.util
 
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = _path_with_this_python()
     if shutil.which("ninja", path=path) is None:
         pytest.skip("ninja not found: torch's load_inline builds with it (pip install ninja)")
     out = tmp_path_factory.mktemp("torch_op") / "relu_torch.py"
@@ -138,7 +144,7 @@ def test_what_the_kernels_cannot_take_is_refused(relu_torch):
     cached one): a crash in one fails this test, naming the case, not the suite."""
     import subprocess
 
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = _path_with_this_python()
     folder = str(Path(relu_torch.__file__).parent)
     cmd = [sys.executable, "-c", REFUSALS, folder]
     r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PATH": path})
