@@ -43,6 +43,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "batch_cells": ("Int64", "cells in that batch"),
     "sm_mhz": ("Int64", "SM clock (NVML) when the batch ended; empty without NVML"),
     "clock_throttled": ("Int64", "1 where its batch throttled on every repeat and was kept"),
+    "canaries": (
+        "Int64",
+        "canary calls checked in the cell's untimed back-to-back replays (sweeper.run.batched)",
+    ),
     # the floor of the search (sweeper.analyze.select, "The floor")
     "floor": (
         "Int64",
@@ -50,7 +54,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     ),
 }
 # columns a results table written before them lacks: read as empty
-ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled", "floor")
+ADDED_COLUMNS = ("batch", "batch_pos", "batch_cells", "sm_mhz", "clock_throttled", "canaries",
+                 "floor")  # fmt: skip
 
 # above-ceiling: above a ceiling of the run (sweeper.analyze.ceilings); above-peak (cold above the
 # DRAM peak) is read from trial files written before that check replaced it

@@ -413,7 +413,23 @@ def guards(
         ]
         out += md_table(("cell", "status", "detail"), rows)
         out += [""] + _more(len(logged), "the manifest's `guards`")
-    return out + physical_limits(results, manifest) + pairing_check(results, manifest, chk)
+    return (out + canary_lines(results) + physical_limits(results, manifest)
+            + pairing_check(results, manifest, chk))  # fmt: skip
+
+
+def canary_lines(results: pd.DataFrame) -> list[str]:
+    """How many canary calls the hot cells' untimed replays checked (sweeper.run.batched)
+    and how many cells one caught; nothing for a run recorded without them."""
+    if "canaries" not in results.columns or results["canaries"].isna().all():
+        return []
+    checked = results[results["canaries"].notna()]
+    caught = checked["status_detail"].fillna("").str.startswith("canary:")
+    return [
+        f"**Canary.** {int(checked['canaries'].sum()):,} canary calls (one call at a random "
+        f"position of each untimed back-to-back replay, writing a poisoned buffer) checked in "
+        f"{len(checked):,} cells; {int(caught.sum())} cell(s) failed it.",
+        "",
+    ]
 
 
 def _more(n: int, where: str) -> list[str]:

@@ -75,7 +75,7 @@ from sweeper.run.timers import ExecPool, capture, check, cuda_driver, round_slot
 from sweeper.stats import PairTiming, Stopping, rel_halfwidths, summaries
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
-COUNTERS_PER_CELL = 4  # pre-check, half 1, half 2, soak
+COUNTERS_PER_CELL = 6  # pre-check, half 1, half 2, soak, the two opening canaries
 # Launches queued behind one hold of the stream. The stream's queue is finite, and what fills
 # it is the event records: on the H200, 1000 launches of a graph of 1 to 100 kernels queued
 # behind one hold, where 300 launches of a slot graph (two event records each) blocked the
@@ -294,6 +294,13 @@ class LaunchQueue:
         self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
         self.slots += 1
 
+    def canary(self, exec_, nodes, event, node, canary, params) -> None:
+        """An untimed launch of slot graph `exec_` (both records set to `event`) whose call
+        node `node` runs with the kernel parameters `canary` (the same kernel writing another
+        buffer), set back to `params` for every later launch."""
+        self.ops.append(("canary", (exec_, *nodes, int(event.handle), node, canary, params)))
+        self.slots += 1
+
     def upload(self, h) -> None:
         """Upload every instantiated graph of the batch to the device (cuGraphUpload), so
         that the launches queued behind a hold carry no upload work of their own."""
@@ -302,7 +309,7 @@ class LaunchQueue:
         for kind, x in self.ops:
             if kind in ("memset", "copy"):
                 continue
-            ex = x[0] if kind == "slot" else x
+            ex = x[0] if kind in ("slot", "canary") else x
             if int(ex) not in seen:
                 seen.add(int(ex))
                 check(cu.cuGraphUpload(ex, h))
@@ -310,6 +317,7 @@ class LaunchQueue:
     def run(self, stream, h) -> None:
         cu = cuda_driver()
         launch, set_event = cu.cuGraphLaunch, cu.cuGraphExecEventRecordNodeSetEvent
+        set_kernel = cu.cuGraphExecKernelNodeSetParams
         for kind, x in self.ops:
             if kind == "memset":
                 check(cu.cuMemsetD32Async(x[0], 0, x[1], h))
@@ -322,6 +330,13 @@ class LaunchQueue:
                 check(set_event(ex, n0, e0))
                 check(set_event(ex, n1, e1))
                 check(launch(ex, h))
+            elif kind == "canary":
+                ex, n0, n1, e, node, canary, params = x
+                check(set_event(ex, n0, e))
+                check(set_event(ex, n1, e))
+                check(set_kernel(ex, node, canary))
+                check(launch(ex, h))
+                check(set_kernel(ex, node, params))
             else:
                 check(launch(x, h))
 
@@ -348,11 +363,15 @@ class _Cell:
     execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
     cgs: dict = field(default_factory=dict)  # name -> (pool key, CellGraph set to its kernel)
     params: dict = field(default_factory=dict)  # buffer set -> its one-call kernel's parameters
+    # buffer set -> the same kernel's parameters with the other set's output (the canary)
+    canary: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)  # slot graph name -> its two event record nodes
     halves: list = field(default_factory=list)
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
     bad_soak: int = 0
+    bad_canary: int = 0  # output words wrong after a canary call (every settle replay's)
+    canaries: int = 0  # canary calls checked
     stale: int = 0
     checked: int = 0
     state: dict = field(default_factory=dict)
@@ -427,6 +446,7 @@ class BatchedExecutor(GpuExecutor):
         self._spans = dict.fromkeys(SPAN_KEYS, 0.0)  # batch_spans
         self._last_done = None  # the done event of the last batch whose span was counted
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
+        self._canary_rng = np.random.default_rng(self.seed)  # which call is a settle's canary
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -787,6 +807,12 @@ class BatchedExecutor(GpuExecutor):
                         cell.graphs["pre"] = chain(unit, 1)
                 if params is not None:
                     cell.params[side] = params
+                    with self.bench.clock("cell-capture"):
+                        canary = capture(self.canary_launch(cell.launcher, b, n, side), 1, s, h)
+                        cell.graphs[f"canary-{side}"] = canary  # owns the parameters' storage
+                        canary = unit_kernel(canary)
+                    if canary is not None:
+                        cell.canary[side] = canary
                     before = self._before_slot(b)
                     parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
                              ("event",), ("call", calls), ("event",)]  # fmt: skip
@@ -927,7 +953,7 @@ class BatchedExecutor(GpuExecutor):
         # than a's (the previous cell, the batch's start) and read 4.6% slower than the second
         # over 36-52 MiB fp32 on the H200, the baseline's not at all (docs/timing.md, "The
         # settle replay").
-        g.slot(*sides["A"], self._scratch, self._scratch)
+        self._settle(batch, cell, hf, b, key, sides["A"])
         g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
@@ -935,6 +961,36 @@ class BatchedExecutor(GpuExecutor):
                 g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
         g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+
+    def canary_launch(self, launcher, b: Buffers, n: int, side: str):
+        """One call of a cell's kernel on buffer set `side`'s input into the other set's
+        output: the canary (_settle)."""
+        x = b.side(side)[0]
+        y = b.side("B" if side == "A" else "A")[1]
+        return lambda s: launcher(x, y, n, s)
+
+    def _settle(self, batch: _Batch, cell: _Cell, hf: _Half, b: Buffers, key: tuple, slot):
+        """Side a's settle replay, with its canary where the slot is a CellGraph: one of its
+        calls, chosen at random, writes the other buffer set's output, poisoned before and
+        checked after. The replay is back to back and untimed, and the canary call looks like
+        any other of it (the same kernel, the same input, no node added), so a kernel that
+        skips calls only inside a replay skips the canary as often as any call, and its stale
+        output is counted; a check after the timed rounds sees only the last call's output,
+        which a skipped call leaves right. Kept for the settle replay: the timed slots run
+        exactly as before."""
+        g, name = batch.graph, f"slot-{hf.sa}"
+        if hf.sa not in cell.canary or name not in cell.cgs:
+            g.slot(*slot, self._scratch, self._scratch)
+            return
+        cg = cell.cgs[name][1]
+        other = "B" if hf.sa == "A" else "A"
+        node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
+        g.child(self._poison_graph(b, key, other))
+        g.canary(cg.exec, cg.events, self._scratch, node, cell.canary[hf.sa], cell.params[hf.sa])
+        g.child(
+            self._check_graph(b, key, other, batch.parity, self._counter(batch, cell, "canary"))
+        )
+        cell.canaries += 1
 
     def _before_slot(self, b: Buffers) -> list:
         """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""
@@ -1000,6 +1056,8 @@ class BatchedExecutor(GpuExecutor):
                     cell.bad_pre += v
                 elif what == "soak":
                     cell.bad_soak += v
+                elif what == "canary":
+                    cell.bad_canary += v
                 else:
                     cell.bad += v
             for cell, fresh in batch.fresh:
@@ -1064,10 +1122,19 @@ class BatchedExecutor(GpuExecutor):
                 row["sm_mhz"] = int(cell.sm_mhz)
             if cell.throttled:
                 row["clock_throttled"] = 1
+            if cell.canaries:
+                row["canaries"] = cell.canaries
             if cell.bad:
                 row["status"] = "mismatch"
                 row["status_detail"] = (
                     f"after the timed loop: {cell.bad} words differ from the reference"
+                )
+            elif cell.bad_canary:
+                row["status"] = "mismatch"
+                row["status_detail"] = (
+                    f"canary: {cell.bad_canary} words differ from the reference after "
+                    f"{cell.canaries} canary calls (one call at a random position of each "
+                    "untimed back-to-back replay, writing a poisoned buffer)"
                 )
             elif cell.bad_soak:
                 row["status"] = "mismatch"

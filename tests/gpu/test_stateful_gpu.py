@@ -1,5 +1,6 @@
 """A kernel that skips work only inside back-to-back calls: refused by the PTX scan, and, timed
-anyway (--allow-stateful), flagged by measurement as a hot-only gain (sweeper.analyze.modegain)
+anyway (--allow-stateful), caught by measurement twice over: by the canary call in its hot
+cells' untimed replays (sweeper.run.batched), and as a hot-only gain (sweeper.analyze.modegain)
 where hot and after-write time the same traffic (from 2 x L2 on)."""
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def _audit(tmp_path, plan_path: str, kernel: str, run_id: str):
         modes=["hot", "after-write"],
         dtypes=["fp32"],
         quick=True,
-        sizes="120:300",  # 2 x L2 and up on the H200 (L2 60 MiB): six planned sizes
+        sizes="120:600",  # 2 x L2 and up on the H200 (L2 60 MiB)
         policy="none",
         allow_stateful=True,
         out_root=str(tmp_path / "runs"),
@@ -81,8 +82,14 @@ def _audit(tmp_path, plan_path: str, kernel: str, run_id: str):
     )
     data = load_run(run_dir)
     l2 = load_manifest(run_dir)["device"]["l2_bytes"]
-    mine = [g for g in mode_gains(data.results, l2) if g["config"].startswith("ext-skip")]
-    return [g for g in mine if g["range"] == ">= 2 L2"]
+    return data.results[data.results["config"].str.startswith("ext-skip")], l2
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory, plan_path):
+    """The skipping kernel and its honest twin, each audited once (hot and after-write)."""
+    tmp = tmp_path_factory.mktemp("stateful")
+    return {skip: _audit(tmp, plan_path, _kernel(tmp, skip), f"skip{skip}") for skip in (1, 0)}
 
 
 def test_the_scan_refuses_it(tmp_path, plan_path):
@@ -91,9 +98,32 @@ def test_the_scan_refuses_it(tmp_path, plan_path):
                   sizes="120:130", policy="none", out_root=str(tmp_path / "runs"))  # fmt: skip
 
 
-def test_timed_anyway_its_hot_only_gain_is_flagged_and_the_honest_twin_is_not(tmp_path, plan_path):
-    (cheat,) = _audit(tmp_path, plan_path, _kernel(tmp_path, 1), "skip")
-    (honest,) = _audit(tmp_path, plan_path, _kernel(tmp_path, 0), "noskip")
+def test_timed_anyway_the_canary_catches_it_and_passes_the_honest_twin(audits):
+    """One call at a random position of each untimed back-to-back replay writes a poisoned
+    buffer: the kernel skips it as often as any call (one in four), so over the hot cells'
+    replays some canary comes back stale; the honest twin's never does."""
+    counts = {}
+    for skip, (rows, _) in audits.items():
+        hot = rows[rows["mode"] == "hot"]
+        caught = hot["status_detail"].fillna("").str.startswith("canary:")
+        counts[skip] = (int(caught.sum()), len(hot), int(hot["canaries"].sum()))
+    print(f"\n  canary: skipping kernel caught in {counts[1][0]} of {counts[1][1]} hot cells "
+          f"({counts[1][2]} canary calls); honest twin in {counts[0][0]} of {counts[0][1]} "
+          f"({counts[0][2]} calls)")  # fmt: skip
+    assert counts[1][2] > 0 and counts[0][2] > 0  # the canary ran
+    assert counts[1][0] >= 1
+    assert counts[0][0] == 0
+
+
+def test_timed_anyway_its_hot_only_gain_is_flagged_and_the_honest_twin_is_not(audits):
+    """The measurement the canary does not make: its timing, with the canary's verdict set
+    aside (the canary runs untimed, so a caught cell's timing is what it measured)."""
+    gains = {}
+    for skip, (rows, l2) in audits.items():
+        canary = rows["status_detail"].fillna("").str.startswith("canary:")
+        rows = rows.assign(status=rows["status"].mask(canary, "ok"))
+        (gains[skip],) = [g for g in mode_gains(rows, l2) if g["range"] == ">= 2 L2"]
+    cheat, honest = gains[1], gains[0]
     print(f"\n  hot / after-write from 2 x L2: skipping {cheat['excess']:+.1%} "
           f"(hot {cheat['hot']:.3f}, aw {cheat['other']:.3f}, {cheat['sizes']} sizes); "
           f"honest {honest['excess']:+.1%} (hot {honest['hot']:.3f}, aw {honest['other']:.3f})")  # fmt: skip

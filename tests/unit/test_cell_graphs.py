@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from sweeper.run import batched
@@ -173,3 +174,53 @@ def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu)
     cu.stream.clear()
     q.run(stream=None, h=0)
     assert cu.stream == first
+
+
+def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
+    """The settle replay's canary: the slot graph's events set to the scratch event, one call
+    node set to the canary's parameters, the launch, the node set back, all in queue order,
+    so the timed launches queued after it run the cell's own parameters."""
+    cu.cuGraphExecKernelNodeSetParams = lambda ex, node, params: cu._issue("set", ex, node, params)
+    q = batched.LaunchQueue()
+    q.canary(12, (1, 2), SimpleNamespace(handle=9), 5, "CANARY", "K")
+    q.slot(12, (1, 2), SimpleNamespace(handle=21), SimpleNamespace(handle=22))
+    assert cu.stream == [] and q.slots == 2
+    q.upload(h=0)
+    assert cu.stream == [("upload", 12)]
+    cu.stream.clear()
+    q.run(stream=None, h=0)
+    assert cu.stream == [("set-event", 12, 1, 9), ("set-event", 12, 2, 9), ("set", 12, 5, "CANARY"),
+                         ("launch", 12), ("set", 12, 5, "K"), ("set-event", 12, 1, 21),
+                         ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
+
+
+def _settle(cu, cell, seed=0):
+    ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
+                         _poison_graph=lambda b, key, side: f"poison-{side}",
+                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
+    ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
+    batch = batched._Batch(0, 0, batched.LaunchQueue())
+    hf = SimpleNamespace(sa="B")
+    BatchedExecutor._settle(ex, batch, cell, hf, None, ("fp32", 1), ("SLOT", (1, 2)))
+    return batch
+
+
+def test_a_settle_replay_checks_a_canary_on_the_other_sets_output_where_it_can(cu):
+    cg = cell_graph([("call", 3), ("event",), ("call", 5), ("event",)], "K", event="E")
+    cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), cg)}, params={"B": "K"},
+                         canary={"B": "CANARY"})  # fmt: skip
+    nodes = set()
+    for seed in range(40):
+        batch = _settle(cu, cell, seed)
+        poison, (kind, (ex, n0, n1, e, node, canary, params)), counted = batch.graph.ops
+        assert poison == ("graph", "poison-A") and counted == ("graph", "check-A-0")
+        assert (kind, ex, (n0, n1), e) == ("canary", cg.exec, cg.events, 77)
+        assert (canary, params) == ("CANARY", "K")
+        assert batch.counters == [(cell, "canary", 0)]
+        nodes.add(node)
+    assert nodes == set(cg.calls)  # every call, warm-up or timed, can be the canary
+    assert cell.canaries == 40
+    # a slot that is not a CellGraph (a launcher of several launches): the settle alone
+    plain = batched._Cell(row={}, params={"B": "K"})
+    batch = _settle(cu, plain)
+    assert batch.graph.ops == [("slot", ("SLOT", 1, 2, 77, 77))] and plain.canaries == 0

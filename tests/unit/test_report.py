@@ -512,3 +512,19 @@ def test_the_slot_test_reads_the_samples_of_the_trial_log(planted_run):
         r"200 cells",
         sec,
     ), sec
+
+
+def test_the_guards_count_the_canary_calls_and_the_cells_they_caught():
+    import pandas as pd
+
+    from sweeper.report.report import canary_lines
+
+    rows = pd.DataFrame({
+        "canaries": pd.array([2, 3, pd.NA, 2], dtype="Int64"),
+        "status_detail": ["", "canary: 12 words differ from the reference after 3 canary calls",
+                          "", None],
+    })  # fmt: skip
+    (line, blank) = canary_lines(rows)
+    assert "7 canary calls" in line and "in 3 cells; 1 cell(s) failed it" in line and blank == ""
+    assert canary_lines(rows.assign(canaries=pd.array([pd.NA] * 4, dtype="Int64"))) == []
+    assert canary_lines(rows.drop(columns="canaries")) == []
