@@ -255,6 +255,13 @@ def _c_api() -> str:
     return "".join(parts).removesuffix("\n")
 
 
+def c_api_declaration(dtype: str) -> str:
+    """The prototype of `dtype`'s extern "C" launcher (sweeper_launch_relu_<dtype>), taken
+    from its definition in templates/c_api.cuh, for code that links against the header."""
+    first = template("c_api.cuh").substitute(ctype=CTYPE[dtype], dtype=dtype).splitlines()[0]
+    return first.removeprefix('extern "C" ').split(" {")[0] + ";"
+
+
 def provenance(doc: dict) -> tuple[list[str], list[str]]:
     """Where a (merged) policy came from, as the exports state it: one line per entry (GPU,
     cc, L2 size, runs, plan hash) and one per band the GPUs disagree on."""

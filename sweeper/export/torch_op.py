@@ -15,7 +15,7 @@ from sweeper_kernels import hints
 
 from sweeper.dtypes import DTYPES
 from sweeper.errors import SweeperError
-from sweeper.export.cuda import provenance, render_cuda, template
+from sweeper.export.cuda import c_api_declaration, provenance, render_cuda, template
 from sweeper.export.native import NVCC_FLAGS
 from sweeper.ops import get_op
 
@@ -45,11 +45,7 @@ def render_cpp() -> str:
     and the TORCH_LIBRARY definition and implementations."""
     words = [TORCH_DTYPE[dt][1] for dt in DTYPES]
     return template("relu_torch.cpp").substitute(
-        declarations="\n".join(
-            f"cudaError_t sweeper_launch_relu_{dt}(const void* in, void* out, size_t n, "
-            "cudaStream_t s);"
-            for dt in DTYPES
-        ),
+        declarations="\n".join(c_api_declaration(dt) for dt in DTYPES),
         cases="\n".join(
             f"    case c10::ScalarType::{TORCH_DTYPE[dt][0]}: return sweeper_launch_relu_{dt};"
             for dt in DTYPES
