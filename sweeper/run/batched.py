@@ -151,6 +151,19 @@ def unit_kernel(unit):
     return check(cu.cuGraphKernelNodeGetParams(node))
 
 
+def canary_fits(cg: CellGraph, canary, params) -> bool:
+    """Whether the driver takes `canary` on a call node of `cg` (an idle graph, just taken
+    for a new cell), which is then set back to `params`. Where it does not (another kernel
+    function: a launcher whose kernel depends on the output's address), the cell's settle
+    replays run without their canary, and its row's `canaries` says so."""
+    cu = cuda_driver()
+    node = cg.calls[0]
+    if cu.cuGraphExecKernelNodeSetParams(cg.exec, node, canary)[0] != cu.CUresult.CUDA_SUCCESS:
+        return False
+    check(cu.cuGraphExecKernelNodeSetParams(cg.exec, node, params))
+    return True
+
+
 @dataclass(eq=False)
 class CellGraph:
     """An instantiated cell graph whose candidate calls are kernel nodes, set per cell to the
@@ -811,14 +824,15 @@ class BatchedExecutor(GpuExecutor):
                         canary = capture(self.canary_launch(cell.launcher, b, n, side), 1, s, h)
                         cell.graphs[f"canary-{side}"] = canary  # owns the parameters' storage
                         canary = unit_kernel(canary)
-                    if canary is not None:
-                        cell.canary[side] = canary
                     before = self._before_slot(b)
                     parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
                              ("event",), ("call", calls), ("event",)]  # fmt: skip
                     self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
                                      parts, {"normalize": before[0] if before else None},
                                      (self._epoch, key), params)  # fmt: skip
+                    if canary is not None and canary_fits(cell.cgs[f"slot-{side}"][1], canary,
+                                                          params):  # fmt: skip
+                        cell.canary[side] = canary
                     continue
                 cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
                     lambda g, p, u=unit: add_chain(g, add_children(g, p, self._before_slot(b)),

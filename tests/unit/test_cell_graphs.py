@@ -224,3 +224,12 @@ def test_a_settle_replay_checks_a_canary_on_the_other_sets_output_where_it_can(c
     plain = batched._Cell(row={}, params={"B": "K"})
     batch = _settle(cu, plain)
     assert batch.graph.ops == [("slot", ("SLOT", 1, 2, 77, 77))] and plain.canaries == 0
+
+
+def test_a_canary_the_driver_refuses_leaves_the_cell_without_one_and_its_calls_as_they_were(cu):
+    cg = cell_graph([("call", 2)], "K")
+    assert batched.canary_fits(cg, "CANARY", "K")
+    assert [cu.execs[cg.exec][n] for n in cg.calls] == ["K", "K"]  # set back
+    cu.cuGraphExecKernelNodeSetParams = lambda ex, node, params: (1,)  # another function
+    assert not batched.canary_fits(cg, "CANARY", "K")
+    assert [cu.execs[cg.exec][n] for n in cg.calls] == ["K", "K"]
