@@ -4,7 +4,8 @@ rounded reference is no larger than the baseline's; where the op deliberately di
 baseline it says so in `differs`.
 
 The references (sweeper_kernels.ops.reference) are float64 formulas rounded once to the output
-dtype, written independently of the bodies."""
+dtype, written independently of the bodies. An ulp rule's bounds are torch's own largest errors
+against the same reference on the GPU (docs/new-op.md, "Checking an op without a GPU")."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ GELU = Op(
     ),
     rule=Rule(
         "ulps",
-        ulps=(("fp32", 4), ("fp16", 1), ("bf16", 1)),
-        atol=(("fp32", 2**-21), ("fp16", 2**-21), ("bf16", 2**-21)),
+        ulps=(("fp32", 0), ("fp16", 1), ("bf16", 1)),
+        atol=(("fp32", 2**-21), ("fp16", 2**-21), ("bf16", 2**-22)),
     ),
 )
 
@@ -64,7 +65,7 @@ SILU = Op(
     torch="F.silu(x)",
     dtypes=FLOATS,
     body="return x / (C(1) + expf(-x));",
-    rule=Rule("ulps", ulps=(("fp32", 2), ("fp16", 1), ("bf16", 1))),
+    rule=Rule("ulps", ulps=(("fp32", 2), ("fp16", 1), ("bf16", 0))),
 )
 
 
@@ -100,7 +101,7 @@ SILU_AND_MUL = Op(
     ),
     dtypes=FLOATS,
     body="return gate / (C(1) + expf(-gate)) * up;",
-    rule=Rule("ulps", ulps=(("fp32", 4), ("fp16", 1), ("bf16", 1))),
+    rule=Rule("ulps", ulps=(("fp32", 3), ("fp16", 1), ("bf16", 1))),
     layout="gated",
 )
 

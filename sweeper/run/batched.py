@@ -460,6 +460,7 @@ class BatchedExecutor(GpuExecutor):
         self._last_done = None  # the done event of the last batch whose span was counted
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
         self._canary_rng = np.random.default_rng(self.seed)  # which call is a settle's canary
+        self.canary = True  # False: settle replays without their canary (lab/tools/canary_ab.py)
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -993,7 +994,7 @@ class BatchedExecutor(GpuExecutor):
         which a skipped call leaves right. Kept for the settle replay: the timed slots run
         exactly as before."""
         g, name = batch.graph, f"slot-{hf.sa}"
-        if hf.sa not in cell.canary or name not in cell.cgs:
+        if not self.canary or hf.sa not in cell.canary or name not in cell.cgs:
             g.slot(*slot, self._scratch, self._scratch)
             return
         cg = cell.cgs[name][1]

@@ -56,6 +56,9 @@ def relu_torch(tmp_path_factory):
     export(ROOT / "results/h200/hot-7/policy.json", "torch", out)
     spec = importlib.util.spec_from_file_location("relu_torch", out)
     module = importlib.util.module_from_spec(spec)
+    # importable by name, as from a folder on sys.path: torch.compile imports a traced
+    # function's module by its name
+    sys.modules["relu_torch"] = module
     spec.loader.exec_module(module)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PATH", path)  # torch runs the ninja on PATH: this Python's too

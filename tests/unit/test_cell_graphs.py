@@ -196,7 +196,7 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
 
 def _settle(cu, cell, seed=0):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
-                         _poison_graph=lambda b, key, side: f"poison-{side}",
+                         _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
