@@ -821,10 +821,12 @@ class BatchedExecutor(GpuExecutor):
                         cell.graphs["pre"] = chain(unit, 1)
                 if params is not None:
                     cell.params[side] = params
-                    with self.bench.clock("cell-capture"):
-                        canary = capture(self.canary_launch(cell.launcher, b, n, side), 1, s, h)
-                        cell.graphs[f"canary-{side}"] = canary  # owns the parameters' storage
-                        canary = unit_kernel(canary)
+                    canary = None
+                    if self.canary:
+                        with self.bench.clock("cell-capture"):
+                            canary = capture(self.canary_launch(cell.launcher, b, n, side), 1, s, h)
+                            cell.graphs[f"canary-{side}"] = canary  # owns the parameters' storage
+                            canary = unit_kernel(canary)
                     before = self._before_slot(b)
                     parts = [*(("fixed", "normalize", g) for g in before), ("call", warm),
                              ("event",), ("call", calls), ("event",)]  # fmt: skip
@@ -998,7 +1000,7 @@ class BatchedExecutor(GpuExecutor):
             g.slot(*slot, self._scratch, self._scratch)
             return
         cg = cell.cgs[name][1]
-        other = "B" if hf.sa == "A" else "A"
+        other = hf.sb  # the baseline's buffer set: the other one
         node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
         g.child(self._poison_graph(b, key, other))
         g.canary(cg.exec, cg.events, self._scratch, node, cell.canary[hf.sa], cell.params[hf.sa])

@@ -200,7 +200,7 @@ def _settle(cu, cell, seed=0):
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
-    hf = SimpleNamespace(sa="B")
+    hf = SimpleNamespace(sa="B", sb="A")
     BatchedExecutor._settle(ex, batch, cell, hf, None, ("fp32", 1), ("SLOT", (1, 2)))
     return batch
 
