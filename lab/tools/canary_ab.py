@@ -1,13 +1,16 @@
 """The canary's cost to what is timed: 48 default-grid fp32 configs, hot, at 3/4 of the L2,
-timed by the classic executor once, then by the batched executor with and without the canary
-(BatchedExecutor.canary), alternating, `--reps` times. Run from the repository root on a GPU
-machine:
+timed by one batched executor on the same buffers without the canary ("off"), with its canary
+writing the baseline's buffer set ("B", counted right after the settle replay) and writing
+its own buffer ("C", counted after the segment's rounds), in turn, `--reps` times; the classic
+executor once before and once after. Run from the repository root on a GPU machine:
 
-    python3 lab/tools/canary_ab.py [--reps 2]
+    python3 lab/tools/canary_ab.py [--reps 3]
 
-Per batched run: the median candidate time and ratio against the classic executor's, the slot
-test (a round's first candidate sample against its second, sweeper.analyze.position), the
-cells not ok and the canary calls checked.
+Per pass: the median candidate time, baseline time and ratio against the same executor's
+passes without the canary (paired by config), the slot test (a round's first candidate sample
+against its second, sweeper.analyze.position), the cells not ok and the canary calls checked.
+Executors of one process do not share buffers, so the classic lines compare buffers as well
+as executors.
 """
 
 from __future__ import annotations
@@ -25,36 +28,61 @@ from sweeper.run.batched import BatchedExecutor
 from sweeper.run.executor import GpuExecutor
 from sweeper.stats import Stopping
 
+MODES = ("off", "B", "C")
+
 
 def _median_pct(b: dict, c: dict, field: str) -> float:
     return 100 * math.expm1(statistics.median(math.log(b[k][field] / c[k][field]) for k in c))
 
 
+def _against(passes: list[dict], ref: list[dict], field: str) -> float:
+    """Median over configs of the log ratio of `field`, each pass against the mean (in logs)
+    of the reference passes."""
+    base = {k: statistics.fmean(math.log(r[k][field]) for r in ref) for k in ref[0]}
+    logs = [math.log(p[k][field]) - base[k] for p in passes for k in base]
+    return 100 * math.expm1(statistics.median(logs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--frac", type=float, default=0.75, help="working set / L2")
     args = ap.parse_args()
     stop = Stopping(min_samples=4, max_samples=8, rel_tol=0.02, time_cap_s=0.5)
-    n = detect().l2_bytes * 3 // 4 // 8
+    n = int(detect().l2_bytes * args.frac) // 8
     grid = list(GRIDS["default"](["fp32"]))
     variants = grid[:: max(1, len(grid) // 48)][:48]
+    print(f"fp32 hot, {n * 8 / 2**20:.2f} MiB working set, {len(variants)} configs")
     classic = GpuExecutor(stopping=stop)
     classic.reference("hot", "fp32", n)
-    c = {v.id: classic.measure("hot", "fp32", n, v) for v in variants}
+    cls = [{v.id: classic.measure("hot", "fp32", n, v) for v in variants}]
+    ex = BatchedExecutor(stopping=stop)
+    ex.reference("hot", "fp32", n)
+    runs: dict[str, list[dict]] = {m: [] for m in MODES}
     for rep in range(args.reps):
-        for canary in (True, False):
-            ex = BatchedExecutor(stopping=stop)
-            ex.canary = canary
-            ex.reference("hot", "fp32", n)
+        for mode in MODES[rep % 3 :] + MODES[: rep % 3]:  # each mode in each place in turn
+            ex.canary = mode != "off"
+            ex.canary_into = mode if mode != "off" else "C"
             t0 = time.time()
             b = {r["variant_id"]: r for r in ex.measure_many("hot", "fp32", n, variants)}
             dt = time.time() - t0
+            runs[mode].append(b)
             slot = segment_start(list(b.values()))
             bad = sum(1 for r in b.values() if r["status"] != "ok")
             calls = sum(r.get("canaries", 0) for r in b.values())
-            print(f"rep {rep} canary {canary!s:5}: time vs classic {_median_pct(b, c, 'time_us'):+.2f}%, "
-                  f"ratio vs classic {_median_pct(b, c, 'ratio'):+.2f}%, slot {slot['verdict']} "
-                  f"{slot['effect_pct']:+.2f}%, not ok {bad}, canaries {calls}, {dt:.1f} s")  # fmt: skip
+            print(f"rep {rep} canary {mode:3}: slot {slot['verdict']} {slot['effect_pct']:+.2f}%, "
+                  f"not ok {bad}, canaries {calls}, {dt:.1f} s")  # fmt: skip
+    cls.append({v.id: classic.measure("hot", "fp32", n, v) for v in variants})
+    print("| passes | candidate time | baseline time | ratio |")
+    print("|---|---:|---:|---:|")
+    for mode in MODES:
+        cells = [_against(runs[mode], runs["off"], f) for f in ("time_us", "base_time_us", "ratio")]
+        print(f"| canary {mode} vs off | " + " | ".join(f"{c:+.2f}%" for c in cells) + " |")
+    for mode in MODES:
+        cells = [_against(runs[mode], cls, f) for f in ("time_us", "base_time_us", "ratio")]
+        print(f"| canary {mode} vs classic | " + " | ".join(f"{c:+.2f}%" for c in cells) + " |")
+    cells = [_against(cls[1:], cls[:1], f) for f in ("time_us", "base_time_us", "ratio")]
+    print("| classic after vs before | " + " | ".join(f"{c:+.2f}%" for c in cells) + " |")
 
 
 if __name__ == "__main__":

@@ -461,6 +461,9 @@ class BatchedExecutor(GpuExecutor):
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
         self._canary_rng = np.random.default_rng(self.seed)  # which call is a settle's canary
         self.canary = True  # False: settle replays without their canary (lab/tools/canary_ab.py)
+        # the canary's output: "C" its own buffer, counted at the segment's end; "B" the
+        # baseline's set, counted right after the settle replay (lab/tools/canary_ab.py)
+        self.canary_into = "C"
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -551,6 +554,9 @@ class BatchedExecutor(GpuExecutor):
             yield from super().measure_many(mode, dtype, n, variants)
             return
         self.bench.clock.prefix = mode
+        b = self.buffers(dtype, n)
+        if self.canary and self.canary_into == "C" and b.y_c is None:
+            b.y_c = self.cuda.device_array_like(b.y_a)  # the canary's own output
         self._load_kernels(dtype, n, variants)
         pending = deque(variants)
         topups: list[tuple[_Cell, int]] = []
@@ -760,14 +766,14 @@ class BatchedExecutor(GpuExecutor):
         cell.cgs[name] = (key, cg)
 
     def _poison_graph(self, b: Buffers, key: tuple, side: str):
-        y = b.side(side)[1]
+        y = b.output(side)
         return self._size_graph(f"poison-{side}", key,
                                 lambda: capture(lambda s: self._poison(y), 1, self.bench.stream,
                                                  self.bench.h))  # fmt: skip
 
     def _check_graph(self, b: Buffers, key: tuple, side: str, parity: int, j: int):
         """The mismatch count of side's output into counter j of the batch's counters."""
-        y = b.side(side)[1]
+        y = b.output(side)
         counter = self._counters[parity][j : j + 1]
 
         def count(s):
@@ -970,7 +976,7 @@ class BatchedExecutor(GpuExecutor):
         # than a's (the previous cell, the batch's start) and read 4.6% slower than the second
         # over 36-52 MiB fp32 on the H200, the baseline's not at all (docs/timing.md, "The
         # settle replay").
-        self._settle(batch, cell, hf, b, key, sides["A"])
+        canary = self._settle(batch, cell, hf, b, key, sides["A"])
         g.child(self._poison_graph(b, key, hf.sa))
         for _ in range(rounds):
             for side in round_slots(hf.first):
@@ -978,36 +984,43 @@ class BatchedExecutor(GpuExecutor):
                 g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
         g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+        if canary == "C":  # its output, written in the settle replay, counted after the rounds
+            g.child(
+                self._check_graph(b, key, "C", batch.parity, self._counter(batch, cell, "canary"))
+            )
 
     def canary_launch(self, launcher, b: Buffers, n: int, side: str):
         """One call of a cell's kernel on buffer set `side`'s input into the other set's
-        output: the canary (_settle)."""
+        output, or into its own (canary_into): the canary (_settle)."""
         x = b.side(side)[0]
-        y = b.side("B" if side == "A" else "A")[1]
+        y = b.output(self.canary_into if self.canary_into == "C" else "AB"[side == "A"])
         return lambda s: launcher(x, y, n, s)
 
     def _settle(self, batch: _Batch, cell: _Cell, hf: _Half, b: Buffers, key: tuple, slot):
         """Side a's settle replay, with its canary where the slot is a CellGraph: one of its
-        calls, chosen at random, writes the other buffer set's output, poisoned before and
-        checked after. The replay is back to back and untimed, and the canary call looks like
-        any other of it (the same kernel, the same input, no node added), so a kernel that
+        calls, chosen at random, writes the canary's own output buffer (canary_into "C"),
+        poisoned before the replay and counted after the segment's rounds (_segment), so
+        nothing runs between the replay and the first timed slot that did not run there
+        without a canary. The replay is back to back and untimed, and the canary call looks
+        like any other of it (the same kernel, the same input, no node added), so a kernel that
         skips calls only inside a replay skips the canary as often as any call, and its stale
         output is counted; a check after the timed rounds sees only the last call's output,
-        which a skipped call leaves right. Kept for the settle replay: the timed slots run
-        exactly as before."""
+        which a skipped call leaves right. Returns the canary's output ("C", "A", "B") or None
+        where the replay had no canary."""
         g, name = batch.graph, f"slot-{hf.sa}"
         if not self.canary or hf.sa not in cell.canary or name not in cell.cgs:
             g.slot(*slot, self._scratch, self._scratch)
-            return
+            return None
         cg = cell.cgs[name][1]
-        other = hf.sb  # the baseline's buffer set: the other one
+        out = self.canary_into if self.canary_into == "C" else hf.sb
         node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
-        g.child(self._poison_graph(b, key, other))
+        g.child(self._poison_graph(b, key, out))
         g.canary(cg.exec, cg.events, self._scratch, node, cell.canary[hf.sa], cell.params[hf.sa])
-        g.child(
-            self._check_graph(b, key, other, batch.parity, self._counter(batch, cell, "canary"))
-        )
+        if out != "C":  # the baseline's set: counted before its slots overwrite it
+            counter = self._counter(batch, cell, "canary")
+            g.child(self._check_graph(b, key, out, batch.parity, counter))
         cell.canaries += 1
+        return out
 
     def _before_slot(self, b: Buffers) -> list:
         """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""

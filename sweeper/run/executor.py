@@ -107,14 +107,19 @@ class Buffers:
         # allocator alternates two output blocks: reproduce that footprint on both sides.
         self.y_a2 = cuda.device_array(n, dtype=st) if allocating else None
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
+        self.y_c = None  # the canary's output (BatchedExecutor.buffers)
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
         self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor.buffers
 
     def all_arrays(self) -> list:
         """Every buffer the cell's kernels touch (what the L2 normalizer demotes)."""
-        xs = [self.x_a, self.x_b, self.y_a, self.y_b, self.y_a2, self.y_b2, self.src]
+        xs = [self.x_a, self.x_b, self.y_a, self.y_b, self.y_a2, self.y_b2, self.y_c, self.src]
         return [a for a in xs if a is not None]
+
+    def output(self, name: str):
+        """The output y of buffer set "A" or "B", or the canary's ("C")."""
+        return self.y_c if name == "C" else self.side(name)[1]
 
     def side(self, name: str):
         """(x, y, y2) of buffer set "A" or "B" (y2 is None unless the pattern allocates)."""

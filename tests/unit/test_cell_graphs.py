@@ -194,36 +194,76 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
                          ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
 
 
-def _settle(cu, cell, seed=0):
+def _settle(cu, cell, seed=0, into="C"):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
+                         canary_into=into,
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
     hf = SimpleNamespace(sa="B", sb="A")
-    BatchedExecutor._settle(ex, batch, cell, hf, None, ("fp32", 1), ("SLOT", (1, 2)))
-    return batch
+    out = BatchedExecutor._settle(ex, batch, cell, hf, None, ("fp32", 1), ("SLOT", (1, 2)))
+    return batch, out
 
 
-def test_a_settle_replay_checks_a_canary_on_the_other_sets_output_where_it_can(cu):
+@pytest.mark.parametrize("into", ["C", "B"])
+def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, into):
+    """Into its own output ("C"): poisoned before the replay, nothing after it (the segment
+    counts it after its rounds); into the baseline's set: counted right after the replay."""
     cg = cell_graph([("call", 3), ("event",), ("call", 5), ("event",)], "K", event="E")
     cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), cg)}, params={"B": "K"},
                          canary={"B": "CANARY"})  # fmt: skip
     nodes = set()
     for seed in range(40):
-        batch = _settle(cu, cell, seed)
-        poison, (kind, (ex, n0, n1, e, node, canary, params)), counted = batch.graph.ops
-        assert poison == ("graph", "poison-A") and counted == ("graph", "check-A-0")
+        batch, out = _settle(cu, cell, seed, into)
+        poison, (kind, (ex, n0, n1, e, node, canary, params)), *counted = batch.graph.ops
+        if into == "C":
+            assert out == "C" and poison == ("graph", "poison-C") and counted == []
+            assert batch.counters == []
+        else:
+            assert out == "A" and poison == ("graph", "poison-A")
+            assert counted == [("graph", "check-A-0")]
+            assert batch.counters == [(cell, "canary", 0)]
         assert (kind, ex, (n0, n1), e) == ("canary", cg.exec, cg.events, 77)
         assert (canary, params) == ("CANARY", "K")
-        assert batch.counters == [(cell, "canary", 0)]
         nodes.add(node)
     assert nodes == set(cg.calls)  # every call, warm-up or timed, can be the canary
     assert cell.canaries == 40
     # a slot that is not a CellGraph (a launcher of several launches): the settle alone
     plain = batched._Cell(row={}, params={"B": "K"})
-    batch = _settle(cu, plain)
+    batch, out = _settle(cu, plain, into=into)
     assert batch.graph.ops == [("slot", ("SLOT", 1, 2, 77, 77))] and plain.canaries == 0
+    assert out is None
+
+
+def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
+    """The segment: settle (its canary into "C"), a's output poisoned, the rounds, a's output
+    counted, then the canary's output counted: nothing between the settle replay and the
+    first timed slot but the poison that runs there without a canary."""
+    cg = cell_graph([("call", 2), ("event",), ("call", 3), ("event",)], "K", event="E")
+    cell = batched._Cell(row={}, cgs={"slot-A": (("slot",), cg)}, params={"A": "K"},
+                         canary={"A": "CANARY"})  # fmt: skip
+    ex = SimpleNamespace(_canary_rng=np.random.default_rng(0), _scratch=SimpleNamespace(handle=77),
+                         _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
+                         canary_into="C",
+                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}",
+                         _slot=lambda cell, side, calls: ("SLOT-A", (1, 2)),
+                         _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
+    ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
+    ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
+    events = iter(range(100))
+    ex._slot_events = lambda batch: (
+        next(events),
+        SimpleNamespace(handle=1),
+        SimpleNamespace(handle=2),
+    )
+    batch = batched._Batch(0, 0, batched.LaunchQueue())
+    hf = SimpleNamespace(sa="A", sb="B", first="A")
+    BatchedExecutor._segment(ex, batch, cell, hf, 0, None, ("fp32", 1), 3, 2, 1)
+    kinds = [op if kind == "graph" else kind for kind, op in batch.graph.ops]
+    assert kinds == ["poison-C", "canary", "poison-A", "slot", "slot", "slot", "slot",
+                     "check-A-0", "check-C-1"]  # fmt: skip
+    assert batch.counters == [(cell, "h0", 0), (cell, "canary", 1)]
 
 
 def test_a_canary_the_driver_refuses_leaves_the_cell_without_one_and_its_calls_as_they_were(cu):
