@@ -23,6 +23,8 @@ width, a scalar grid-stride kernel with the same cache operators runs instead.
 
 from __future__ import annotations
 
+import hashlib
+
 import re
 from functools import cache
 from importlib.resources import files
@@ -286,17 +288,30 @@ def render_cuda(doc: dict) -> str:
     """The header text for a merged policy (see sweeper.analyze.policy.load_any)."""
     check_configs(doc)
     entries, disagreements = provenance(doc)
+    code = {
+        "hint_structs": _hint_structs(doc).removesuffix("\n"),
+        "variant_aliases": _variant_aliases(doc),
+        "dispatchers": _dispatchers(doc),
+        "entry_keys": _entry_keys(doc),
+        "entry_count": str(len(doc["entries"])),
+        "launch_relu": _launch_relu(doc),
+    }
     return template("relu_policy.cuh").substitute(
         fallback=" > ".join(doc["fallback"]),
         differs=get_op("relu").differs,
         provenance="\n".join(
             [*(f"//   {e}" for e in entries), *(f"// {d}" for d in disagreements)]
         ),
-        hint_structs=_hint_structs(doc).removesuffix("\n"),
-        variant_aliases=_variant_aliases(doc),
-        dispatchers=_dispatchers(doc),
-        entry_keys=_entry_keys(doc),
-        entry_count=str(len(doc["entries"])),
-        launch_relu=_launch_relu(doc),
+        policy_ns=policy_namespace(code),
         c_api=_c_api(),
+        **code,
     )
+
+
+def policy_namespace(code: dict) -> str:
+    """The inline namespace of a header's host code: `policy_` and 12 hex digits of the
+    sha256 of the code rendered from the policy, comments left out (they name the policy
+    file as its path was spelled); the template's own text is the same in every header of
+    one sweeper version."""
+    text = "\0".join(f"{k}={re.sub(r'//.*$', '', code[k], flags=re.M)}" for k in sorted(code))
+    return "policy_" + hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -341,6 +342,33 @@ def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypat
     assert build_library(header, arch="90") == lib  # cached by content hash
     launchers = build_exported_launchers(header, arch="90")
     assert sorted(launchers) == sorted(ITEM) and all(callable(f) for f in launchers.values())
+
+
+@needs_nvcc
+def test_two_policies_libraries_share_no_symbol_but_the_c_api(tmp_path, merged, monkeypatch):
+    """Two policies' headers built into two libraries of one process (verify's library beside
+    a torch op) share no defined dynamic symbol but the extern "C" entry points, which each
+    library's handle resolves to its own: in particular no unique ("u") symbol such as the
+    device cache, which the dynamic linker binds once per process whatever the load mode (it
+    made the second library dispatch with the first policy's entry)."""
+    from sweeper.export.native import build_library
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm not found (binutils)")
+    syms = []
+    one = merge_docs([all_hints_policy()], ["h200/policy.json"])
+    for k, doc in enumerate((merged, one)):
+        header = tmp_path / f"policy{k}.cuh"
+        header.write_text(render(doc, "cuda"))
+        out = subprocess.run([nm, "-D", "--defined-only", str(build_library(header, arch="90"))],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        syms.append({tuple(ln.split()[1:3]) for ln in out.splitlines() if len(ln.split()) == 3})
+    c_api = {f"sweeper_{f}_{dt}" for f in ("launch_relu", "relu_choice") for dt in ITEM}
+    shared = {name for kind, name in syms[0] & syms[1] if "cuda" not in name.lower()}
+    assert shared == c_api
+    assert any(kind == "u" for kind, _ in syms[0])  # the device cache is one, and per policy
 
 
 @needs_nvcc

@@ -425,7 +425,11 @@ __global__ void relu_scalar_kernel(const void* x, void* y, int64_t n) {
 }  // namespace detail
 
 #ifndef __CUDACC_RTC__  // host code: nvcc only (NVRTC compiles the kernels above)
+// The host code lives in an inline namespace named after this policy's content, so the
+// headers of two policies built into one process (two libraries, a torch op beside another)
+// share no symbol: each keeps its own device cache, dispatch and launch_relu.
 namespace detail {
+inline namespace policy_f2062036252c {
 
 struct DeviceInfo {
   cudaError_t status = cudaSuccess;
@@ -774,9 +778,11 @@ inline const EntryKey* entry_keys(int* count) {
   return keys;
 }
 
+}  // namespace policy_f2062036252c
 }  // namespace detail
 
 // ---- public API: launch_relu overloads (graph-capturable: launches only) --------
+inline namespace policy_f2062036252c {
 inline cudaError_t launch_relu(const float* in, float* out, size_t n, cudaStream_t s = 0) {
   const detail::DeviceInfo& d = detail::device_info();
   if (d.status != cudaSuccess) return d.status;
@@ -869,6 +875,7 @@ inline int relu_entry_int8() {
   const detail::DeviceInfo& d = detail::device_info();
   return d.status != cudaSuccess ? -2 : d.entry[3];
 }
+}  // namespace policy_f2062036252c
 #endif  // __CUDACC_RTC__
 }  // namespace sweeper_relu
 

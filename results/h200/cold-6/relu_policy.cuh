@@ -355,7 +355,11 @@ __global__ void relu_scalar_kernel(const void* x, void* y, int64_t n) {
 }  // namespace detail
 
 #ifndef __CUDACC_RTC__  // host code: nvcc only (NVRTC compiles the kernels above)
+// The host code lives in an inline namespace named after this policy's content, so the
+// headers of two policies built into one process (two libraries, a torch op beside another)
+// share no symbol: each keeps its own device cache, dispatch and launch_relu.
 namespace detail {
+inline namespace policy_78d697a8e0d9 {
 
 struct DeviceInfo {
   cudaError_t status = cudaSuccess;
@@ -650,9 +654,11 @@ inline const EntryKey* entry_keys(int* count) {
   return keys;
 }
 
+}  // namespace policy_78d697a8e0d9
 }  // namespace detail
 
 // ---- public API: launch_relu overloads (graph-capturable: launches only) --------
+inline namespace policy_78d697a8e0d9 {
 inline cudaError_t launch_relu(const float* in, float* out, size_t n, cudaStream_t s = 0) {
   const detail::DeviceInfo& d = detail::device_info();
   if (d.status != cudaSuccess) return d.status;
@@ -745,6 +751,7 @@ inline int relu_entry_int8() {
   const detail::DeviceInfo& d = detail::device_info();
   return d.status != cudaSuccess ? -2 : d.entry[3];
 }
+}  // namespace policy_78d697a8e0d9
 #endif  // __CUDACC_RTC__
 }  // namespace sweeper_relu
 

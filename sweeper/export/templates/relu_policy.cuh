@@ -194,7 +194,11 @@ __global__ void relu_scalar_kernel(const void* x, void* y, int64_t n) {
 }  // namespace detail
 
 #ifndef __CUDACC_RTC__  // host code: nvcc only (NVRTC compiles the kernels above)
+// The host code lives in an inline namespace named after this policy's content, so the
+// headers of two policies built into one process (two libraries, a torch op beside another)
+// share no symbol: each keeps its own device cache, dispatch and launch_relu.
 namespace detail {
+inline namespace $policy_ns {
 
 struct DeviceInfo {
   cudaError_t status = cudaSuccess;
@@ -318,10 +322,13 @@ $entry_keys
   return keys;
 }
 
+}  // namespace $policy_ns
 }  // namespace detail
 
 // ---- public API: launch_relu overloads (graph-capturable: launches only) --------
+inline namespace $policy_ns {
 $launch_relu
+}  // namespace $policy_ns
 #endif  // __CUDACC_RTC__
 }  // namespace sweeper_relu
 
