@@ -1,8 +1,10 @@
 """The canary's cost to what is timed: 48 default-grid fp32 configs, hot, at 3/4 of the L2,
 timed by one batched executor on the same buffers without the canary ("off"), with its canary
-writing the baseline's buffer set ("B", counted right after the settle replay) and writing
-its own buffer ("C", counted after the segment's rounds), in turn, `--reps` times; the classic
-executor once before and once after. Run from the repository root on a GPU machine:
+writing the baseline's buffer set ("B", counted right after the settle replay), writing its
+own buffer ("C", counted after the segment's rounds), the same at a call of the replay's first
+half only ("C-early"), and with the canary's node updates alone ("noop": a call node set to
+the cell's own parameters and back), in turn, `--reps` times; the classic executor once
+before and once after. Run from the repository root on a GPU machine:
 
     python3 lab/tools/canary_ab.py [--reps 3]
 
@@ -28,7 +30,32 @@ from sweeper.run.batched import BatchedExecutor
 from sweeper.run.executor import GpuExecutor
 from sweeper.stats import Stopping
 
-MODES = ("off", "B", "C")
+MODES = ("off", "B", "C", "C-early", "noop")
+
+
+class _Early:
+    """The canary's position drawn from the first half of a settle replay's calls only."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def integers(self, k):
+        return self.rng.integers(max(1, k // 2))
+
+
+class _Noop(BatchedExecutor):
+    """The settle replay's call node set to the cell's own parameters and back: the node
+    updates of a canary without its output (no poison, no count)."""
+
+    def _settle(self, batch, cell, hf, b, key, slot):
+        name = f"slot-{hf.sa}"
+        if hf.sa not in cell.params or name not in cell.cgs:
+            return super()._settle(batch, cell, hf, b, key, slot)
+        cg = cell.cgs[name][1]
+        node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
+        own = cell.params[hf.sa]
+        batch.graph.canary(cg.exec, cg.events, self._scratch, node, own, own)
+        return None
 
 
 def _median_pct(b: dict, c: dict, field: str) -> float:
@@ -56,13 +83,20 @@ def main() -> None:
     classic = GpuExecutor(stopping=stop)
     classic.reference("hot", "fp32", n)
     cls = [{v.id: classic.measure("hot", "fp32", n, v) for v in variants}]
-    ex = BatchedExecutor(stopping=stop)
+    ex = _Noop(stopping=stop)
     ex.reference("hot", "fp32", n)
+    rng = ex._canary_rng
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     for rep in range(args.reps):
-        for mode in MODES[rep % 3 :] + MODES[: rep % 3]:  # each mode in each place in turn
+        k = rep % len(MODES)
+        for mode in MODES[k:] + MODES[:k]:  # each mode in another place each time
             ex.canary = mode != "off"
-            ex.canary_into = mode if mode != "off" else "C"
+            ex.canary_into = "B" if mode == "B" else "C"
+            ex._canary_rng = _Early(rng) if mode == "C-early" else rng
+            if mode == "noop":
+                ex.__dict__.pop("_settle", None)  # _Noop's
+            else:
+                ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
             t0 = time.time()
             b = {r["variant_id"]: r for r in ex.measure_many("hot", "fp32", n, variants)}
             dt = time.time() - t0
