@@ -2,7 +2,8 @@
 timed by one batched executor on the same buffers without the canary ("off"), with its canary
 writing the baseline's buffer set ("B", counted right after the settle replay), writing its
 own buffer ("C", counted after the segment's rounds), the same at a call of the replay's first
-half only ("C-early"), and with the canary's node updates alone ("noop": a call node set to
+half only ("C-early"), the same on a graph of the settle replay's own, not the timed slot's
+("C-settle"), and with the canary's node updates alone ("noop": a call node set to
 the cell's own parameters and back), in turn, `--reps` times; the classic executor once
 before and once after. Run from the repository root on a GPU machine:
 
@@ -30,7 +31,7 @@ from sweeper.run.batched import BatchedExecutor
 from sweeper.run.executor import GpuExecutor
 from sweeper.stats import Stopping
 
-MODES = ("off", "B", "C", "C-early", "noop")
+MODES = ("off", "B", "C", "C-early", "C-settle", "noop")
 
 
 class _Early:
@@ -93,6 +94,7 @@ def main() -> None:
             ex.canary = mode != "off"
             ex.canary_into = "B" if mode == "B" else "C"
             ex._canary_rng = _Early(rng) if mode == "C-early" else rng
+            ex.canary_graph = "settle" if mode == "C-settle" else "slot"
             if mode == "noop":
                 ex.__dict__.pop("_settle", None)  # _Noop's
             else:

@@ -464,6 +464,9 @@ class BatchedExecutor(GpuExecutor):
         # the canary's output: "C" its own buffer, counted at the segment's end; "B" the
         # baseline's set, counted right after the settle replay (lab/tools/canary_ab.py)
         self.canary_into = "C"
+        # the graph the canary's call node is set on: "slot" the timed slot's own, "settle" a
+        # second graph of the same shape for the settle replay (lab/tools/canary_ab.py)
+        self.canary_graph = "slot"
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -839,8 +842,13 @@ class BatchedExecutor(GpuExecutor):
                     self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
                                      parts, {"normalize": before[0] if before else None},
                                      (self._epoch, key), params)  # fmt: skip
-                    if canary is not None and canary_fits(cell.cgs[f"slot-{side}"][1], canary,
-                                                          params):  # fmt: skip
+                    settle = f"slot-{side}"
+                    if canary is not None and self.canary_graph == "settle":
+                        settle = f"settle-{side}"  # the settle replay's own graph
+                        self._cell_graph(cell, settle, ("settle", side, len(before), warm, calls),
+                                         parts, {"normalize": before[0] if before else None},
+                                         (self._epoch, key), params)  # fmt: skip
+                    if canary is not None and canary_fits(cell.cgs[settle][1], canary, params):
                         cell.canary[side] = canary
                     continue
                 cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
@@ -1007,7 +1015,8 @@ class BatchedExecutor(GpuExecutor):
         output is counted; a check after the timed rounds sees only the last call's output,
         which a skipped call leaves right. Returns the canary's output ("C", "A", "B") or None
         where the replay had no canary."""
-        g, name = batch.graph, f"slot-{hf.sa}"
+        g, name = batch.graph, f"settle-{hf.sa}"
+        name = name if name in cell.cgs else f"slot-{hf.sa}"
         if not self.canary or hf.sa not in cell.canary or name not in cell.cgs:
             g.slot(*slot, self._scratch, self._scratch)
             return None

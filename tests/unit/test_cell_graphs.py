@@ -236,6 +236,24 @@ def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, i
     assert out is None
 
 
+def test_a_canary_runs_on_the_settle_replays_own_graph_where_the_cell_has_one(cu):
+    """With a settle graph (canary_graph "settle"), the canary's node is set on it and the
+    timed slot's graph is never touched."""
+    parts = [("call", 2), ("event",), ("call", 3), ("event",)]
+    slot, settle = cell_graph(parts, "K", event="E"), cell_graph(parts, "K", event="E")
+    cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), slot), "settle-B": (("settle",), settle)},
+                         params={"B": "K"}, canary={"B": "CANARY"})  # fmt: skip
+    batch, out = _settle(cu, cell)
+    _, (kind, (ex, n0, n1, e, node, canary, params)) = batch.graph.ops
+    assert (kind, ex, (n0, n1), node in settle.calls) == (
+        "canary",
+        settle.exec,
+        settle.events,
+        True,
+    )
+    assert out == "C" and ex != slot.exec
+
+
 def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     """The segment: settle (its canary into "C"), a's output poisoned, the rounds, a's output
     counted, then the canary's output counted: nothing between the settle replay and the
