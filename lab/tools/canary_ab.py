@@ -1,11 +1,17 @@
 """The canary's cost to what is timed: 48 default-grid fp32 configs, hot, at 3/4 of the L2,
-timed by one batched executor on the same buffers without the canary ("off"), with its canary
-writing the baseline's buffer set ("B", counted right after the settle replay), writing its
-own buffer ("C", counted after the segment's rounds), the same at a call of the replay's first
-half only ("C-early"), the same on a graph of the settle replay's own, not the timed slot's
-("C-settle"), and with the canary's node updates alone ("noop": a call node set to
-the cell's own parameters and back), in turn, `--reps` times; the classic executor once
-before and once after. Run from the repository root on a GPU machine:
+timed by one batched executor on the same buffers, in turn, `--reps` times:
+
+- "off": no canary;
+- "B": one call of the settle replay (the timed slot's graph) writes the baseline's buffer
+  set, counted right after the replay;
+- "C": that call writes the canary's own buffer, counted after the segment's rounds;
+- "C-early": "C" at a call of the replay's first half only;
+- "noop": a call node of the settle replay set to the cell's own parameters and back (the
+  node updates of "C" without its output);
+- "own": "C" on a graph of CANARY_CALLS calls of its own, launched before the settle replay
+  (the default);
+
+and the classic executor once before and once after. Run from the repository root on a GPU machine:
 
     python3 lab/tools/canary_ab.py [--reps 3]
 
@@ -31,7 +37,7 @@ from sweeper.run.batched import BatchedExecutor
 from sweeper.run.executor import GpuExecutor
 from sweeper.stats import Stopping
 
-MODES = ("off", "B", "C", "C-early", "C-settle", "noop")
+MODES = ("off", "B", "C", "C-early", "noop", "own")
 
 
 class _Early:
@@ -94,7 +100,7 @@ def main() -> None:
             ex.canary = mode != "off"
             ex.canary_into = "B" if mode == "B" else "C"
             ex._canary_rng = _Early(rng) if mode == "C-early" else rng
-            ex.canary_graph = "settle" if mode == "C-settle" else "slot"
+            ex.canary_graph = "own" if mode == "own" else "slot"
             if mode == "noop":
                 ex.__dict__.pop("_settle", None)  # _Noop's
             else:

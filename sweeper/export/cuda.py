@@ -24,7 +24,6 @@ width, a scalar grid-stride kernel with the same cache operators runs instead.
 from __future__ import annotations
 
 import hashlib
-
 import re
 from functools import cache
 from importlib.resources import files

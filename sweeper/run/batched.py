@@ -75,6 +75,7 @@ from sweeper.run.timers import ExecPool, capture, check, cuda_driver, round_slot
 from sweeper.stats import PairTiming, Stopping, rel_halfwidths, summaries
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
+CANARY_CALLS = 8  # the canary graph's back-to-back calls (BatchedExecutor._settle)
 COUNTERS_PER_CELL = 6  # pre-check, half 1, half 2, soak, the two opening canaries
 # Launches queued behind one hold of the stream. The stream's queue is finite, and what fills
 # it is the event records: on the H200, 1000 launches of a graph of 1 to 100 kernels queued
@@ -308,9 +309,9 @@ class LaunchQueue:
         self.slots += 1
 
     def canary(self, exec_, nodes, event, node, canary, params) -> None:
-        """An untimed launch of slot graph `exec_` (both records set to `event`) whose call
-        node `node` runs with the kernel parameters `canary` (the same kernel writing another
-        buffer), set back to `params` for every later launch."""
+        """An untimed launch of graph `exec_` (its event records `nodes`, if any, set to
+        `event`) whose call node `node` runs with the kernel parameters `canary` (the same
+        kernel writing another buffer), set back to `params` for every later launch."""
         self.ops.append(("canary", (exec_, *nodes, int(event.handle), node, canary, params)))
         self.slots += 1
 
@@ -344,9 +345,9 @@ class LaunchQueue:
                 check(set_event(ex, n1, e1))
                 check(launch(ex, h))
             elif kind == "canary":
-                ex, n0, n1, e, node, canary, params = x
-                check(set_event(ex, n0, e))
-                check(set_event(ex, n1, e))
+                ex, *events, e, node, canary, params = x
+                for n in events:
+                    check(set_event(ex, n, e))
                 check(set_kernel(ex, node, canary))
                 check(launch(ex, h))
                 check(set_kernel(ex, node, params))
@@ -464,9 +465,9 @@ class BatchedExecutor(GpuExecutor):
         # the canary's output: "C" its own buffer, counted at the segment's end; "B" the
         # baseline's set, counted right after the settle replay (lab/tools/canary_ab.py)
         self.canary_into = "C"
-        # the graph the canary's call node is set on: "slot" the timed slot's own, "settle" a
-        # second graph of the same shape for the settle replay (lab/tools/canary_ab.py)
-        self.canary_graph = "slot"
+        # where the canary call runs: "own" a graph of CANARY_CALLS calls launched before the
+        # settle replay, "slot" one call of the settle replay itself (lab/tools/canary_ab.py)
+        self.canary_graph = "own"
         # per size: the poison, check and fresh rooms' graphs, (graph, instantiated graph)
         self._size_graphs: dict[tuple, Any] = {}
         self._cell_pool = ExecPool()  # cells' instantiated graphs, updated cell to cell
@@ -842,13 +843,12 @@ class BatchedExecutor(GpuExecutor):
                     self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
                                      parts, {"normalize": before[0] if before else None},
                                      (self._epoch, key), params)  # fmt: skip
-                    settle = f"slot-{side}"
-                    if canary is not None and self.canary_graph == "settle":
-                        settle = f"settle-{side}"  # the settle replay's own graph
-                        self._cell_graph(cell, settle, ("settle", side, len(before), warm, calls),
-                                         parts, {"normalize": before[0] if before else None},
-                                         (self._epoch, key), params)  # fmt: skip
-                    if canary is not None and canary_fits(cell.cgs[settle][1], canary, params):
+                    on = f"slot-{side}"
+                    if canary is not None and self.canary_graph == "own":
+                        on = f"canary-{side}"  # CANARY_CALLS back-to-back calls of its own
+                        self._cell_graph(cell, on, ("canary", CANARY_CALLS),
+                                         [("call", CANARY_CALLS)], {}, (), params)  # fmt: skip
+                    if canary is not None and canary_fits(cell.cgs[on][1], canary, params):
                         cell.canary[side] = canary
                     continue
                 cell.graphs[f"slot-{side}"], cell.nodes[f"slot-{side}"] = slot_graph(
@@ -1005,29 +1005,33 @@ class BatchedExecutor(GpuExecutor):
         return lambda s: launcher(x, y, n, s)
 
     def _settle(self, batch: _Batch, cell: _Cell, hf: _Half, b: Buffers, key: tuple, slot):
-        """Side a's settle replay, with its canary where the slot is a CellGraph: one of its
-        calls, chosen at random, writes the canary's own output buffer (canary_into "C"),
-        poisoned before the replay and counted after the segment's rounds (_segment), so
-        nothing runs between the replay and the first timed slot that did not run there
-        without a canary. The replay is back to back and untimed, and the canary call looks
-        like any other of it (the same kernel, the same input, no node added), so a kernel that
-        skips calls only inside a replay skips the canary as often as any call, and its stale
-        output is counted; a check after the timed rounds sees only the last call's output,
-        which a skipped call leaves right. Returns the canary's output ("C", "A", "B") or None
-        where the replay had no canary."""
-        g, name = batch.graph, f"settle-{hf.sa}"
-        name = name if name in cell.cgs else f"slot-{hf.sa}"
+        """Side a's settle replay, after its canary where the cell has one: one call of a
+        replay, chosen at random past its first, writes the canary's own output buffer
+        (canary_into "C"), poisoned before and counted after the segment's rounds (_segment).
+        The replay is back to back and untimed, and the canary call looks like any other of it
+        (the same kernel, the same input, no node added), so a kernel that skips calls only
+        inside a replay skips the canary as often as any call, and its stale output is counted;
+        a check after the timed rounds sees only the last call's output, which a skipped call
+        leaves right. The canary's replay is a graph of CANARY_CALLS calls of its own, before
+        the settle replay (canary_graph "own"): setting a call node of the timed slot's graph
+        for one launch and back left that graph's next launch, the first timed slot, reading
+        slow (docs/timing.md, "The canary"). Returns the canary's output ("C", "A", "B") or None
+        where the segment has no canary."""
+        g = batch.graph
+        name = f"canary-{hf.sa}" if self.canary_graph == "own" else f"slot-{hf.sa}"
         if not self.canary or hf.sa not in cell.canary or name not in cell.cgs:
             g.slot(*slot, self._scratch, self._scratch)
             return None
         cg = cell.cgs[name][1]
         out = self.canary_into if self.canary_into == "C" else hf.sb
-        node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
+        node = cg.calls[1 + int(self._canary_rng.integers(len(cg.calls) - 1))]
         g.child(self._poison_graph(b, key, out))
         g.canary(cg.exec, cg.events, self._scratch, node, cell.canary[hf.sa], cell.params[hf.sa])
         if out != "C":  # the baseline's set: counted before its slots overwrite it
             counter = self._counter(batch, cell, "canary")
             g.child(self._check_graph(b, key, out, batch.parity, counter))
+        if self.canary_graph == "own":
+            g.slot(*slot, self._scratch, self._scratch)
         cell.canaries += 1
         return out
 

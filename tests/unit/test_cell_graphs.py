@@ -194,10 +194,10 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
                          ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
 
 
-def _settle(cu, cell, seed=0, into="C"):
+def _settle(cu, cell, seed=0, into="C", on="slot"):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
-                         canary_into=into,
+                         canary_into=into, canary_graph=on,
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
@@ -227,7 +227,7 @@ def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, i
         assert (kind, ex, (n0, n1), e) == ("canary", cg.exec, cg.events, 77)
         assert (canary, params) == ("CANARY", "K")
         nodes.add(node)
-    assert nodes == set(cg.calls)  # every call, warm-up or timed, can be the canary
+    assert nodes == set(cg.calls[1:])  # every call but the first (after a gap) can be it
     assert cell.canaries == 40
     # a slot that is not a CellGraph (a launcher of several launches): the settle alone
     plain = batched._Cell(row={}, params={"B": "K"})
@@ -236,22 +236,25 @@ def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, i
     assert out is None
 
 
-def test_a_canary_runs_on_the_settle_replays_own_graph_where_the_cell_has_one(cu):
-    """With a settle graph (canary_graph "settle"), the canary's node is set on it and the
-    timed slot's graph is never touched."""
-    parts = [("call", 2), ("event",), ("call", 3), ("event",)]
-    slot, settle = cell_graph(parts, "K", event="E"), cell_graph(parts, "K", event="E")
-    cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), slot), "settle-B": (("settle",), settle)},
+def test_a_canary_on_its_own_graph_runs_before_the_settle_replay_and_leaves_the_slot_be(cu):
+    """canary_graph "own": the canary's node is set on the cell's canary graph, launched
+    before the plain settle replay; the timed slot's graph is never set."""
+    slot = cell_graph([("call", 2), ("event",), ("call", 3), ("event",)], "K", event="E")
+    own = cell_graph([("call", batched.CANARY_CALLS)], "K")
+    cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), slot), "canary-B": (("canary",), own)},
                          params={"B": "K"}, canary={"B": "CANARY"})  # fmt: skip
-    batch, out = _settle(cu, cell)
-    _, (kind, (ex, n0, n1, e, node, canary, params)) = batch.graph.ops
-    assert (kind, ex, (n0, n1), node in settle.calls) == (
-        "canary",
-        settle.exec,
-        settle.events,
-        True,
-    )
-    assert out == "C" and ex != slot.exec
+    nodes = set()
+    for seed in range(60):
+        batch, out = _settle(cu, cell, seed, on="own")
+        poison, (kind, (ex, e, node, canary, params)), settle = batch.graph.ops
+        assert poison == ("graph", "poison-C") and out == "C"
+        assert (kind, ex, e, canary, params) == ("canary", own.exec, 77, "CANARY", "K")
+        assert settle == ("slot", ("SLOT", 1, 2, 77, 77))
+        nodes.add(node)
+    assert nodes == set(own.calls[1:])
+    batch.graph.run(stream=None, h=0)
+    launched = [op[1] for op in cu.stream if op[0] == "launch"]
+    assert launched == ["poison-C", own.exec, "SLOT"]
 
 
 def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
@@ -263,7 +266,7 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
                          canary={"A": "CANARY"})  # fmt: skip
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(0), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
-                         canary_into="C",
+                         canary_into="C", canary_graph="slot",
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}",
                          _slot=lambda cell, side, calls: ("SLOT-A", (1, 2)),
                          _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
