@@ -50,16 +50,24 @@ class _Early:
         return self.rng.integers(max(1, k // 2))
 
 
-class _Noop(BatchedExecutor):
-    """The settle replay's call node set to the cell's own parameters and back: the node
-    updates of a canary without its output (no poison, no count)."""
+class _Lab(BatchedExecutor):
+    """A batched executor whose canary follows `mode` (MODES)."""
+
+    def set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self.canary = mode != "off"
+        self.canary_into = "B" if mode == "B" else "C"
+        self.canary_graph = "own" if mode == "own" else "slot"
+        self._rng = getattr(self, "_rng", self._canary_rng)
+        self._canary_rng = _Early(self._rng) if mode == "C-early" else self._rng
 
     def _settle(self, batch, cell, hf, b, key, slot):
+        """noop: the settle replay's call node set to the cell's own parameters and back."""
         name = f"slot-{hf.sa}"
-        if hf.sa not in cell.params or name not in cell.cgs:
+        if self.mode != "noop" or hf.sa not in cell.params or name not in cell.cgs:
             return super()._settle(batch, cell, hf, b, key, slot)
         cg = cell.cgs[name][1]
-        node = cg.calls[int(self._canary_rng.integers(len(cg.calls)))]
+        node = cg.calls[1 + int(self._canary_rng.integers(len(cg.calls) - 1))]
         own = cell.params[hf.sa]
         batch.graph.canary(cg.exec, cg.events, self._scratch, node, own, own)
         return None
@@ -90,21 +98,13 @@ def main() -> None:
     classic = GpuExecutor(stopping=stop)
     classic.reference("hot", "fp32", n)
     cls = [{v.id: classic.measure("hot", "fp32", n, v) for v in variants}]
-    ex = _Noop(stopping=stop)
+    ex = _Lab(stopping=stop)
     ex.reference("hot", "fp32", n)
-    rng = ex._canary_rng
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     for rep in range(args.reps):
         k = rep % len(MODES)
         for mode in MODES[k:] + MODES[:k]:  # each mode in another place each time
-            ex.canary = mode != "off"
-            ex.canary_into = "B" if mode == "B" else "C"
-            ex._canary_rng = _Early(rng) if mode == "C-early" else rng
-            ex.canary_graph = "own" if mode == "own" else "slot"
-            if mode == "noop":
-                ex.__dict__.pop("_settle", None)  # _Noop's
-            else:
-                ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
+            ex.set_mode(mode)
             t0 = time.time()
             b = {r["variant_id"]: r for r in ex.measure_many("hot", "fp32", n, variants)}
             dt = time.time() - t0
