@@ -2,9 +2,8 @@
 timed by one batched executor on the same buffers, in turn, `--reps` times:
 
 - "off": no canary;
-- "B": one call of the settle replay (the timed slot's graph) writes the baseline's buffer
-  set, counted right after the replay;
-- "C": that call writes the canary's own buffer, counted after the segment's rounds;
+- "C": one call of the settle replay (the timed slot's graph) writes the canary's own
+  buffer, counted after the segment's rounds;
 - "C-early": "C" at a call of the replay's first half only;
 - "noop": a call node of the settle replay set to the cell's own parameters and back (the
   node updates of "C" without its output);
@@ -37,7 +36,7 @@ from sweeper.run.batched import BatchedExecutor
 from sweeper.run.executor import GpuExecutor
 from sweeper.stats import Stopping
 
-MODES = ("off", "B", "C", "C-early", "noop", "own")
+MODES = ("off", "C", "C-early", "noop", "own")
 
 
 class _Early:
@@ -56,7 +55,6 @@ class _Lab(BatchedExecutor):
     def set_mode(self, mode: str) -> None:
         self.mode = mode
         self.canary = mode != "off"
-        self.canary_into = "B" if mode == "B" else "C"
         self.canary_graph = "own" if mode == "own" else "slot"
         self._rng = getattr(self, "_rng", self._canary_rng)
         self._canary_rng = _Early(self._rng) if mode == "C-early" else self._rng

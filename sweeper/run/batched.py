@@ -462,9 +462,6 @@ class BatchedExecutor(GpuExecutor):
         self._room_serials = itertools.count()  # a room's name in the size graphs' keys
         self._canary_rng = np.random.default_rng(self.seed)  # which call is a settle's canary
         self.canary = True  # False: settle replays without their canary (lab/tools/canary_ab.py)
-        # the canary's output: "C" its own buffer, counted at the segment's end; "B" the
-        # baseline's set, counted right after the settle replay (lab/tools/canary_ab.py)
-        self.canary_into = "C"
         # where the canary call runs: "own" a graph of CANARY_CALLS calls launched before the
         # settle replay, "slot" one call of the settle replay itself (lab/tools/canary_ab.py)
         self.canary_graph = "own"
@@ -559,7 +556,7 @@ class BatchedExecutor(GpuExecutor):
             return
         self.bench.clock.prefix = mode
         b = self.buffers(dtype, n)
-        if self.canary and self.canary_into == "C" and b.y_c is None:
+        if self.canary and b.y_c is None:
             b.y_c = self.cuda.device_array_like(b.y_a)  # the canary's own output
         self._load_kernels(dtype, n, variants)
         pending = deque(variants)
@@ -992,48 +989,44 @@ class BatchedExecutor(GpuExecutor):
                 g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
         g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
-        if canary == "C":  # its output, written in the settle replay, counted after the rounds
+        if canary:  # its output, written by the canary call, counted after the rounds
             g.child(
                 self._check_graph(b, key, "C", batch.parity, self._counter(batch, cell, "canary"))
             )
 
     def canary_launch(self, launcher, b: Buffers, n: int, side: str):
-        """One call of a cell's kernel on buffer set `side`'s input into the other set's
-        output, or into its own (canary_into): the canary (_settle)."""
+        """One call of a cell's kernel on buffer set `side`'s input into the canary's own
+        output (Buffers.y_c): the canary (_settle)."""
         x = b.side(side)[0]
-        y = b.output(self.canary_into if self.canary_into == "C" else "AB"[side == "A"])
+        y = b.output("C")
         return lambda s: launcher(x, y, n, s)
 
     def _settle(self, batch: _Batch, cell: _Cell, hf: _Half, b: Buffers, key: tuple, slot):
         """Side a's settle replay, after its canary where the cell has one: one call of a
-        replay, chosen at random past its first, writes the canary's own output buffer
-        (canary_into "C"), poisoned before and counted after the segment's rounds (_segment).
-        The replay is back to back and untimed, and the canary call looks like any other of it
+        replay, chosen at random past its first, writes the canary's own output buffer ("C"),
+        poisoned before the replay and counted after the segment's rounds (_segment). The
+        replay is back to back and untimed, and the canary call looks like any other of it
         (the same kernel, the same input, no node added), so a kernel that skips calls only
         inside a replay skips the canary as often as any call, and its stale output is counted;
         a check after the timed rounds sees only the last call's output, which a skipped call
-        leaves right. The canary's replay is a graph of CANARY_CALLS calls of its own, before
-        the settle replay (canary_graph "own"): setting a call node of the timed slot's graph
-        for one launch and back left that graph's next launch, the first timed slot, reading
-        slow (docs/timing.md, "The canary"). Returns the canary's output ("C", "A", "B") or None
-        where the segment has no canary."""
+        leaves right. The canary's replay is a graph of CANARY_CALLS calls of its own, launched
+        before the settle replay (canary_graph "own"): a canary call inside the settle replay
+        itself ("slot"), at any position, left the first timed slot reading 4-5% slow, as with
+        no settle replay at all (docs/timing.md, "The canary"). Whether the segment has a
+        canary."""
         g = batch.graph
         name = f"canary-{hf.sa}" if self.canary_graph == "own" else f"slot-{hf.sa}"
         if not self.canary or hf.sa not in cell.canary or name not in cell.cgs:
             g.slot(*slot, self._scratch, self._scratch)
-            return None
+            return False
         cg = cell.cgs[name][1]
-        out = self.canary_into if self.canary_into == "C" else hf.sb
         node = cg.calls[1 + int(self._canary_rng.integers(len(cg.calls) - 1))]
-        g.child(self._poison_graph(b, key, out))
+        g.child(self._poison_graph(b, key, "C"))
         g.canary(cg.exec, cg.events, self._scratch, node, cell.canary[hf.sa], cell.params[hf.sa])
-        if out != "C":  # the baseline's set: counted before its slots overwrite it
-            counter = self._counter(batch, cell, "canary")
-            g.child(self._check_graph(b, key, out, batch.parity, counter))
         if self.canary_graph == "own":
             g.slot(*slot, self._scratch, self._scratch)
         cell.canaries += 1
-        return out
+        return True
 
     def _before_slot(self, b: Buffers) -> list:
         """What a slot graph runs before its warm-up: the L2 normalizer's graph, if any."""

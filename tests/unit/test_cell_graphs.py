@@ -194,10 +194,10 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
                          ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
 
 
-def _settle(cu, cell, seed=0, into="C", on="slot"):
+def _settle(cu, cell, seed=0, on="slot"):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
-                         canary_into=into, canary_graph=on,
+                         canary_graph=on,
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
@@ -206,24 +206,18 @@ def _settle(cu, cell, seed=0, into="C", on="slot"):
     return batch, out
 
 
-@pytest.mark.parametrize("into", ["C", "B"])
-def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, into):
-    """Into its own output ("C"): poisoned before the replay, nothing after it (the segment
-    counts it after its rounds); into the baseline's set: counted right after the replay."""
+def test_a_settle_replay_runs_a_canary_into_its_poisoned_output_where_it_can(cu):
+    """canary_graph "slot": one call of the settle replay itself, past its first, writes the
+    canary's poisoned output; nothing runs after the replay (the segment counts the output
+    after its rounds)."""
     cg = cell_graph([("call", 3), ("event",), ("call", 5), ("event",)], "K", event="E")
     cell = batched._Cell(row={}, cgs={"slot-B": (("slot",), cg)}, params={"B": "K"},
                          canary={"B": "CANARY"})  # fmt: skip
     nodes = set()
     for seed in range(40):
-        batch, out = _settle(cu, cell, seed, into)
-        poison, (kind, (ex, n0, n1, e, node, canary, params)), *counted = batch.graph.ops
-        if into == "C":
-            assert out == "C" and poison == ("graph", "poison-C") and counted == []
-            assert batch.counters == []
-        else:
-            assert out == "A" and poison == ("graph", "poison-A")
-            assert counted == [("graph", "check-A-0")]
-            assert batch.counters == [(cell, "canary", 0)]
+        batch, canaried = _settle(cu, cell, seed)
+        poison, (kind, (ex, n0, n1, e, node, canary, params)) = batch.graph.ops
+        assert canaried and poison == ("graph", "poison-C") and batch.counters == []
         assert (kind, ex, (n0, n1), e) == ("canary", cg.exec, cg.events, 77)
         assert (canary, params) == ("CANARY", "K")
         nodes.add(node)
@@ -231,9 +225,9 @@ def test_a_settle_replay_runs_a_canary_into_a_poisoned_output_where_it_can(cu, i
     assert cell.canaries == 40
     # a slot that is not a CellGraph (a launcher of several launches): the settle alone
     plain = batched._Cell(row={}, params={"B": "K"})
-    batch, out = _settle(cu, plain, into=into)
+    batch, canaried = _settle(cu, plain)
     assert batch.graph.ops == [("slot", ("SLOT", 1, 2, 77, 77))] and plain.canaries == 0
-    assert out is None
+    assert not canaried
 
 
 def test_a_canary_on_its_own_graph_runs_before_the_settle_replay_and_leaves_the_slot_be(cu):
@@ -245,9 +239,9 @@ def test_a_canary_on_its_own_graph_runs_before_the_settle_replay_and_leaves_the_
                          params={"B": "K"}, canary={"B": "CANARY"})  # fmt: skip
     nodes = set()
     for seed in range(60):
-        batch, out = _settle(cu, cell, seed, on="own")
+        batch, canaried = _settle(cu, cell, seed, on="own")
         poison, (kind, (ex, e, node, canary, params)), settle = batch.graph.ops
-        assert poison == ("graph", "poison-C") and out == "C"
+        assert poison == ("graph", "poison-C") and canaried
         assert (kind, ex, e, canary, params) == ("canary", own.exec, 77, "CANARY", "K")
         assert settle == ("slot", ("SLOT", 1, 2, 77, 77))
         nodes.add(node)
@@ -258,15 +252,17 @@ def test_a_canary_on_its_own_graph_runs_before_the_settle_replay_and_leaves_the_
 
 
 def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
-    """The segment: settle (its canary into "C"), a's output poisoned, the rounds, a's output
-    counted, then the canary's output counted: nothing between the settle replay and the
-    first timed slot but the poison that runs there without a canary."""
+    """The segment: the canary's output poisoned, the canary's replay, the settle replay, a's
+    output poisoned, the rounds, a's output counted, then the canary's output counted: nothing
+    between the settle replay and the first timed slot but the poison that runs there without
+    a canary."""
     cg = cell_graph([("call", 2), ("event",), ("call", 3), ("event",)], "K", event="E")
-    cell = batched._Cell(row={}, cgs={"slot-A": (("slot",), cg)}, params={"A": "K"},
-                         canary={"A": "CANARY"})  # fmt: skip
+    own = cell_graph([("call", batched.CANARY_CALLS)], "K")
+    cell = batched._Cell(row={}, cgs={"slot-A": (("slot",), cg), "canary-A": (("canary",), own)},
+                         params={"A": "K"}, canary={"A": "CANARY"})  # fmt: skip
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(0), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
-                         canary_into="C", canary_graph="slot",
+                         canary_graph="own",
                          _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}",
                          _slot=lambda cell, side, calls: ("SLOT-A", (1, 2)),
                          _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
@@ -282,8 +278,9 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     hf = SimpleNamespace(sa="A", sb="B", first="A")
     BatchedExecutor._segment(ex, batch, cell, hf, 0, None, ("fp32", 1), 3, 2, 1)
     kinds = [op if kind == "graph" else kind for kind, op in batch.graph.ops]
-    assert kinds == ["poison-C", "canary", "poison-A", "slot", "slot", "slot", "slot",
+    assert kinds == ["poison-C", "canary", "slot", "poison-A", "slot", "slot", "slot", "slot",
                      "check-A-0", "check-C-1"]  # fmt: skip
+    assert batch.graph.ops[1][1][0] == own.exec and batch.graph.ops[2][1][0] == "SLOT-A"
     assert batch.counters == [(cell, "h0", 0), (cell, "canary", 1)]
 
 
