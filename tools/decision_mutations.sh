@@ -98,9 +98,13 @@ mutate "outputs not poisoned before they are checked" sweeper/run/executor.py \
   "        for y in ys:
             self._poison(y)" "        for y in ys:
             pass" tests/unit/test_guards_simulated.py::test_each_cheat_is_caught_by_its_guard
-mutate "the settle replay's canary call not redirected" sweeper/run/batched.py \
+mutate "the canary call not redirected" sweeper/run/batched.py \
   "check(set_kernel(ex, node, canary))" "check(set_kernel(ex, node, params))" \
   tests/unit/test_cell_graphs.py::test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only
+mutate "the canary's output never counted" sweeper/run/batched.py \
+  "        if canary:  # its output, written by the canary call, counted after the rounds" \
+  "        if False:  # its output, written by the canary call, counted after the rounds" \
+  tests/unit/test_cell_graphs.py::test_a_segment_counts_the_canarys_own_output_after_its_rounds
 mutate "a derived file's record not compared" sweeper/records.py \
   'if have != {"count": rec["count"], "sha256": rec["sha256"]}:' 'if False:' \
   tests/unit/test_archive_run.py::test_derived_files_are_recorded_once_read_back
