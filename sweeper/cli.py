@@ -1040,6 +1040,8 @@ def _echo_timing(t: dict, rep: dict) -> None:
             typer.echo(f"{len(rows)} {what}; the first 20 are listed ({rep['timing_csv']})")
         for r in rows[:20]:
             tail = f" vs {r['baseline']}" if value == "ratio" else ""
+            if r.get("within_noise"):
+                tail += f" (within the pass-to-pass noise, p95 {sp['p95']:.2%})"
             typer.echo(
                 f"{tag} {r['dtype']} {r['ws_bytes']} B: {'; '.join(pass_values(r, value))}{tail}"
             )

@@ -1231,7 +1231,8 @@ def verify_section(
                 r["dtype"],
                 fmt_bytes(r["ws_bytes"]),
                 f"`{r['config']}`",
-                "; ".join(pass_values(r, what)),
+                "; ".join(pass_values(r, what))
+                + (" (within the pass-to-pass noise)" if r.get("within_noise") else ""),
                 _times(run.get((mode, r["dtype"], int(r["ws_bytes"]), r["config"]))),
             ]
             for r in v[key][:LONGEST]

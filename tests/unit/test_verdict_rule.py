@@ -155,6 +155,23 @@ def test_the_pass_to_pass_spread_is_each_later_pass_against_the_first():
     assert s["median"] == pytest.approx(0.02) and s["p95"] == pytest.approx(0.029)
 
 
+def test_a_repeated_loss_within_the_pass_to_pass_noise_is_labelled_and_still_fails():
+    """The p95 of the movement between passes here is 4% (sizes c and d move 4%); size a
+    loses twice by at most 0.4% (inside it), size b by 6% and 9% (outside): both fail."""
+    a, b, c, d = WS, 2 * WS, 3 * WS, 4 * WS
+    rows = [
+        _row(0.985, 0.99, 0.995, p=1, ws=a), _row(0.99, 0.996, 0.998, p=2, ws=a),
+        _row(0.93, 0.94, 0.95, p=1, ws=b), _row(0.90, 0.91, 0.92, p=2, ws=b),
+        _row(1.0, 1.00, 1.1, p=1, ws=c), _row(1.0, 1.04, 1.1, p=2, ws=c),
+        _row(1.0, 1.00, 1.1, p=1, ws=d), _row(1.0, 1.04, 1.1, p=2, ws=d),
+    ]  # fmt: skip
+    v = timing_verdict(rows)
+    assert v["pass_spread"]["p95"] == pytest.approx(0.04, abs=0.002) and not v["ok"]
+    assert {r["ws_bytes"]: r["within_noise"] for r in v["baseline_losses"]} == {a: True, b: False}
+    one = timing_verdict([_row(0.985, 0.99, 0.995)])  # one pass: no noise measured
+    assert one["baseline_losses"][0]["within_noise"] is False
+
+
 _VERIFY = (
     "pass,mode,dtype,n,ws_bytes,config,gbps,vs_numba,ratio,ratio_lo,ratio_hi\n"
     "1,hot,fp32,8192,65536,a,55.7,0.995,1.077,1.076,1.078\n"
