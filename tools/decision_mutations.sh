@@ -105,6 +105,9 @@ mutate "the canary's output never counted" sweeper/run/batched.py \
   "        if canary:  # its output, written by the canary call, counted after the rounds" \
   "        if False:  # its output, written by the canary call, counted after the rounds" \
   tests/unit/test_cell_graphs.py::test_a_segment_counts_the_canarys_own_output_after_its_rounds
+mutate "a batched segment's output not poisoned before its rounds" sweeper/run/batched.py \
+  "        g.child(self._poison_graph(b, key, hf.sa))" "        pass" \
+  tests/unit/test_cell_graphs.py::test_a_segment_counts_the_canarys_own_output_after_its_rounds
 mutate "a derived file's record not compared" sweeper/records.py \
   'if have != {"count": rec["count"], "sha256": rec["sha256"]}:' 'if False:' \
   tests/unit/test_archive_run.py::test_derived_files_are_recorded_once_read_back

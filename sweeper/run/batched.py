@@ -18,9 +18,10 @@ host does between its parts can fall between its events. A batch is the sequence
 launches, its graphs uploaded first, then queued behind one hold of the stream (the blocking
 kernel) and released once all of it is queued. Per new cell, in order:
 
-  half 1   warm-up of b on B, a's slot on A launched once untimed (the settle replay), a's
-           outputs poisoned; R rounds of slots a b b a; a's output on A compared with the
-           reference, the mismatches counted on the device
+  half 1   warm-up of b on B, the canary (its output poisoned, CANARY_CALLS calls of a's
+           kernel, one of them into it), a's slot on A launched once untimed (the settle
+           replay), a's outputs poisoned; R rounds of slots a b b a; a's output on A compared
+           with the reference, the mismatches counted on the device, then the canary's
   half 2   the same with the buffer sets swapped, rounds b a a b
   soak     where the timed calls are fewer than SOAK_CALLS: untimed calls on B, then checked
   fresh    per buffer set: the warm-up calls, then `calls` units [rewrite, call, check] of the
@@ -37,14 +38,14 @@ kernel's first call in the run is made outside any capture, so that its module l
 (CUDA lazy loading), for all of a size's new kernels before its first batch is queued. The
 host reads the batch's events and counters once, then decides each half's stopping rule as
 GpuExecutor does (the same rule, after each round from the second on); a half that needs
-more samples gets a top-up segment (the settle replay, a's outputs poisoned, one round,
-checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
+more samples gets a top-up segment (the canary, the settle replay, a's outputs poisoned,
+one round, checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
 position in the batch and the batch's SM clock. Events around each batch measure the GPU's
 time in batches and between them (batch_spans; timing.batch_spans).
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
-input replay. The persisting-L2 state is read (and reset where set) before each batch is
+input replay; and one more, single calls inside a replay checked (the canary). The persisting-L2 state is read (and reset where set) before each batch is
 prepared and read back after each cell's launches were captured: a launcher can only change it
 from the host, and every host call of a cell's launcher happens while it is captured.
 
