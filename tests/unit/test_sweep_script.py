@@ -111,8 +111,20 @@ def test_a_failed_verify_exits_4_after_the_plots_and_the_report(tmp_path):
 def test_the_last_verify_decides_where_the_rebuilt_header_changed(tmp_path):
     rc, cmds, _ = _sweep(tmp_path, fail="1", codes=("a", "b"))
     assert rc == 0 and cmds == [*STEPS, "verify", "plot", "report"]
-    rc, cmds, _ = _sweep(tmp_path / "second", fail="2", codes=("a", "b"))
+    rc, cmds, _ = _sweep(tmp_path / "both", fail="1 2", codes=("a", "b"))
     assert rc == 4 and cmds == [*STEPS, "verify", "plot", "report"]
+
+
+def test_a_verified_policy_is_kept_where_the_rebuilt_one_fails_its_verify(tmp_path):
+    """The first verify passed, the rebuilt policy's failed: the first policy's files and the
+    manifest as they were after its verify are put back, before the plots and the report, and
+    the job exits 0."""
+    rc, cmds, err = _sweep(tmp_path, fail="2", codes=("a", "b"))
+    assert rc == 0 and cmds == [*STEPS, "verify", "plot", "report"]
+    assert "the policy at the default tolerance, which passed its own, is kept" in err
+    run = tmp_path / "tree" / "results" / "synth" / "x"
+    assert (run / "relu_policy.cuh").read_text() == "// header 1\na\n"
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json", "relu_policy.cuh"]
 
 
 def test_a_resumed_run_takes_the_same_steps(tmp_path):
