@@ -39,15 +39,16 @@ kernel's first call in the run is made outside any capture, so that its module l
 host reads the batch's events and counters once, then decides each half's stopping rule as
 GpuExecutor does (the same rule, after each round from the second on); a half that needs
 more samples gets a top-up segment (the canary, the settle replay, a's outputs poisoned,
-one round, checked) in a later batch. A cell's row is the classic executor's row, plus its batch, its
-position in the batch and the batch's SM clock. Events around each batch measure the GPU's
+one round, checked) in a later batch. A cell's row is the classic executor's row, plus its
+batch, its position in the batch and the batch's SM clock. Events around each batch measure the GPU's
 time in batches and between them (batch_spans; timing.batch_spans).
 
 Guards kept: the paired baseline in every round, ABBA order, the buffer-swapped halves, the L2
 normaliser before every slot, poisoning and re-checking of the outputs, the soak, the fresh-
-input replay; and one more, single calls inside a replay checked (the canary). The persisting-L2 state is read (and reset where set) before each batch is
-prepared and read back after each cell's launches were captured: a launcher can only change it
-from the host, and every host call of a cell's launcher happens while it is captured.
+input replay; and one more, single calls inside a replay checked (the canary). The
+persisting-L2 state is read (and reset where set) before each batch is prepared and read back
+after each cell's launches were captured: a launcher can only change it from the host, and
+every host call of a cell's launcher happens while it is captured.
 
 Falls back to GpuExecutor's cells for cold and after-write modes and the allocating pattern.
 """

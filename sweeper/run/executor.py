@@ -107,7 +107,7 @@ class Buffers:
         # allocator alternates two output blocks: reproduce that footprint on both sides.
         self.y_a2 = cuda.device_array(n, dtype=st) if allocating else None
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
-        self.y_c = None  # the canary's output (BatchedExecutor.buffers)
+        self.y_c = None  # the canary's output (BatchedExecutor.measure_many)
         self.expected = cuda.to_device(expected)
         self.words = self.nbytes // 4
         self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor.buffers
