@@ -15,8 +15,10 @@ and the classic executor once before and once after. Run from the repository roo
     python3 lab/tools/canary_ab.py [--reps 3]
 
 Per pass: the median candidate time, baseline time and ratio against the same executor's
-passes without the canary (paired by config), the slot test (a round's first candidate sample
-against its second, sweeper.analyze.position), the cells not ok and the canary calls checked.
+passes without the canary (paired by config), the GPU's time in batches per cell (events
+around each batch; `--frac 4` puts the size beyond the L2, where calls are long), the slot
+test (a round's first candidate sample against its second, sweeper.analyze.position), the
+cells not ok and the canary calls checked.
 Executors of one process do not share buffers, so the classic lines compare buffers as well
 as executors.
 """
@@ -99,6 +101,8 @@ def main() -> None:
     ex = _Lab(stopping=stop)
     ex.reference("hot", "fp32", n)
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
+    gpu: dict[str, list[float]] = {m: [] for m in MODES}  # GPU ms per cell in batches
+    ex.batch_spans()  # from here on
     for rep in range(args.reps):
         k = rep % len(MODES)
         for mode in MODES[k:] + MODES[:k]:  # each mode in another place each time
@@ -107,17 +111,22 @@ def main() -> None:
             b = {r["variant_id"]: r for r in ex.measure_many("hot", "fp32", n, variants)}
             dt = time.time() - t0
             runs[mode].append(b)
+            gpu[mode].append(1e3 * ex.batch_spans()["gpu_s"] / len(b))
             slot = segment_start(list(b.values()))
             bad = sum(1 for r in b.values() if r["status"] != "ok")
             calls = sum(r.get("canaries", 0) for r in b.values())
             print(f"rep {rep} canary {mode:3}: slot {slot['verdict']} {slot['effect_pct']:+.2f}%, "
-                  f"not ok {bad}, canaries {calls}, {dt:.1f} s")  # fmt: skip
+                  f"not ok {bad}, canaries {calls}, GPU {gpu[mode][-1]:.3f} ms/cell, "
+                  f"{dt:.1f} s")  # fmt: skip
     cls.append({v.id: classic.measure("hot", "fp32", n, v) for v in variants})
-    print("| passes | candidate time | baseline time | ratio |")
-    print("|---|---:|---:|---:|")
+    print("| passes | candidate time | baseline time | ratio | GPU per cell in batches |")
+    print("|---|---:|---:|---:|---:|")
+    off_gpu = statistics.median(gpu["off"])
     for mode in MODES:
         cells = [_against(runs[mode], runs["off"], f) for f in ("time_us", "base_time_us", "ratio")]
-        print(f"| canary {mode} vs off | " + " | ".join(f"{c:+.2f}%" for c in cells) + " |")
+        cost = 100 * (statistics.median(gpu[mode]) / off_gpu - 1)
+        print(f"| canary {mode} vs off | " + " | ".join(f"{c:+.2f}%" for c in cells)
+              + f" | {cost:+.1f}% |")  # fmt: skip
     for mode in MODES:
         cells = [_against(runs[mode], cls, f) for f in ("time_us", "base_time_us", "ratio")]
         print(f"| canary {mode} vs classic | " + " | ".join(f"{c:+.2f}%" for c in cells) + " |")
