@@ -425,9 +425,10 @@ def canary_lines(results: pd.DataFrame) -> list[str]:
     checked = results[results["canaries"].notna()]
     caught = checked["status_detail"].fillna("").str.startswith("canary:")
     return [
-        f"**Canary.** {int(checked['canaries'].sum()):,} canary calls (one call at a random "
-        f"position of each untimed back-to-back replay, writing a poisoned buffer) checked in "
-        f"{len(checked):,} cells; {int(caught.sum())} cell(s) failed it.",
+        f"**Canary.** {int(checked['canaries'].sum()):,} canary calls (before each settle "
+        f"replay, one call at a random position of an untimed back-to-back replay, writing a "
+        f"poisoned buffer) checked in {len(checked):,} cells; {int(caught.sum())} cell(s) "
+        "failed it.",
         "",
     ]
 

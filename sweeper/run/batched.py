@@ -1171,8 +1171,9 @@ class BatchedExecutor(GpuExecutor):
                 row["status"] = "mismatch"
                 row["status_detail"] = (
                     f"canary: {cell.bad_canary} words differ from the reference after "
-                    f"{cell.canaries} canary calls (one call at a random position of each "
-                    "untimed back-to-back replay, writing a poisoned buffer)"
+                    f"{cell.canaries} canary calls (before each settle replay, one call at a "
+                    "random position of an untimed back-to-back replay, writing a poisoned "
+                    "buffer)"
                 )
             elif cell.bad_soak:
                 row["status"] = "mismatch"
