@@ -320,6 +320,13 @@ def verdict_lines(
             )
         else:
             said.append(f"Never slower than {base} beyond noise: none of {n} sizes loses ({rule})")
+        losses = (verify or {}).get("baseline_losses") or [] if on_verify and named else []
+        ties = sum(1 for r in losses if r.get("within_noise"))
+        if ties:
+            said.append(
+                f"{ties} of the sizes verify lists as losses are within its pass-to-pass noise: "
+                f"a tie with {base} read below 1 in {_passes(passes)} ([Verify](#verify))"
+            )
         some = len((verify or {}).get("unrepeated_losses") or []) if on_verify else 0
         if some:
             only = "one pass" if passes == 2 else "some passes"
