@@ -379,14 +379,14 @@ class _Cell:
     execs: dict = field(default_factory=dict)  # name -> (pool key, its instantiated graph)
     cgs: dict = field(default_factory=dict)  # name -> (pool key, CellGraph set to its kernel)
     params: dict = field(default_factory=dict)  # buffer set -> its one-call kernel's parameters
-    # buffer set -> the same kernel's parameters with the other set's output (the canary)
+    # buffer set -> the same kernel's parameters with the canary's own output (Buffers.y_c)
     canary: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)  # slot graph name -> its two event record nodes
     halves: list = field(default_factory=list)
     bad_pre: int = 0
     bad: int = 0  # output words wrong after the timed rounds (every segment's check)
     bad_soak: int = 0
-    bad_canary: int = 0  # output words wrong after a canary call (every settle replay's)
+    bad_canary: int = 0  # output words wrong after a canary call (every segment's)
     canaries: int = 0  # canary calls checked
     stale: int = 0
     checked: int = 0
