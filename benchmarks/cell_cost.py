@@ -139,12 +139,20 @@ def spans_line(c: dict) -> list[str]:
     sp = c.get("spans")
     if not sp or not sp.get("batches"):
         return []
-    return [
+    line = (
         f"GPU measured: {sp['gpu_s']:.1f} s in {int(sp['batches'])} batches "
         f"({_ms(sp['gpu_s'], c['cells'])} ms/cell), {sp['topup_gpu_s']:.1f} s of it in "
         f"{int(sp['topup_batches'])} of top-up segments only; {sp['between_s']:.1f} s between "
         "batches"
-    ]
+    )
+    if "between_calls_s" in sp:  # recorded since the gaps were split
+        other = sp["between_s"] - sp["between_calls_s"] - sp["between_topups_s"]
+        line += (
+            f" ({sp['between_calls_s']:.1f} s before the first batch of {int(sp['calls'])} "
+            f"calls, {sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
+            "before the others)"
+        )
+    return [line]
 
 
 def one(run: str, c: dict) -> list[str]:

@@ -89,7 +89,11 @@ THROTTLE_REPEATS = 2  # a batch whose clocks throttled is launched again up to t
 EXECUTOR_NAME = "batched"
 # timing.batch_spans: launches of batches counted, the GPU's seconds in them, those of the
 # batches that held only top-up segments, and the seconds between one batch and the next
-SPAN_KEYS = ("batches", "gpu_s", "topup_batches", "topup_gpu_s", "between_s")
+# between_s splits into the gaps before a call's first batch (between_calls_s: the runner's
+# work between two measure_many calls, a size's reference cells and setup), before a batch of
+# top-up segments only (between_topups_s), and before the other batches of a call
+SPAN_KEYS = ("batches", "gpu_s", "topup_batches", "topup_gpu_s", "between_s", "calls",
+             "between_calls_s", "between_topups_s")  # fmt: skip
 
 
 def pci_bus_id() -> str:
@@ -425,6 +429,7 @@ class _Batch:
     parity: int
     index: int
     graph: LaunchQueue
+    call: int = 0  # the measure_many call it belongs to
     slots: list = field(default_factory=list)  # (cell, half, side, event index)
     counters: list = field(default_factory=list)  # (cell, what, counter index)
     fresh: list = field(default_factory=list)  # (cell, FreshInput)
@@ -450,6 +455,8 @@ class BatchedExecutor(GpuExecutor):
         self._cell_graphs = CellGraphPool()
         self._epoch = 0  # counts buffer allocations: the size graphs a CellGraph runs
         self._batches = 0
+        self._calls = 0  # measure_many calls that batched
+        self._last_call = 0  # the call of the batch whose span was counted last
         self._events: dict[int, list] = {0: [], 1: []}
         n_counters = COUNTERS_PER_CELL * 2 * batch_cells
         self._counters = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
@@ -527,8 +534,15 @@ class BatchedExecutor(GpuExecutor):
             s["topup_batches"] += 1
             s["topup_gpu_s"] += span
         if self._last_done is not None:
-            s["between_s"] += self.cuda.event_elapsed_time(self._last_done, batch.start_event) / 1e3
-        self._last_done = batch.done_event
+            gap = self.cuda.event_elapsed_time(self._last_done, batch.start_event) / 1e3
+            s["between_s"] += gap
+            if batch.call != self._last_call:
+                s["between_calls_s"] += gap
+            elif not batch.new:
+                s["between_topups_s"] += gap
+        if batch.call != self._last_call:
+            s["calls"] += 1
+        self._last_done, self._last_call = batch.done_event, batch.call
 
     def release(self, dtype: str, n: int) -> None:
         self._drop_size_graphs([k for k in self._size_graphs if k[:2] == (dtype, n)])
@@ -561,6 +575,7 @@ class BatchedExecutor(GpuExecutor):
         if self.canary and b.y_c is None:
             b.y_c = self.cuda.device_array_like(b.y_a)  # the canary's own output
         self._load_kernels(dtype, n, variants)
+        self._calls += 1
         pending = deque(variants)
         topups: list[tuple[_Cell, int]] = []
         inflight: _Batch | None = None
@@ -619,7 +634,7 @@ class BatchedExecutor(GpuExecutor):
             if (*key, side, warm) not in self._base_graphs:
                 self._baseline_graphs(self.baseline_launch(dtype, b, n, side), key, side, stop)
         calls = self._base_calls[key]
-        batch = _Batch(parity, self._batches, LaunchQueue())
+        batch = _Batch(parity, self._batches, LaunchQueue(), self._calls)
         self._batches += 1
         self._zero_counters(batch)
         state = self.bench.persisting_state()  # a reset can wait for the batch in flight

@@ -225,6 +225,12 @@ def test_a_batched_run_prints_its_measured_gpu_spans():
         "GPU measured: 1.5 s in 4 batches (500.00 ms/cell), 0.2 s of it in 1 of top-up "
         "segments only; 0.8 s between batches" in text
     )
+    m["timing"]["batch_spans"].update(calls=2, between_calls_s=0.5, between_topups_s=0.125)
+    text = "\n".join(cc.one("synthetic", cc.cost(m, _trials())))
+    assert (
+        "0.8 s between batches (0.5 s before the first batch of 2 calls, 0.1 s before top-up "
+        "batches, 0.1 s before the others)" in text
+    )
     b = cc.cost(_synthetic("batched", {"hot/batch-build": 3.0}), _trials())
     assert not any("GPU measured" in line for line in cc.one("b", b))  # none recorded
     both = "\n".join(cc.side_by_side(["A", "B"], [b, c]))
