@@ -149,7 +149,8 @@ def spans_line(c: dict) -> list[str]:
         other = sp["between_s"] - sp["between_calls_s"] - sp["between_topups_s"]
         line += (
             f" ({sp['between_calls_s']:.1f} s before the first batch of {int(sp['calls'])} "
-            f"calls, {sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
+            f"calls, {_ms(sp['between_calls_s'], sp['calls'])} ms per call; "
+            f"{sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
             "before the others)"
         )
     return [line]

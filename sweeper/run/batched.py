@@ -680,7 +680,8 @@ class BatchedExecutor(GpuExecutor):
         cu, h = cuda_driver(), self.bench.h
         counters = self._counters[batch.parity]
         fresh_counters = self._fresh_counters[batch.parity]
-        batch.graph.upload(h)
+        with self.bench.clock("batch-upload"):
+            batch.graph.upload(h)
         batch.clock_token = self.clocks.begin()
         # The whole batch is queued behind the blocking kernel, then released: no slot can
         # time the host still submitting (Bench.time_pair_hot); nothing here waits for the GPU.

@@ -398,8 +398,9 @@ class GpuExecutor:
             # the baseline's graphs hold the old buffers' addresses
             for size in {*self._base_calls, *(k[:2] for k in self._base_graphs)}:
                 self.release(*size)
-            b = Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
-            b.normalize = self.bench.normalizer(b.all_arrays())
+            with self.bench.clock("size-buffers"):
+                b = Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
+                b.normalize = self.bench.normalizer(b.all_arrays())
             self._buffers[key] = b
         return self._buffers[key]
 
@@ -619,13 +620,15 @@ class GpuExecutor:
         cell there (released with the size). Calls per sample follow from the baseline's time,
         so every cell at a size times the same number of calls per sample."""
         if key not in self._base_calls:
-            self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
+            with self.bench.clock("size-calibrate"):
+                self._base_calls[key] = self.bench.calibrate_calls(bl, stop)
         calls = self._base_calls[key]
         warm = self.warm_calls(key)
         gkey = (*key, side, warm)
         if gkey not in self._base_graphs:
             s = self.bench.stream
-            self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, warm, s))
+            with self.bench.clock("size-baseline"):
+                self._base_graphs[gkey] = (Graph(bl, calls, s), Graph(bl, warm, s))
         return calls, self._base_graphs[gkey]
 
     @property

@@ -228,8 +228,8 @@ def test_a_batched_run_prints_its_measured_gpu_spans():
     m["timing"]["batch_spans"].update(calls=2, between_calls_s=0.5, between_topups_s=0.125)
     text = "\n".join(cc.one("synthetic", cc.cost(m, _trials())))
     assert (
-        "0.8 s between batches (0.5 s before the first batch of 2 calls, 0.1 s before top-up "
-        "batches, 0.1 s before the others)" in text
+        "0.8 s between batches (0.5 s before the first batch of 2 calls, 250.00 ms per call; "
+        "0.1 s before top-up batches, 0.1 s before the others)" in text
     )
     b = cc.cost(_synthetic("batched", {"hot/batch-build": 3.0}), _trials())
     assert not any("GPU measured" in line for line in cc.one("b", b))  # none recorded
