@@ -463,7 +463,6 @@ class BatchedExecutor(GpuExecutor):
         # kernel on pooled CellGraphs; False: every cell's graphs built from its captures
         self.set_in_place = set_in_place
         self._cell_graphs = CellGraphPool()
-        self._epoch = 0  # counts buffer allocations: the size graphs a CellGraph runs
         self._batches = 0
         self._calls = 0  # measure_many calls that batched
         self._last_call = 0  # the call of the batch whose span was counted last
@@ -561,15 +560,9 @@ class BatchedExecutor(GpuExecutor):
             s["calls"] += 1
         self._last_done, self._last_call = batch.done_event, batch.call
 
-    def release(self, dtype: str, n: int) -> None:
+    def drop(self, dtype: str, n: int) -> None:
         self._drop_size_graphs([k for k in self._size_graphs if k[:2] == (dtype, n)])
-        super().release(dtype, n)
-
-    def buffers(self, dtype: str, n: int) -> Buffers:
-        if (dtype, n) not in self._buffers:
-            self._drop_size_graphs(list(self._size_graphs))  # the old buffers' addresses
-            self._epoch += 1
-        return super().buffers(dtype, n)
+        super().drop(dtype, n)
 
     def _drop_size_graphs(self, keys: list) -> None:
         """Destroy the size graphs of `keys` (and forget a slot graph's record nodes)."""
@@ -891,7 +884,7 @@ class BatchedExecutor(GpuExecutor):
                              ("event",), ("call", calls), ("event",)]  # fmt: skip
                     self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
                                      parts, {"normalize": before[0] if before else None},
-                                     (self._epoch, key), params)  # fmt: skip
+                                     (b.epoch, key), params)  # fmt: skip
                     on = f"slot-{side}"
                     if canary is not None and self.canary_graph == "own":
                         on = f"canary-{side}"  # CANARY_CALLS back-to-back calls of its own
@@ -1000,7 +993,7 @@ class BatchedExecutor(GpuExecutor):
                 self._cell_graph(cell, f"fresh-{side}", ("fresh", *room_key, warm, calls),
                                  [("call", warm), *unit * calls],
                                  {"rewrite": rewrite, "check": checked},
-                                 (self._epoch, key, room), cell.params[side])  # fmt: skip
+                                 (b.epoch, key, room), cell.params[side])  # fmt: skip
                 out.append((side, fresh, restore))
                 continue
             u = check(cu.cuGraphCreate(0))
