@@ -149,10 +149,12 @@ def spans_line(c: dict) -> list[str]:
         other = sp["between_s"] - sp["between_calls_s"] - sp["between_topups_s"]
         line += (
             f" ({sp['between_calls_s']:.1f} s before the first batch of {int(sp['calls'])} "
-            f"calls, {_ms(sp['between_calls_s'], sp['calls'])} ms per call; "
-            f"{sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
+            f"calls, {_ms(sp['between_calls_s'], sp['calls'])} ms per call"
+            + (f", {int(sp['size_setups'])} of them setting their size up" if "size_setups" in sp
+               else "")
+            + f"; {sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
             "before the others)"
-        )
+        )  # fmt: skip
     return [line]
 
 

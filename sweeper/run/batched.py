@@ -94,9 +94,10 @@ EXECUTOR_NAME = "batched"
 # batches that held only top-up segments, and the seconds between one batch and the next
 # between_s splits into the gaps before a call's first batch (between_calls_s: the runner's
 # work between two measure_many calls, a size's reference cells and setup), before a batch of
-# top-up segments only (between_topups_s), and before the other batches of a call
+# top-up segments only (between_topups_s), and before the other batches of a call;
+# size_setups counts the calls that set their size up (GpuExecutor.buffers), not kept
 SPAN_KEYS = ("batches", "gpu_s", "topup_batches", "topup_gpu_s", "between_s", "calls",
-             "between_calls_s", "between_topups_s")  # fmt: skip
+             "between_calls_s", "between_topups_s", "size_setups")  # fmt: skip
 
 
 def pci_bus_id() -> str:
@@ -581,6 +582,8 @@ class BatchedExecutor(GpuExecutor):
             yield from super().measure_many(mode, dtype, n, variants)
             return
         self.bench.clock.prefix = mode
+        if (dtype, n) not in self._buffers:
+            self._spans["size_setups"] += 1
         b = self.buffers(dtype, n)
         if self.canary and b.y_c is None:
             b.y_c = self.cuda.device_array_like(b.y_a)  # the canary's own output

@@ -231,6 +231,9 @@ def test_a_batched_run_prints_its_measured_gpu_spans():
         "0.8 s between batches (0.5 s before the first batch of 2 calls, 250.00 ms per call; "
         "0.1 s before top-up batches, 0.1 s before the others)" in text
     )
+    m["timing"]["batch_spans"]["size_setups"] = 1  # the other call found its size kept
+    text = "\n".join(cc.one("synthetic", cc.cost(m, _trials())))
+    assert "of 2 calls, 250.00 ms per call, 1 of them setting their size up; 0.1 s" in text
     b = cc.cost(_synthetic("batched", {"hot/batch-build": 3.0}), _trials())
     assert not any("GPU measured" in line for line in cc.one("b", b))  # none recorded
     both = "\n".join(cc.side_by_side(["A", "B"], [b, c]))
