@@ -185,7 +185,7 @@ class GpuExecutor:
         self.dram_peak_gbps = dram_peak_gbps
         self.seed = seed
         self.workers = workers
-        # the sizes kept between calls, least recently used first (buffers, release)
+        # the sizes kept between calls (buffers, release)
         self._buffers: dict[tuple[str, int], Buffers] = {}
         self._allocations = 0  # sizes set up so far: a Buffers' `epoch`
         # device bytes the kept sizes' buffers may hold: KEEP_FRACTION of the memory free
