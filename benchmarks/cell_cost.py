@@ -147,14 +147,15 @@ def spans_line(c: dict) -> list[str]:
     )
     if "between_calls_s" in sp:  # recorded since the gaps were split
         other = sp["between_s"] - sp["between_calls_s"] - sp["between_topups_s"]
+        setups = ""
+        if "size_setups" in sp:  # recorded since calls were counted by their setup
+            setups = f", {int(sp['size_setups'])} of them setting their size up"
         line += (
             f" ({sp['between_calls_s']:.1f} s before the first batch of {int(sp['calls'])} "
-            f"calls, {_ms(sp['between_calls_s'], sp['calls'])} ms per call"
-            + (f", {int(sp['size_setups'])} of them setting their size up" if "size_setups" in sp
-               else "")
-            + f"; {sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s "
-            "before the others)"
-        )  # fmt: skip
+            f"calls, {_ms(sp['between_calls_s'], sp['calls'])} ms per call{setups}; "
+            f"{sp['between_topups_s']:.1f} s before top-up batches, {other:.1f} s before the "
+            "others)"
+        )
     return [line]
 
 

@@ -320,7 +320,7 @@ def verdict_lines(
             )
         else:
             said.append(f"Never slower than {base} beyond noise: none of {n} sizes loses ({rule})")
-        losses = (verify or {}).get("baseline_losses") or [] if on_verify and named else []
+        losses = ((verify or {}).get("baseline_losses") or []) if on_verify and named else []
         ties = sum(1 for r in losses if r.get("within_noise"))
         if ties:
             said.append(
