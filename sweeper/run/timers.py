@@ -146,7 +146,8 @@ def require_gpu():
 
 @cache
 def _helpers():
-    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel."""
+    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel, and
+    one that reads the global timer's update step."""
     from llvmlite import ir
     from numba import cuda, types
     from numba.cuda.extending import intrinsic
@@ -191,7 +192,20 @@ def _helpers():
     def empty():
         pass
 
-    return blocker, spin, empty
+    @cuda.jit("void(uint64[:])")
+    def ticks(out):
+        # the steps %globaltimer advances by: each entry the change between two readings
+        # that differ, so each is a whole number of the timer's updates
+        last = globaltimer()
+        i = 0
+        while i < out.size:
+            t = globaltimer()
+            if t != last:
+                out[i] = t - last
+                last = t
+                i += 1
+
+    return blocker, spin, empty, ticks
 
 
 @cache
@@ -458,7 +472,7 @@ class Bench:
         self.block_timeout_ns = int(block_timeout_s * 1e9)
         self._events: list = []
         self.clock = PhaseClock()
-        self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
+        self.blocker, self.spin_kernel, self.empty_kernel, self.ticks_kernel = _helpers()
         major = check(
             cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         )
@@ -803,6 +817,15 @@ class Bench:
             self.spin_kernel[1, 1, stream](ns)
 
         return launch
+
+    def timer_step_ns(self, steps: int = 65) -> int:
+        """The %globaltimer's update step in ns: the median of `steps` changes between
+        successive readings. A spin kernel of T ns (spin_launch) ends at its first reading T
+        past its start's, so it spins between T minus one step and T."""
+        out = self.cuda.device_array(steps, np.uint64)
+        self.ticks_kernel[1, 1, self.stream](out)
+        self.stream.synchronize()
+        return int(np.median(out.copy_to_host()))
 
     def empty_launch(self) -> Launch:
         def launch(stream):
