@@ -145,11 +145,10 @@ def require_gpu():
 
 
 @cache
-def _helpers():
-    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel, and
-    one that reads the global timer's update step."""
+def _globaltimer():
+    """An intrinsic that reads %globaltimer (ns)."""
     from llvmlite import ir
-    from numba import cuda, types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     @intrinsic
@@ -162,6 +161,18 @@ def _helpers():
             return builder.call(asm, [])
 
         return sig, codegen
+
+    return globaltimer
+
+
+@cache
+def _helpers():
+    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel."""
+    from llvmlite import ir
+    from numba import cuda, types
+    from numba.cuda.extending import intrinsic
+
+    globaltimer = _globaltimer()
 
     @intrinsic
     def load_volatile_i32(typingctx, ptr):
@@ -192,6 +203,16 @@ def _helpers():
     def empty():
         pass
 
+    return blocker, spin, empty
+
+
+@cache
+def _ticks_kernel():
+    """A kernel that records the steps %globaltimer advances by (Bench.timer_step_ns)."""
+    from numba import cuda
+
+    globaltimer = _globaltimer()
+
     @cuda.jit("void(uint64[:])")
     def ticks(out):
         # the steps %globaltimer advances by: each entry the change between two readings
@@ -205,7 +226,7 @@ def _helpers():
                 last = t
                 i += 1
 
-    return blocker, spin, empty, ticks
+    return ticks
 
 
 @cache
@@ -472,7 +493,7 @@ class Bench:
         self.block_timeout_ns = int(block_timeout_s * 1e9)
         self._events: list = []
         self.clock = PhaseClock()
-        self.blocker, self.spin_kernel, self.empty_kernel, self.ticks_kernel = _helpers()
+        self.blocker, self.spin_kernel, self.empty_kernel = _helpers()
         major = check(
             cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         )
@@ -823,7 +844,7 @@ class Bench:
         successive readings. A spin kernel of T ns (spin_launch) ends at its first reading T
         past its start's, so it spins between T minus one step and T."""
         out = self.cuda.device_array(steps, np.uint64)
-        self.ticks_kernel[1, 1, self.stream](out)
+        _ticks_kernel()[1, 1, self.stream](out)
         self.stream.synchronize()
         return int(np.median(out.copy_to_host()))
 
