@@ -82,6 +82,9 @@ class FakeDriver:
     def cuMemcpyHtoDAsync(self, dst, src, nbytes, h):
         return self._issue("copy", dst, src, nbytes)
 
+    def cuMemcpyDtoDAsync(self, dst, src, nbytes, h):
+        return self._issue("dcopy", dst, src, nbytes)
+
     def cuGraphExecDestroy(self, ex):
         self.destroyed.append(ex)
 
@@ -160,6 +163,7 @@ def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu)
     q.memset(0x1000, 64)
     q.copy(0x2000, 0x3000, 256)
     q.child(11)
+    q.device_copy(0x1008, 0x4000, 8)
     q.slot(12, (1, 2), SimpleNamespace(handle=21), SimpleNamespace(handle=22))
     q.child(11)
     assert cu.stream == [] and q.slots == 1
@@ -169,7 +173,7 @@ def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu)
     q.run(stream=None, h=0)
     first = list(cu.stream)
     assert first == [("memset", 0x1000, 0, 64), ("copy", 0x2000, 0x3000, 256), ("launch", 11),
-                     ("set-event", 12, 1, 21), ("set-event", 12, 2, 22), ("launch", 12),
+                     ("dcopy", 0x1008, 0x4000, 8), ("set-event", 12, 1, 21), ("set-event", 12, 2, 22), ("launch", 12),
                      ("launch", 11)]  # fmt: skip
     cu.stream.clear()
     q.run(stream=None, h=0)
@@ -194,11 +198,16 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
                          ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
 
 
+def device(address: int):
+    """A stand-in device array at `address`."""
+    return SimpleNamespace(__cuda_array_interface__={"data": (address, False)})
+
+
 def _settle(cu, cell, seed=0, on="slot"):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
                          canary_graph=on,
-                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
+                         _check_graph=lambda b, key, side: f"check-{side}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
     hf = SimpleNamespace(sa="B", sb="A")
@@ -263,10 +272,13 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(0), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
                          canary_graph="own",
-                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}",
+                         _check_graph=lambda b, key, side: f"check-{side}",
+                         _check_sum=device(5000), _counters=[device(1000), device(3000)],
                          _slot=lambda cell, side, calls: ("SLOT-A", (1, 2)),
                          _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
+    ex._queue_check = lambda *a: BatchedExecutor._queue_check(ex, *a)
+    ex._counter_address = lambda *a: BatchedExecutor._counter_address(ex, *a)
     ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
     events = iter(range(100))
     ex._slot_events = lambda batch: (
@@ -279,9 +291,12 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     BatchedExecutor._segment(ex, batch, cell, hf, 0, None, ("fp32", 1), 3, 2, 1)
     kinds = [op if kind == "graph" else kind for kind, op in batch.graph.ops]
     assert kinds == ["poison-C", "canary", "slot", "poison-A", "slot", "slot", "slot", "slot",
-                     "check-A-0", "check-C-1"]  # fmt: skip
+                     "check-A", "dcopy", "check-C", "dcopy"]  # fmt: skip
     assert batch.graph.ops[1][1][0] == own.exec and batch.graph.ops[2][1][0] == "SLOT-A"
     assert batch.counters == [(cell, "h0", 0), (cell, "canary", 1)]
+    # each count copied from the checks' sum into its own counter of the batch's parity
+    dcopies = [x for kind, x in batch.graph.ops if kind == "dcopy"]
+    assert dcopies == [(1000, 5000, 8), (1008, 5000, 8)]
 
 
 def test_a_canary_the_driver_refuses_leaves_the_cell_without_one_and_its_calls_as_they_were(cu):
