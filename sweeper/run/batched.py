@@ -314,10 +314,6 @@ class LaunchQueue:
         """Copy `nbytes` from pinned host address `src` to device address `dst`."""
         self.ops.append(("copy", (dst, src, nbytes)))
 
-    def device_copy(self, dst: int, src: int, nbytes: int) -> None:
-        """Copy `nbytes` from device address `src` to device address `dst`."""
-        self.ops.append(("dcopy", (dst, src, nbytes)))
-
     def slot(self, exec_, nodes, e0, e1) -> None:
         self.ops.append(("slot", (exec_, *nodes, int(e0.handle), int(e1.handle))))
         self.slots += 1
@@ -335,7 +331,7 @@ class LaunchQueue:
         cu = cuda_driver()
         seen = set()
         for kind, x in self.ops:
-            if kind in ("memset", "copy", "dcopy"):
+            if kind in ("memset", "copy"):
                 continue
             ex = x[0] if kind in ("slot", "canary") else x
             if int(ex) not in seen:
@@ -351,8 +347,6 @@ class LaunchQueue:
                 check(cu.cuMemsetD32Async(x[0], 0, x[1], h))
             elif kind == "copy":
                 check(cu.cuMemcpyHtoDAsync(*x, h))
-            elif kind == "dcopy":
-                check(cu.cuMemcpyDtoDAsync(*x, h))
             elif kind == "slot":
                 ex, n0, n1, e0, e1 = x
                 # a later setting never reaches a launch already queued (CUDA: "already
@@ -471,12 +465,14 @@ class BatchedExecutor(GpuExecutor):
         n_counters = COUNTERS_PER_CELL * 2 * batch_cells
         self._counters = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
         self._counters_host = [self.cuda.pinned_array(n_counters, np.uint64) for _ in range(2)]
-        # a size's check graph counts into this sum, which the batch then copies to the
+        # a size's check graph counts into this sum, which a move graph then copies to the
         # check's own counter (_queue_check): one check graph per size and buffer set
         self._check_sum = self.cuda.device_array(1, np.uint64)
         # a pre-check queued at once keeps its count here until its batch's counters are
-        # cleared, then copies it in (_new_cell)
+        # cleared, then a move graph copies it in (_new_cell)
         self._held = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
+        self._moves: dict[tuple, Any] = {}  # (source, parity, counter) -> its move graph
+        self._move_kernel = None
         n_fresh = 2 * 2 * batch_cells  # call index and stale count per buffer set and cell
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
@@ -817,15 +813,29 @@ class BatchedExecutor(GpuExecutor):
         return self._size_graph(f"check-{side}", key,
                                 lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
 
-    def _counter_address(self, batch: _Batch, j: int) -> int:
-        return device_pointer(self._counters[batch.parity]) + 8 * j
+    def _move_graph(self, source: str, parity: int, j: int):
+        """The instantiated graph of one kernel that copies a count into counter j of the
+        counters of `parity`: from the checks' sum (source "sum") or from the pre-check's
+        held count j ("held"). A kernel, not a copy: a batch waits behind one hold, and a
+        copy takes a place in the stream's queue that a graph of kernels does not
+        (docs/timing.md). Made once per counter, whatever the size."""
+        k = (source, parity, j)
+        if k not in self._moves:
+            if self._move_kernel is None:
+                self._move_kernel = _move_kernel()
+            move, dst = self._move_kernel, self._counters[parity][j : j + 1]
+            src = self._check_sum if source == "sum" else self._held[parity][j : j + 1]
+            g = capture(lambda s: move[1, 1, s](dst, src), 1, self.bench.stream, self.bench.h)
+            self._moves[k] = check(cuda_driver().cuGraphInstantiate(g, 0))
+            cuda_driver().cuGraphDestroy(g)
+        return self._moves[k]
 
     def _queue_check(self, batch: _Batch, cell: _Cell, b: Buffers, key: tuple, side: str,
                      what: str) -> None:  # fmt: skip
         """Queue the count of side's output for `what` of `cell` into its own counter."""
         j = self._counter(batch, cell, what)
         batch.graph.child(self._check_graph(b, key, side))
-        batch.graph.device_copy(self._counter_address(batch, j), device_pointer(self._check_sum), 8)
+        batch.graph.child(self._move_graph("sum", batch.parity, j))
 
     def _new_cell(self, mode, dtype, n, v, b, calls, warm, batch: _Batch, slot: int):
         """Capture a new cell's graphs and add its segments to the batch; None (and the row
@@ -857,7 +867,7 @@ class BatchedExecutor(GpuExecutor):
                         check(cu.cuGraphLaunch(counted, h))
                         check(cu.cuMemcpyDtoDAsync(held, device_pointer(self._check_sum), 8, h))
                     # into its counter after the batch clears them (its first work)
-                    batch.graph.device_copy(self._counter_address(batch, j), held, 8)
+                    batch.graph.child(self._move_graph("held", batch.parity, j))
                 elif side == "A" and kernel not in self._launched:
                     # not loaded by _load_kernels (a launcher that failed there): its first
                     # call here, outside any capture, waits for the batch in flight
@@ -1273,3 +1283,15 @@ def _halves_done(halves: list[_Half]) -> list[bool]:
         d if d is not None else max(next(widths), next(widths)) <= hf.stop.rel_tol
         for hf, d in zip(halves, out, strict=True)
     ]
+
+
+def _move_kernel():
+    """One thread: dst[0] = src[0] (a count moved between device words)."""
+    from numba import cuda
+
+    @cuda.jit("void(uint64[::1], uint64[::1])")
+    def move(dst, src):
+        if cuda.grid(1) == 0:
+            dst[0] = src[0]
+
+    return move

@@ -82,9 +82,6 @@ class FakeDriver:
     def cuMemcpyHtoDAsync(self, dst, src, nbytes, h):
         return self._issue("copy", dst, src, nbytes)
 
-    def cuMemcpyDtoDAsync(self, dst, src, nbytes, h):
-        return self._issue("dcopy", dst, src, nbytes)
-
     def cuGraphExecDestroy(self, ex):
         self.destroyed.append(ex)
 
@@ -163,7 +160,6 @@ def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu)
     q.memset(0x1000, 64)
     q.copy(0x2000, 0x3000, 256)
     q.child(11)
-    q.device_copy(0x1008, 0x4000, 8)
     q.slot(12, (1, 2), SimpleNamespace(handle=21), SimpleNamespace(handle=22))
     q.child(11)
     assert cu.stream == [] and q.slots == 1
@@ -173,7 +169,7 @@ def test_a_batch_reaches_the_stream_only_when_it_runs_and_in_the_order_built(cu)
     q.run(stream=None, h=0)
     first = list(cu.stream)
     assert first == [("memset", 0x1000, 0, 64), ("copy", 0x2000, 0x3000, 256), ("launch", 11),
-                     ("dcopy", 0x1008, 0x4000, 8), ("set-event", 12, 1, 21), ("set-event", 12, 2, 22), ("launch", 12),
+                     ("set-event", 12, 1, 21), ("set-event", 12, 2, 22), ("launch", 12),
                      ("launch", 11)]  # fmt: skip
     cu.stream.clear()
     q.run(stream=None, h=0)
@@ -278,7 +274,7 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
                          _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     ex._queue_check = lambda *a: BatchedExecutor._queue_check(ex, *a)
-    ex._counter_address = lambda *a: BatchedExecutor._counter_address(ex, *a)
+    ex._move_graph = lambda source, parity, j: f"move-{source}-{parity}-{j}"
     ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
     events = iter(range(100))
     ex._slot_events = lambda batch: (
@@ -291,12 +287,12 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     BatchedExecutor._segment(ex, batch, cell, hf, 0, None, ("fp32", 1), 3, 2, 1)
     kinds = [op if kind == "graph" else kind for kind, op in batch.graph.ops]
     assert kinds == ["poison-C", "canary", "slot", "poison-A", "slot", "slot", "slot", "slot",
-                     "check-A", "dcopy", "check-C", "dcopy"]  # fmt: skip
+                     "check-A", "move-sum-0-0", "check-C", "move-sum-0-1"]  # fmt: skip
     assert batch.graph.ops[1][1][0] == own.exec and batch.graph.ops[2][1][0] == "SLOT-A"
     assert batch.counters == [(cell, "h0", 0), (cell, "canary", 1)]
-    # each count copied from the checks' sum into its own counter of the batch's parity
-    dcopies = [x for kind, x in batch.graph.ops if kind == "dcopy"]
-    assert dcopies == [(1000, 5000, 8), (1008, 5000, 8)]
+    # each count moved by a kernel from the checks' sum into its own counter: nothing in a
+    # batch is a copy between device addresses
+    assert all(kind in ("graph", "slot", "canary") for kind, _ in batch.graph.ops)
 
 
 def test_a_canary_the_driver_refuses_leaves_the_cell_without_one_and_its_calls_as_they_were(cu):
