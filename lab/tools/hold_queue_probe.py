@@ -11,7 +11,7 @@ batch by its slot launches (SLOTS_PER_HOLD) from this.
 
 The same for operations that are not graphs: an 8-byte device-to-device copy
 (cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async); and for the graph of one
-one-thread kernel that moves a count between device words (sweeper.run.batched._move_kernel),
+one-thread kernel that moves a count between device words (sweeper.run.batched.move_kernel),
 which the batched executor queues after each output check instead of such a copy.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from numba import cuda
 from slot_graph_probe import relu_unit  # this folder: run as a script
 
-from sweeper.run.batched import _move_kernel, add_chain, chain, slot_graph
+from sweeper.run.batched import move_kernel, add_chain, chain, slot_graph
 from sweeper.run.timers import Bench, capture, check, cuda_driver
 
 COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
@@ -44,7 +44,7 @@ def main() -> None:
         shapes[f"slot{k}"] = (check(cu.cuGraphInstantiate(g, 0)), nodes)
     words = cuda.device_array(2, "u8")
     src, dst = words[0:1], words[1:2]
-    move = _move_kernel()
+    move = move_kernel()
     moved = capture(lambda st: move[1, 1, st](dst, src), 1, s, h)
     shapes["move"] = (check(cu.cuGraphInstantiate(moved, 0)), None)
     a, b = int(src.device_ctypes_pointer.value), int(dst.device_ctypes_pointer.value)

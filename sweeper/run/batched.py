@@ -472,7 +472,7 @@ class BatchedExecutor(GpuExecutor):
         # cleared, then a move graph copies it in (_new_cell)
         self._held = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
         self._moves: dict[tuple, Any] = {}  # (source, parity, counter) -> its move graph
-        self._move_kernel = None
+        self.move_kernel = None
         n_fresh = 2 * 2 * batch_cells  # call index and stale count per buffer set and cell
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
@@ -821,9 +821,9 @@ class BatchedExecutor(GpuExecutor):
         (docs/timing.md). Made once per counter, whatever the size."""
         k = (source, parity, j)
         if k not in self._moves:
-            if self._move_kernel is None:
-                self._move_kernel = _move_kernel()
-            move, dst = self._move_kernel, self._counters[parity][j : j + 1]
+            if self.move_kernel is None:
+                self.move_kernel = move_kernel()
+            move, dst = self.move_kernel, self._counters[parity][j : j + 1]
             src = self._check_sum if source == "sum" else self._held[parity][j : j + 1]
             g = capture(lambda s: move[1, 1, s](dst, src), 1, self.bench.stream, self.bench.h)
             self._moves[k] = check(cuda_driver().cuGraphInstantiate(g, 0))
@@ -1285,7 +1285,7 @@ def _halves_done(halves: list[_Half]) -> list[bool]:
     ]
 
 
-def _move_kernel():
+def move_kernel():
     """One thread: dst[0] = src[0] (a count moved between device words)."""
     from numba import cuda
 
