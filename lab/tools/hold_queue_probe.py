@@ -10,9 +10,8 @@ the largest K that was queued without the blocker timing out. The batched execut
 batch by its slot launches (SLOTS_PER_HOLD) from this.
 
 The same for operations that are not graphs: an 8-byte device-to-device copy
-(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async); and for the graph of one
-one-thread kernel that moves a count between device words (sweeper.run.batched.move_kernel),
-which the batched executor queues after each output check instead of such a copy.
+(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async). Then a mix: 200 slot launches
+(SLOTS_PER_HOLD, slot1) followed by K launches of chain1, the largest K that queued.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from __future__ import annotations
 from numba import cuda
 from slot_graph_probe import relu_unit  # this folder: run as a script
 
-from sweeper.run.batched import move_kernel, add_chain, chain, slot_graph
-from sweeper.run.timers import Bench, capture, check, cuda_driver
+from sweeper.run.batched import add_chain, chain, slot_graph
+from sweeper.run.timers import Bench, check, cuda_driver
 
 COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
+MIX_COUNTS = (0, 50, 100, 200, 300, 400, 600, 800)
 
 
 def main() -> None:
@@ -44,9 +44,6 @@ def main() -> None:
         shapes[f"slot{k}"] = (check(cu.cuGraphInstantiate(g, 0)), nodes)
     words = cuda.device_array(2, "u8")
     src, dst = words[0:1], words[1:2]
-    move = move_kernel()
-    moved = capture(lambda st: move[1, 1, st](dst, src), 1, s, h)
-    shapes["move"] = (check(cu.cuGraphInstantiate(moved, 0)), None)
     a, b = int(src.device_ctypes_pointer.value), int(dst.device_ctypes_pointer.value)
     ops = {
         "copy-d2d": lambda: check(cu.cuMemcpyDtoDAsync(b, a, 8, h)),
@@ -54,10 +51,14 @@ def main() -> None:
     }
     for name, (ex, nodes) in shapes.items():
         ops[name] = lambda ex=ex, nodes=nodes: launch(cu, ex, nodes, ev, h)
+    slot, chain1 = ops["slot1"], ops["chain1"]
+    ops["200 slot1 + chain1"] = Mix(slot, chain1, 200)
     for name, op in ops.items():
         ok = 0
-        for count in COUNTS:
+        for count in MIX_COUNTS if isinstance(op, Mix) else COUNTS:
             bench.hold(0)
+            if isinstance(op, Mix):
+                op.start()
             for _ in range(count):
                 op()
             bench.release_flag(0)
@@ -69,6 +70,20 @@ def main() -> None:
             ok = count
         else:
             print(f"{name}: ok up to {ok} launches", flush=True)
+
+
+class Mix:
+    """Called K times in a hold: `first` `head` times, then `then` for every call after."""
+
+    def __init__(self, first, then, head: int) -> None:
+        self.first, self.then, self.head = first, then, head
+
+    def start(self) -> None:
+        for _ in range(self.head):
+            self.first()
+
+    def __call__(self) -> None:
+        self.then()
 
 
 def launch(cu, ex, nodes, ev, h) -> None:

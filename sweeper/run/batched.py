@@ -462,17 +462,22 @@ class BatchedExecutor(GpuExecutor):
         self._calls = 0  # measure_many calls that batched
         self._last_call = 0  # the call of the batch whose span was counted last
         self._events: dict[int, list] = {0: [], 1: []}
+        # a batch's check counts, then its cursor: the counter the next check's count goes to
         n_counters = COUNTERS_PER_CELL * 2 * batch_cells
-        self._counters = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
-        self._counters_host = [self.cuda.pinned_array(n_counters, np.uint64) for _ in range(2)]
-        # a size's check graph counts into this sum, which a move graph then copies to the
-        # check's own counter (_queue_check): one check graph per size and buffer set
+        self._counters = [self.cuda.device_array(n_counters + 1, np.uint64) for _ in range(2)]
+        self._counters_host = [self.cuda.pinned_array(n_counters + 1, np.uint64) for _ in range(2)]
+        # a size's check graph counts into this sum, then moves it to the counter at the
+        # batch's cursor (_check_graph): one check graph per size, buffer set and parity
         self._check_sum = self.cuda.device_array(1, np.uint64)
         # a pre-check queued at once keeps its count here until its batch's counters are
-        # cleared, then a move graph copies it in (_new_cell)
+        # cleared, then a held-count graph moves it in (_new_cell)
         self._held = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
-        self._moves: dict[tuple, Any] = {}  # (source, parity, counter) -> its move graph
-        self.move_kernel = None
+        self._held_moves: dict[tuple, Any] = {}  # (parity, counter) -> its graph
+        self._move = move_kernel()
+        # its first call outside any capture: a kernel's first launch can load its module
+        scratch = self.cuda.to_device(np.zeros(2, np.uint64))
+        self._move[1, 1, self.bench.stream](scratch, scratch[0:1])
+        self.bench.sync()
         n_fresh = 2 * 2 * batch_cells  # call index and stale count per buffer set and cell
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
@@ -653,7 +658,7 @@ class BatchedExecutor(GpuExecutor):
         for cell, h in topups:
             self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
-        room = self._counters[parity].size - COUNTERS_PER_CELL
+        room = self._counters[parity].size - 1 - COUNTERS_PER_CELL
         q = batch.graph
         # launches and slot launches a new cell queues (measured on the last one added)
         per_ops, per_slots = 40, 40
@@ -800,9 +805,8 @@ class BatchedExecutor(GpuExecutor):
                                 lambda: capture(lambda s: self._poison(y), 1, self.bench.stream,
                                                  self.bench.h))  # fmt: skip
 
-    def _check_graph(self, b: Buffers, key: tuple, side: str):
-        """The mismatch count of side's output into the checks' sum, cleared first: one
-        graph per size and buffer set, whatever counter the count is for (_queue_check)."""
+    def _count_graph(self, b: Buffers, key: tuple, side: str):
+        """The mismatch count of side's output into the checks' sum, cleared first."""
         y = b.output(side)
         total = self._check_sum
 
@@ -810,32 +814,45 @@ class BatchedExecutor(GpuExecutor):
             check(cuda_driver().cuMemsetD32Async(device_pointer(total), 0, 2, self.bench.h))
             self.count_mismatches(y, b, total, s)
 
-        return self._size_graph(f"check-{side}", key,
+        return self._size_graph(f"count-{side}", key,
                                 lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
 
-    def _move_graph(self, source: str, parity: int, j: int):
-        """The instantiated graph of one kernel that copies a count into counter j of the
-        counters of `parity`: from the checks' sum (source "sum") or from the pre-check's
-        held count j ("held"). A kernel, not a copy: a batch waits behind one hold, and a
-        copy takes a place in the stream's queue that a graph of kernels does not
-        (docs/timing.md). Made once per counter, whatever the size."""
-        k = (source, parity, j)
-        if k not in self._moves:
-            if self.move_kernel is None:
-                self.move_kernel = move_kernel()
-            move, dst = self.move_kernel, self._counters[parity][j : j + 1]
-            src = self._check_sum if source == "sum" else self._held[parity][j : j + 1]
-            g = capture(lambda s: move[1, 1, s](dst, src), 1, self.bench.stream, self.bench.h)
-            self._moves[k] = check(cuda_driver().cuGraphInstantiate(g, 0))
+    def _check_graph(self, b: Buffers, key: tuple, side: str, parity: int):
+        """The mismatch count of side's output into the counter at the cursor of the
+        counters of `parity`, the cursor then advanced: one graph per size, buffer set and
+        parity, whatever the counter, and one launch per check (a batch's launches wait
+        behind one hold, in a queue of finite length: docs/timing.md). The batch's counters
+        are taken in the order its checks are queued (_queue_check)."""
+        y = b.output(side)
+        total, counters, move = self._check_sum, self._counters[parity], self._move
+
+        def count(s):
+            check(cuda_driver().cuMemsetD32Async(device_pointer(total), 0, 2, self.bench.h))
+            self.count_mismatches(y, b, total, s)
+            move[1, 1, s](counters, total)
+
+        return self._size_graph(f"check-{side}-{parity}", key,
+                                lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
+
+    def _held_graph(self, parity: int, j: int):
+        """The graph that moves a pre-check's held count j to the counter at the cursor of
+        the counters of `parity` (one per counter, whatever the size)."""
+        k = (parity, j)
+        if k not in self._held_moves:
+            move, counters, held = self._move, self._counters[parity], self._held[parity][j : j + 1]
+            g = capture(lambda s: move[1, 1, s](counters, held), 1, self.bench.stream, self.bench.h)
+            self._held_moves[k] = check(cuda_driver().cuGraphInstantiate(g, 0))
             cuda_driver().cuGraphDestroy(g)
-        return self._moves[k]
+        return self._held_moves[k]
 
     def _queue_check(self, batch: _Batch, cell: _Cell, b: Buffers, key: tuple, side: str,
                      what: str) -> None:  # fmt: skip
-        """Queue the count of side's output for `what` of `cell` into its own counter."""
-        j = self._counter(batch, cell, what)
-        batch.graph.child(self._check_graph(b, key, side))
-        batch.graph.child(self._move_graph("sum", batch.parity, j))
+        """Queue the count of side's output for `what` of `cell` into its own counter: the
+        next one, which the check's graph moves its count to (the graph first, so that a
+        failure to make it takes no counter)."""
+        g = self._check_graph(b, key, side, batch.parity)
+        self._counter(batch, cell, what)
+        batch.graph.child(g)
 
     def _new_cell(self, mode, dtype, n, v, b, calls, warm, batch: _Batch, slot: int):
         """Capture a new cell's graphs and add its segments to the batch; None (and the row
@@ -858,8 +875,10 @@ class BatchedExecutor(GpuExecutor):
                     # executor makes it: poison, call, count
                     cu = cuda_driver()
                     poison = self._poison_graph(b, key, "A")
-                    j = self._counter(batch, cell, "pre")
-                    counted = self._check_graph(b, key, "A")
+                    counted = self._count_graph(b, key, "A")
+                    j = batch.next_counter
+                    moved = self._held_graph(batch.parity, j)
+                    self._counter(batch, cell, "pre")
                     held = device_pointer(self._held[batch.parity]) + 8 * j
                     with self.bench.clock("cell-precheck"):
                         check(cu.cuGraphLaunch(poison, h))
@@ -867,7 +886,7 @@ class BatchedExecutor(GpuExecutor):
                         check(cu.cuGraphLaunch(counted, h))
                         check(cu.cuMemcpyDtoDAsync(held, device_pointer(self._check_sum), 8, h))
                     # into its counter after the batch clears them (its first work)
-                    batch.graph.child(self._move_graph("held", batch.parity, j))
+                    batch.graph.child(moved)
                 elif side == "A" and kernel not in self._launched:
                     # not loaded by _load_kernels (a launcher that failed there): its first
                     # call here, outside any capture, waits for the batch in flight
@@ -1121,6 +1140,11 @@ class BatchedExecutor(GpuExecutor):
             if host is None:  # the checks' counts: the first launch's
                 host = self._counters_host[batch.parity].copy()
                 fresh_host = self._fresh_host[batch.parity].copy()
+                if int(host[-1]) != batch.next_counter or batch.next_counter >= host.size:
+                    raise SweeperError(
+                        f"a batch's checks counted into {int(host[-1])} counters, not the "
+                        f"{batch.next_counter} queued; its measurement was discarded"
+                    )
             with self.bench.clock("batch-clocks"):
                 res = batch.clocks.result()
             sm = res.sm_mhz if self.clocks.available else None
@@ -1286,12 +1310,16 @@ def _halves_done(halves: list[_Half]) -> list[bool]:
 
 
 def move_kernel():
-    """One thread: dst[0] = src[0] (a count moved between device words)."""
+    """One thread: src[0] into the counter at the cursor (the last element of `counters`),
+    the cursor then advanced."""
     from numba import cuda
 
     @cuda.jit("void(uint64[::1], uint64[::1])")
-    def move(dst, src):
+    def move(counters, src):
         if cuda.grid(1) == 0:
-            dst[0] = src[0]
+            c = counters[counters.size - 1]
+            if c < counters.size - 1:  # past the last counter: the host refuses the batch
+                counters[c] = src[0]
+            counters[counters.size - 1] = c + 1
 
     return move
