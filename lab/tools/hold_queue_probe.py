@@ -8,10 +8,6 @@ calls, an event record, 1, 24 or 100 timed calls, an event record: sweeper.run.b
 queued behind a blocking kernel that times out after 2 s, for K from 100 to 1000; it prints
 the largest K that was queued without the blocker timing out. The batched executor bounds a
 batch by its slot launches (SLOTS_PER_HOLD) from this.
-
-The same for operations that are not graphs: an 8-byte device-to-device copy
-(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async). Then a mix: 200 slot launches
-(SLOTS_PER_HOLD, slot1) followed by K launches of chain1, the largest K that queued.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from sweeper.run.batched import add_chain, chain, slot_graph
 from sweeper.run.timers import Bench, check, cuda_driver
 
 COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
-MIX_COUNTS = (0, 50, 100, 200, 300, 400, 600, 800)
 
 
 def main() -> None:
@@ -42,25 +37,15 @@ def main() -> None:
             int(ev[0].handle),
         )
         shapes[f"slot{k}"] = (check(cu.cuGraphInstantiate(g, 0)), nodes)
-    words = cuda.device_array(2, "u8")
-    src, dst = words[0:1], words[1:2]
-    a, b = int(src.device_ctypes_pointer.value), int(dst.device_ctypes_pointer.value)
-    ops = {
-        "copy-d2d": lambda: check(cu.cuMemcpyDtoDAsync(b, a, 8, h)),
-        "memset": lambda: check(cu.cuMemsetD32Async(b, 0, 2, h)),
-    }
     for name, (ex, nodes) in shapes.items():
-        ops[name] = lambda ex=ex, nodes=nodes: launch(cu, ex, nodes, ev, h)
-    slot, chain1 = ops["slot1"], ops["chain1"]
-    ops["200 slot1 + chain1"] = Mix(slot, chain1, 200)
-    for name, op in ops.items():
         ok = 0
-        for count in MIX_COUNTS if isinstance(op, Mix) else COUNTS:
+        for count in COUNTS:
             bench.hold(0)
-            if isinstance(op, Mix):
-                op.start()
             for _ in range(count):
-                op()
+                if nodes:
+                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[0], int(ev[0].handle)))
+                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[1], int(ev[1].handle)))
+                check(cu.cuGraphLaunch(ex, h))
             bench.release_flag(0)
             s.synchronize()
             if int(bench.timed_out.copy_to_host()[0]):
@@ -70,27 +55,6 @@ def main() -> None:
             ok = count
         else:
             print(f"{name}: ok up to {ok} launches", flush=True)
-
-
-class Mix:
-    """Called K times in a hold: `first` `head` times, then `then` for every call after."""
-
-    def __init__(self, first, then, head: int) -> None:
-        self.first, self.then, self.head = first, then, head
-
-    def start(self) -> None:
-        for _ in range(self.head):
-            self.first()
-
-    def __call__(self) -> None:
-        self.then()
-
-
-def launch(cu, ex, nodes, ev, h) -> None:
-    if nodes:
-        check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[0], int(ev[0].handle)))
-        check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[1], int(ev[1].handle)))
-    check(cu.cuGraphLaunch(ex, h))
 
 
 if __name__ == "__main__":
