@@ -8,6 +8,9 @@ calls, an event record, 1, 24 or 100 timed calls, an event record: sweeper.run.b
 queued behind a blocking kernel that times out after 2 s, for K from 100 to 1000; it prints
 the largest K that was queued without the blocker timing out. The batched executor bounds a
 batch by its slot launches (SLOTS_PER_HOLD) from this.
+
+The same for operations that are not graphs: an 8-byte device-to-device copy
+(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async).
 """
 
 from __future__ import annotations
@@ -37,15 +40,21 @@ def main() -> None:
             int(ev[0].handle),
         )
         shapes[f"slot{k}"] = (check(cu.cuGraphInstantiate(g, 0)), nodes)
+    words = cuda.device_array(2, "u8")
+    src, dst = words[0:1], words[1:2]
+    a, b = int(src.device_ctypes_pointer.value), int(dst.device_ctypes_pointer.value)
+    ops = {
+        "copy-d2d": lambda: check(cu.cuMemcpyDtoDAsync(b, a, 8, h)),
+        "memset": lambda: check(cu.cuMemsetD32Async(b, 0, 2, h)),
+    }
     for name, (ex, nodes) in shapes.items():
+        ops[name] = lambda ex=ex, nodes=nodes: launch(cu, ex, nodes, ev, h)
+    for name, op in ops.items():
         ok = 0
         for count in COUNTS:
             bench.hold(0)
             for _ in range(count):
-                if nodes:
-                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[0], int(ev[0].handle)))
-                    check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[1], int(ev[1].handle)))
-                check(cu.cuGraphLaunch(ex, h))
+                op()
             bench.release_flag(0)
             s.synchronize()
             if int(bench.timed_out.copy_to_host()[0]):
@@ -55,6 +64,13 @@ def main() -> None:
             ok = count
         else:
             print(f"{name}: ok up to {ok} launches", flush=True)
+
+
+def launch(cu, ex, nodes, ev, h) -> None:
+    if nodes:
+        check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[0], int(ev[0].handle)))
+        check(cu.cuGraphExecEventRecordNodeSetEvent(ex, nodes[1], int(ev[1].handle)))
+    check(cu.cuGraphLaunch(ex, h))
 
 
 if __name__ == "__main__":
