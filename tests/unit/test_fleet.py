@@ -16,17 +16,18 @@ from typer.testing import CliRunner
 ray = pytest.importorskip("ray", reason="the ray install extra (CI installs it)")
 
 from test_pool import figures, lines  # noqa: E402
-from test_resume_exact import config, recorded  # noqa: E402, F401 (a fixture)
 
 from sweeper import api  # noqa: E402
 from sweeper.analyze.store import load_manifest, read_trials  # noqa: E402
 from sweeper.api import planned_sizes  # noqa: E402
 from sweeper.cli import app  # noqa: E402
 from sweeper.plan.gpus import lookup  # noqa: E402
+from sweeper.plan.planfile import load_plan  # noqa: E402
 from sweeper.run.fleet import RayWorker, actors  # noqa: E402
 from sweeper.run.pool import PoolExecutor  # noqa: E402
 from sweeper.run.replay import ModelExecutor, ReplayExecutor  # noqa: E402
-from sweeper.run.runner import start  # noqa: E402
+from sweeper.run.runner import RunConfig, start  # noqa: E402
+from sweeper.run.search import search_params  # noqa: E402
 
 FAKE = "FAKE-4090"  # the accelerator type the second model's GPUs are told they are
 
@@ -49,8 +50,33 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def one_gpu(recorded, tmp_path_factory) -> Path:  # noqa: F811
-    return start(config(tmp_path_factory.mktemp("one"), "one"), recorded)
+def recorded(tmp_path_factory) -> ReplayExecutor:
+    """A run of a synthetic H200 (fp32, hot, on the h200 plan), the actors' answers: the pooled
+    run itself (its sizes dealt to GPUs, a lost one's redone, confirmation rounds) is tested on
+    the shipped aw-4 in test_pool.py; here it is Ray that carries it."""
+    base = tmp_path_factory.mktemp("model")
+    plan = api.plan("h200", out=str(base / "h200.json"), dtypes="fp32")
+    run = api.run(
+        str(plan.path), executor=_modelled(), out_root=str(base / "recorded"), run_id="rec"
+    )
+    return ReplayExecutor(run)
+
+
+def config(root: Path, run_id: str, recorded: ReplayExecutor) -> RunConfig:
+    m = recorded.manifest
+    return RunConfig(
+        plan=load_plan(m["plan"]["path"]),
+        plan_path=m["plan"]["path"],
+        dtypes=("fp32",),
+        search=search_params(m["search"]),
+        out_root=str(root),
+        run_id=run_id,
+    )
+
+
+@pytest.fixture(scope="module")
+def one_gpu(recorded, tmp_path_factory) -> Path:
+    return start(config(tmp_path_factory.mktemp("one"), "one", recorded), recorded)
 
 
 class Killing(RayWorker):
@@ -68,8 +94,8 @@ class Killing(RayWorker):
         return super().call(method, *args)
 
 
-def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp_path):  # noqa: F811
-    cfg = config(tmp_path, "ray")
+def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp_path):
+    cfg = config(tmp_path, "ray", recorded)
     workers = actors(partial(ReplayExecutor, recorded.run_dir), 2, "H200")
     pool = PoolExecutor(workers, planned_sizes(cfg))
     try:
@@ -80,8 +106,8 @@ def test_a_run_on_ray_actors_records_what_one_gpu_records(recorded, one_gpu, tmp
     assert {t["device"] for t in read_trials(run_dir)[0]} == {0, 1}
 
 
-def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_path):  # noqa: F811
-    cfg = config(tmp_path, "killed")
+def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_path):
+    cfg = config(tmp_path, "killed", recorded)
     a, b = actors(partial(ReplayExecutor, recorded.run_dir), 2)
     pool = PoolExecutor([a, Killing(b, at=30)], planned_sizes(cfg))
     try:
@@ -94,7 +120,7 @@ def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_pa
     assert len({t["cell_key"] for t in trials}) == len(trials)
 
 
-def test_a_run_asking_for_more_gpus_than_the_cluster_has_is_refused(recorded, monkeypatch):  # noqa: F811
+def test_a_run_asking_for_more_gpus_than_the_cluster_has_is_refused(recorded, monkeypatch):
     monkeypatch.setenv("SWEEPER_ACTOR_START_S", "3")
     with pytest.raises(Exception, match=r"Ray placed \d of 9 GPU workers \(9 GPUs of type H200"):
         actors(partial(ReplayExecutor, recorded.run_dir), 9, "H200")
@@ -117,6 +143,16 @@ class Modelled(ModelExecutor):
         return {**d, "device": {**d["device"], "cc": list(s.cc), "sm_count": s.sm_count}}
 
 
+def _modelled(gpu: str = "h200") -> Modelled:
+    """A synthetic `gpu` with two configs, a and b, each fastest in part of the plan."""
+    return Modelled(
+        gpu,
+        curves={"a": _curve(9000.0, 3600.0), "b": _curve(6000.0, 4500.0)},
+        baseline=_curve(5000.0, 4300.0),
+        copy=_curve(4800.0, 4800.0),
+    )
+
+
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory) -> Path:
     """Runs of two GPU models (synthetic GPUs on the h200 and 4090 plans, fp32, hot) and a
@@ -125,14 +161,8 @@ def two_models(tmp_path_factory) -> Path:
     recorded_runs = {}
     for gpu in ("h200", "4090"):
         plan = api.plan(gpu, out=str(base / f"{gpu}.json"), dtypes="fp32")
-        ex = Modelled(
-            gpu,
-            curves={"a": _curve(9000.0, 3600.0), "b": _curve(6000.0, 4500.0)},
-            baseline=_curve(5000.0, 4300.0),
-            copy=_curve(4800.0, 4800.0),
-        )
         recorded_runs[gpu] = api.run(
-            str(plan.path), executor=ex, out_root=str(base / "recorded"), run_id="rec"
+            str(plan.path), executor=_modelled(gpu), out_root=str(base / "recorded"), run_id="rec"
         )
     (base / "fleet.toml").write_text(
         'name = "two"\nresults = "results"\n'
