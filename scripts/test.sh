@@ -1,19 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls exactly this).
-# Fresh machine: creates .venv, installs sweeper with test extras, lints, runs the CPU and
-# simulator suites on every core (pytest-xdist). GPU tests (marker `gpu`) skip themselves
-# without a GPU; on a GPU machine they run too, all in one worker (scripts/gpu_tests.sh runs
-# them alone, which is what their timing checks are recorded with).
+# Fresh machine: creates .venv and installs sweeper with test extras (scripts/test_env.sh),
+# lints, runs the CPU and simulator suites on every core (pytest-xdist). GPU tests (marker
+# `gpu`) skip themselves without a GPU; on a GPU machine they run too, all in one worker
+# (scripts/gpu_tests.sh runs them alone, which is what their timing checks are recorded with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip
-# no byte-compiling at install (about 30 s of CI for ray, pandas, matplotlib, numba...): a
-# module is compiled when it is first imported
-.venv/bin/python -m pip install -q --no-compile -e ".[test]"
+./scripts/test_env.sh
 .venv/bin/ruff check sweeper kernels tests tools lab benchmarks
 .venv/bin/ruff format --check sweeper kernels tests tools lab benchmarks
 # a test that needs nvcc, ptxas or nvdisasm fails here instead of skipping (tests/conftest.py)
