@@ -331,11 +331,19 @@ def test_cli_module_runs_without_gpu():
     assert r.stdout.strip() == "False"
 
 
+@pytest.fixture(scope="module")
+def library_cache(tmp_path_factory) -> str:
+    """One SWEEPER_CACHE for the module's library builds: a header built before (the same
+    bytes) is read from it, as sweeper.export.native caches by content hash."""
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.mark.xdist_group("library")  # one worker, one build of the shared header
 @needs_nvcc
-def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypatch):
+def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypatch, library_cache):
     from sweeper.export.native import build_exported_launchers, build_library
 
-    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SWEEPER_CACHE", library_cache)
     header = tmp_path / "relu_policy.cuh"
     header.write_text(render(merged, "cuda"))
     lib = build_library(header, arch="90")
@@ -344,8 +352,11 @@ def test_shared_library_builds_and_loads_without_gpu(tmp_path, merged, monkeypat
     assert sorted(launchers) == sorted(ITEM) and all(callable(f) for f in launchers.values())
 
 
+@pytest.mark.xdist_group("library")  # one worker, one build of the shared header
 @needs_nvcc
-def test_two_policies_libraries_share_no_symbol_but_the_c_api(tmp_path, merged, monkeypatch):
+def test_two_policies_libraries_share_no_symbol_but_the_c_api(
+    tmp_path, merged, monkeypatch, library_cache
+):
     """Two policies' headers built into two libraries of one process (verify's library beside
     a torch op) share no defined dynamic symbol but the extern "C" entry points, which each
     library's handle resolves to its own: in particular no unique ("u") symbol such as the
@@ -353,7 +364,7 @@ def test_two_policies_libraries_share_no_symbol_but_the_c_api(tmp_path, merged, 
     made the second library dispatch with the first policy's entry)."""
     from sweeper.export.native import build_library
 
-    monkeypatch.setenv("SWEEPER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SWEEPER_CACHE", library_cache)
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm not found (binutils)")

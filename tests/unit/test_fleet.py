@@ -122,8 +122,9 @@ def test_a_killed_actor_costs_no_cell_and_no_duplicate(recorded, one_gpu, tmp_pa
 
 def test_a_run_asking_for_more_gpus_than_the_cluster_has_is_refused(recorded, monkeypatch):
     monkeypatch.setenv("SWEEPER_ACTOR_START_S", "3")
-    with pytest.raises(Exception, match=r"Ray placed \d of 9 GPU workers \(9 GPUs of type H200"):
-        actors(partial(ReplayExecutor, recorded.run_dir), 9, "H200")
+    # the model the cluster has one GPU of: one actor starts before the refusal, not three
+    with pytest.raises(Exception, match=rf"Ray placed \d of 9 GPU workers \(9 GPUs of type {FAKE}"):
+        actors(partial(ReplayExecutor, recorded.run_dir), 9, FAKE)
 
 
 def _curve(fast, slow):
