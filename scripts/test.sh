@@ -6,6 +6,11 @@
 # (scripts/gpu_tests.sh runs them alone, which is what their timing checks are recorded with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode written on first import: with PYTHONDONTWRITEBYTECODE set (some images set it) and
+# the install's --no-compile, every process would compile every module it imports from source
+# (about 0.7 s more per interpreter start for sweeper, pandas, numpy and numba, in every
+# subprocess the suite starts)
+unset PYTHONDONTWRITEBYTECODE
 ./scripts/test_env.sh
 .venv/bin/ruff check sweeper kernels tests tools lab benchmarks
 .venv/bin/ruff format --check sweeper kernels tests tools lab benchmarks

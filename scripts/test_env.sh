@@ -16,6 +16,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 # no byte-compiling at install (about 30 s of CI for ray, pandas, matplotlib, numba...): a
-# module is compiled when it is first imported
+# module is compiled when it is first imported (scripts/test.sh and .ci/run unset
+# PYTHONDONTWRITEBYTECODE, so that it is written then)
 .venv/bin/python -m pip install -q --no-compile -e ".[test]"
 echo "$want" > "$stamp"
