@@ -10,7 +10,9 @@ the largest K that was queued without the blocker timing out. The batched execut
 batch by its slot launches (SLOTS_PER_HOLD) from this.
 
 The same for operations that are not graphs: an 8-byte device-to-device copy
-(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async).
+(cuMemcpyDtoDAsync) and a 2-word memset (cuMemsetD32Async). Then a mix: 200 slot launches
+(SLOTS_PER_HOLD, slot1) followed by K launches of chain1, the largest K that queued; and
+K pairs of a chain1 launch and a copy, alone and after the 200 slot launches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sweeper.run.batched import add_chain, chain, slot_graph
 from sweeper.run.timers import Bench, check, cuda_driver
 
 COUNTS = (100, 150, 200, 250, 300, 350, 400, 600, 1000)
+MIX_COUNTS = (0, 50, 100, 200, 300, 400, 600, 800)
 
 
 def main() -> None:
@@ -49,10 +52,17 @@ def main() -> None:
     }
     for name, (ex, nodes) in shapes.items():
         ops[name] = lambda ex=ex, nodes=nodes: launch(cu, ex, nodes, ev, h)
+    slot, chain1 = ops["slot1"], ops["chain1"]
+    ops["200 slot1 + chain1"] = Mix(slot, chain1, 200)
+    copy = ops["copy-d2d"]
+    ops["chain1 and copy-d2d, alternating"] = lambda: (chain1(), copy())
+    ops["200 slot1 + (chain1 and copy-d2d)"] = Mix(slot, lambda: (chain1(), copy()), 200)
     for name, op in ops.items():
         ok = 0
-        for count in COUNTS:
+        for count in MIX_COUNTS if isinstance(op, Mix) else COUNTS:
             bench.hold(0)
+            if isinstance(op, Mix):
+                op.start()
             for _ in range(count):
                 op()
             bench.release_flag(0)
@@ -64,6 +74,20 @@ def main() -> None:
             ok = count
         else:
             print(f"{name}: ok up to {ok} launches", flush=True)
+
+
+class Mix:
+    """Called K times in a hold: `first` `head` times, then `then` for every call after."""
+
+    def __init__(self, first, then, head: int) -> None:
+        self.first, self.then, self.head = first, then, head
+
+    def start(self) -> None:
+        for _ in range(self.head):
+            self.first()
+
+    def __call__(self) -> None:
+        self.then()
 
 
 def launch(cu, ex, nodes, ev, h) -> None:

@@ -77,6 +77,9 @@ from sweeper.run.timers import ExecPool, capture, check, cuda_driver, round_slot
 from sweeper.stats import PairTiming, Stopping, rel_halfwidths, summaries
 
 BATCH_CELLS = 16  # new cells per batch (top-up segments of earlier cells come on top)
+# new cells in a call's first batch: the GPU waits for that batch's build (about 2.5 ms of
+# host time per cell), and the next batch is built while it runs
+FIRST_BATCH_CELLS = 4
 CANARY_CALLS = 8  # the canary graph's back-to-back calls (BatchedExecutor._settle)
 COUNTERS_PER_CELL = 6  # pre-check, half 1, half 2, soak, the two opening canaries
 # Launches queued behind one hold of the stream. The stream's queue is finite, and what fills
@@ -450,18 +453,31 @@ class BatchedExecutor(GpuExecutor):
                  **kwargs):  # fmt: skip
         super().__init__(*args, **kwargs)
         self.batch_cells = batch_cells
+        self.first_batch_cells = min(FIRST_BATCH_CELLS, batch_cells)
         # a cell whose launcher makes one kernel launch gets its graphs by setting that
         # kernel on pooled CellGraphs; False: every cell's graphs built from its captures
         self.set_in_place = set_in_place
         self._cell_graphs = CellGraphPool()
-        self._epoch = 0  # counts buffer allocations: the size graphs a CellGraph runs
         self._batches = 0
         self._calls = 0  # measure_many calls that batched
         self._last_call = 0  # the call of the batch whose span was counted last
         self._events: dict[int, list] = {0: [], 1: []}
+        # a batch's check counts, then its cursor: the counter the next check's count goes to
         n_counters = COUNTERS_PER_CELL * 2 * batch_cells
-        self._counters = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
-        self._counters_host = [self.cuda.pinned_array(n_counters, np.uint64) for _ in range(2)]
+        self._counters = [self.cuda.device_array(n_counters + 1, np.uint64) for _ in range(2)]
+        self._counters_host = [self.cuda.pinned_array(n_counters + 1, np.uint64) for _ in range(2)]
+        # a size's check graph counts into this sum, then moves it to the counter at the
+        # batch's cursor (_check_graph): one check graph per size, buffer set and parity
+        self._check_sum = self.cuda.device_array(1, np.uint64)
+        # a pre-check queued at once keeps its count here until its batch's counters are
+        # cleared, then a held-count graph moves it in (_new_cell)
+        self._held = [self.cuda.device_array(n_counters, np.uint64) for _ in range(2)]
+        self._held_moves: dict[tuple, Any] = {}  # (parity, counter) -> its graph
+        self._move = move_kernel()
+        # its first call outside any capture: a kernel's first launch can load its module
+        scratch = self.cuda.to_device(np.zeros(2, np.uint64))
+        self._move[1, 1, self.bench.stream](scratch, scratch[0:1])
+        self.bench.sync()
         n_fresh = 2 * 2 * batch_cells  # call index and stale count per buffer set and cell
         self._fresh_counters = [self.cuda.device_array(n_fresh, np.uint32) for _ in range(2)]
         self._fresh_host = [self.cuda.pinned_array(n_fresh, np.uint32) for _ in range(2)]
@@ -496,6 +512,7 @@ class BatchedExecutor(GpuExecutor):
         harness = doc["harness"]
         harness["executor"] = EXECUTOR_NAME
         harness["batch_cells"] = self.batch_cells
+        harness["first_batch_cells"] = self.first_batch_cells
         # hot rounds run inside the batch's graph: no hold of the stream, no round queued ahead
         harness["hot_rounds_held"] = False
         harness["hot_rounds_pipelined"] = False
@@ -545,15 +562,9 @@ class BatchedExecutor(GpuExecutor):
             s["calls"] += 1
         self._last_done, self._last_call = batch.done_event, batch.call
 
-    def release(self, dtype: str, n: int) -> None:
+    def drop(self, dtype: str, n: int) -> None:
         self._drop_size_graphs([k for k in self._size_graphs if k[:2] == (dtype, n)])
-        super().release(dtype, n)
-
-    def buffers(self, dtype: str, n: int) -> Buffers:
-        if (dtype, n) not in self._buffers:
-            self._drop_size_graphs(list(self._size_graphs))  # the old buffers' addresses
-            self._epoch += 1
-        return super().buffers(dtype, n)
+        super().drop(dtype, n)
 
     def _drop_size_graphs(self, keys: list) -> None:
         """Destroy the size graphs of `keys` (and forget a slot graph's record nodes)."""
@@ -583,14 +594,15 @@ class BatchedExecutor(GpuExecutor):
         topups: list[tuple[_Cell, int]] = []
         inflight: _Batch | None = None
         parity = 0
+        cells = self.first_batch_cells
         try:
             with self.cuda.defer_cleanup():
                 while pending or topups or inflight is not None:
                     batch = None
                     if pending or topups:
                         with self.bench.clock("batch-build"):
-                            batch = self._build(mode, dtype, n, pending, topups, parity)
-                        topups = []
+                            batch = self._build(mode, dtype, n, pending, topups, parity, cells)
+                        topups, cells = [], self.batch_cells
                         parity ^= 1
                         yield from batch.errors
                     if inflight is not None:
@@ -626,8 +638,8 @@ class BatchedExecutor(GpuExecutor):
                     continue
                 self._launched.add(kernel)
 
-    def _build(self, mode, dtype, n, pending: deque, topups, parity: int) -> _Batch:
-        """Queue the next batch: top-up segments of earlier cells, then up to batch_cells new
+    def _build(self, mode, dtype, n, pending: deque, topups, parity: int, cells: int) -> _Batch:
+        """Queue the next batch: top-up segments of earlier cells, then up to `cells` new
         cells; launched before it returns."""
         key = (dtype, n)
         b = self.buffers(dtype, n)
@@ -646,13 +658,13 @@ class BatchedExecutor(GpuExecutor):
         for cell, h in topups:
             self._segment(batch, cell, cell.halves[h], h, b, key, calls, warm, rounds=1)
         slot = 0
-        room = self._counters[parity].size - COUNTERS_PER_CELL
+        room = self._counters[parity].size - 1 - COUNTERS_PER_CELL
         q = batch.graph
         # launches and slot launches a new cell queues (measured on the last one added)
         per_ops, per_slots = 40, 40
         while (
             pending
-            and len(batch.new) < self.batch_cells
+            and len(batch.new) < cells
             and batch.next_counter <= room
             and (not batch.new or (len(q.ops) + per_ops <= OPS_PER_HOLD
                                    and q.slots + per_slots <= SLOTS_PER_HOLD))
@@ -793,16 +805,54 @@ class BatchedExecutor(GpuExecutor):
                                 lambda: capture(lambda s: self._poison(y), 1, self.bench.stream,
                                                  self.bench.h))  # fmt: skip
 
-    def _check_graph(self, b: Buffers, key: tuple, side: str, parity: int, j: int):
-        """The mismatch count of side's output into counter j of the batch's counters."""
+    def _count_graph(self, b: Buffers, key: tuple, side: str):
+        """The mismatch count of side's output into the checks' sum, cleared first."""
         y = b.output(side)
-        counter = self._counters[parity][j : j + 1]
+        total = self._check_sum
 
         def count(s):
-            self.count_mismatches(y, b, counter, s)
+            check(cuda_driver().cuMemsetD32Async(device_pointer(total), 0, 2, self.bench.h))
+            self.count_mismatches(y, b, total, s)
 
-        return self._size_graph(f"check-{side}-{parity}-{j}", key,
+        return self._size_graph(f"count-{side}", key,
                                 lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
+
+    def _check_graph(self, b: Buffers, key: tuple, side: str, parity: int):
+        """The mismatch count of side's output into the counter at the cursor of the
+        counters of `parity`, the cursor then advanced: one graph per size, buffer set and
+        parity, whatever the counter, and one launch per check (a batch's launches wait
+        behind one hold, in a queue of finite length: docs/timing.md). The batch's counters
+        are taken in the order its checks are queued (_queue_check)."""
+        y = b.output(side)
+        total, counters, move = self._check_sum, self._counters[parity], self._move
+
+        def count(s):
+            check(cuda_driver().cuMemsetD32Async(device_pointer(total), 0, 2, self.bench.h))
+            self.count_mismatches(y, b, total, s)
+            move[1, 1, s](counters, total)
+
+        return self._size_graph(f"check-{side}-{parity}", key,
+                                lambda: capture(count, 1, self.bench.stream, self.bench.h))  # fmt: skip
+
+    def _held_graph(self, parity: int, j: int):
+        """The graph that moves a pre-check's held count j to the counter at the cursor of
+        the counters of `parity` (one per counter, whatever the size)."""
+        k = (parity, j)
+        if k not in self._held_moves:
+            move, counters, held = self._move, self._counters[parity], self._held[parity][j : j + 1]
+            g = capture(lambda s: move[1, 1, s](counters, held), 1, self.bench.stream, self.bench.h)
+            self._held_moves[k] = check(cuda_driver().cuGraphInstantiate(g, 0))
+            cuda_driver().cuGraphDestroy(g)
+        return self._held_moves[k]
+
+    def _queue_check(self, batch: _Batch, cell: _Cell, b: Buffers, key: tuple, side: str,
+                     what: str) -> None:  # fmt: skip
+        """Queue the count of side's output for `what` of `cell` into its own counter: the
+        next one, which the check's graph moves its count to (the graph first, so that a
+        failure to make it takes no counter)."""
+        g = self._check_graph(b, key, side, batch.parity)
+        self._counter(batch, cell, what)
+        batch.graph.child(g)
 
     def _new_cell(self, mode, dtype, n, v, b, calls, warm, batch: _Batch, slot: int):
         """Capture a new cell's graphs and add its segments to the batch; None (and the row
@@ -825,12 +875,20 @@ class BatchedExecutor(GpuExecutor):
                     # executor makes it: poison, call, count
                     cu = cuda_driver()
                     poison = self._poison_graph(b, key, "A")
-                    j = self._counter(batch, cell, "pre")
-                    counted = self._check_graph(b, key, "A", batch.parity, j)
+                    counted = self._count_graph(b, key, "A")
+                    j = batch.next_counter
+                    moved = self._held_graph(batch.parity, j)
+                    # the counter and the launch that fills it, queued together (the batch's
+                    # cursor must see one launch per counter, even where the call below fails);
+                    # the move runs after the batch clears its counters (its first work)
+                    self._counter(batch, cell, "pre")
+                    batch.graph.child(moved)
+                    held = device_pointer(self._held[batch.parity]) + 8 * j
                     with self.bench.clock("cell-precheck"):
                         check(cu.cuGraphLaunch(poison, h))
                         launch(s)  # loads the kernel's module outside any capture
                         check(cu.cuGraphLaunch(counted, h))
+                        check(cu.cuMemcpyDtoDAsync(held, device_pointer(self._check_sum), 8, h))
                 elif side == "A" and kernel not in self._launched:
                     # not loaded by _load_kernels (a launcher that failed there): its first
                     # call here, outside any capture, waits for the batch in flight
@@ -860,7 +918,7 @@ class BatchedExecutor(GpuExecutor):
                              ("event",), ("call", calls), ("event",)]  # fmt: skip
                     self._cell_graph(cell, f"slot-{side}", ("slot", side, len(before), warm, calls),
                                      parts, {"normalize": before[0] if before else None},
-                                     (self._epoch, key), params)  # fmt: skip
+                                     (b.epoch, key), params)  # fmt: skip
                     on = f"slot-{side}"
                     if canary is not None and self.canary_graph == "own":
                         on = f"canary-{side}"  # CANARY_CALLS back-to-back calls of its own
@@ -893,8 +951,7 @@ class BatchedExecutor(GpuExecutor):
             g = batch.graph
             g.child(self._poison_graph(b, key, "A"))
             g.child(self._exec(cell, "pre", 1))
-            j = self._counter(batch, cell, "pre")
-            g.child(self._check_graph(b, key, "A", batch.parity, j))
+            self._queue_check(batch, cell, b, key, "A", "pre")
         rounds = max(1, math.ceil(half.min_samples / 2))
         for i, hf in enumerate(cell.halves):
             self._segment(batch, cell, hf, i, b, key, calls, warm, rounds, opening=True)
@@ -909,9 +966,7 @@ class BatchedExecutor(GpuExecutor):
             else:
                 cell.graphs["soak"] = chain(cell.graphs["unit-B"], more)
             g.child(self._exec(cell, "soak", more))
-            g.child(
-                self._check_graph(b, key, "B", batch.parity, self._counter(batch, cell, "soak"))
-            )
+            self._queue_check(batch, cell, b, key, "B", "soak")
         for side, fresh, restore in cell.fresh:
             g = batch.graph
             g.child(self._exec(cell, f"fresh-{side}", calls))
@@ -972,7 +1027,7 @@ class BatchedExecutor(GpuExecutor):
                 self._cell_graph(cell, f"fresh-{side}", ("fresh", *room_key, warm, calls),
                                  [("call", warm), *unit * calls],
                                  {"rewrite": rewrite, "check": checked},
-                                 (self._epoch, key, room), cell.params[side])  # fmt: skip
+                                 (b.epoch, key, room), cell.params[side])  # fmt: skip
                 out.append((side, fresh, restore))
                 continue
             u = check(cu.cuGraphCreate(0))
@@ -1009,11 +1064,9 @@ class BatchedExecutor(GpuExecutor):
                 i, e0, e1 = self._slot_events(batch)
                 g.slot(*sides[side], e0, e1)
                 batch.slots.append((cell, h, side, i))
-        g.child(self._check_graph(b, key, hf.sa, batch.parity, self._counter(batch, cell, f"h{h}")))
+        self._queue_check(batch, cell, b, key, hf.sa, f"h{h}")
         if canary:  # its output, written by the canary call, counted after the rounds
-            g.child(
-                self._check_graph(b, key, "C", batch.parity, self._counter(batch, cell, "canary"))
-            )
+            self._queue_check(batch, cell, b, key, "C", "canary")
 
     def canary_launch(self, launcher, b: Buffers, n: int, side: str):
         """One call of a cell's kernel on buffer set `side`'s input into the canary's own
@@ -1089,6 +1142,11 @@ class BatchedExecutor(GpuExecutor):
             if host is None:  # the checks' counts: the first launch's
                 host = self._counters_host[batch.parity].copy()
                 fresh_host = self._fresh_host[batch.parity].copy()
+                if int(host[-1]) != batch.next_counter or batch.next_counter >= host.size:
+                    raise SweeperError(
+                        f"a batch's checks counted into {int(host[-1])} counters, not the "
+                        f"{batch.next_counter} queued; its measurement was discarded"
+                    )
             with self.bench.clock("batch-clocks"):
                 res = batch.clocks.result()
             sm = res.sm_mhz if self.clocks.available else None
@@ -1251,3 +1309,19 @@ def _halves_done(halves: list[_Half]) -> list[bool]:
         d if d is not None else max(next(widths), next(widths)) <= hf.stop.rel_tol
         for hf, d in zip(halves, out, strict=True)
     ]
+
+
+def move_kernel():
+    """One thread: src[0] into the counter at the cursor (the last element of `counters`),
+    the cursor then advanced."""
+    from numba import cuda
+
+    @cuda.jit("void(uint64[::1], uint64[::1])")
+    def move(counters, src):
+        if cuda.grid(1) == 0:
+            c = counters[counters.size - 1]
+            if c < counters.size - 1:  # past the last counter: the host refuses the batch
+                counters[c] = src[0]
+            counters[counters.size - 1] = c + 1
+
+    return move

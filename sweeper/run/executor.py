@@ -58,6 +58,12 @@ from sweeper.stats import HALVES_FIRST, WARM_RULE, PairTiming, Stopping, warm_ru
 POISON = 0xABABABAB
 # The baseline when torch is not importable: the plainest 16-byte variant.
 REFERENCE_CONFIG = "v16-u1-ld.def-st.def-b256-onepass"
+# the share of the device memory free at start that sizes kept between calls may hold
+# (GpuExecutor.release), and the arrays of a size counted before it is made: inputs a and b,
+# their pristine copy, the two outputs, the canary's output, the reference, and two outputs
+# more where the call pattern allocates
+KEEP_FRACTION = 0.25
+BUFFERS_PER_SIZE = 9
 
 
 def device_pointer(a) -> int:
@@ -73,6 +79,8 @@ class HostData:
     def __init__(self, seed: int = 0):
         self.seed = seed
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # one dtype's cached input and reference on the device: (dtype, x, expected)
+        self._device: tuple | None = None
 
     def get(self, dtype: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         from sweeper_kernels import reference_relu, storage_dtype
@@ -87,6 +95,19 @@ class HostData:
         x, expected = self._cache[dtype]
         return x[:n], expected[:n]
 
+    def on_device(self, cuda, dtype: str, n: int) -> tuple[Any, Any]:
+        """`get` as device arrays: views of one upload of the whole host cache, made again
+        only when the cache grows or the dtype changes. A size's buffers are copied from them
+        on the device: a size's setup took 40 ms per call on an H100 when each size copied
+        its input and reference from pageable host memory (docs/timing.md)."""
+        self.get(dtype, n)
+        x, expected = self._cache[dtype]
+        dev = self._device
+        if dev is None or dev[0] != dtype or dev[1].size != x.size:
+            self._device = None  # the old upload freed before the new one is made
+            self._device = dev = (dtype, cuda.to_device(x), cuda.to_device(expected))
+        return dev[1][:n], dev[2][:n]
+
 
 class Buffers:
     def __init__(self, cuda, dtype: str, n: int, host: HostData, allocating: bool):
@@ -94,13 +115,15 @@ class Buffers:
 
         st = np.dtype(storage_dtype(dtype))
         self.nbytes = n * st.itemsize
-        x, expected = host.get(dtype, n)
-        self.x_a = cuda.to_device(x)
-        self.x_b = cuda.device_array_like(self.x_a)  # the other copies device to device
-        self.x_b.copy_to_device(self.x_a)
-        self.src = cuda.device_array_like(self.x_a)
-        self.src.copy_to_device(self.x_a)
-        cuda.synchronize()  # a device-to-device copy returns before it completes
+        # every array a fresh allocation of its own, filled device to device from the input
+        # and reference kept on the device (HostData.on_device)
+        x, expected = host.on_device(cuda, dtype, n)
+        self.x_a = cuda.device_array_like(x)
+        self.x_a.copy_to_device(x)
+        self.x_b = cuda.device_array_like(x)
+        self.x_b.copy_to_device(x)
+        self.src = cuda.device_array_like(x)
+        self.src.copy_to_device(x)
         self.y_a = cuda.device_array(n, dtype=st)
         self.y_b = cuda.device_array(n, dtype=st)
         # The allocating call pattern keeps the previous output alive, so a caching
@@ -108,9 +131,12 @@ class Buffers:
         self.y_a2 = cuda.device_array(n, dtype=st) if allocating else None
         self.y_b2 = cuda.device_array(n, dtype=st) if allocating else None
         self.y_c = None  # the canary's output (BatchedExecutor.measure_many)
-        self.expected = cuda.to_device(expected)
+        self.expected = cuda.device_array_like(expected)
+        self.expected.copy_to_device(expected)
+        cuda.synchronize()  # a device-to-device copy returns before it completes
         self.words = self.nbytes // 4
         self.normalize = None  # Bench.normalizer over all_arrays(), set by GpuExecutor.buffers
+        self.epoch = 0  # which setup of a size these are (GpuExecutor.buffers)
 
     def all_arrays(self) -> list:
         """Every buffer the cell's kernels touch (what the L2 normalizer demotes)."""
@@ -159,7 +185,13 @@ class GpuExecutor:
         self.dram_peak_gbps = dram_peak_gbps
         self.seed = seed
         self.workers = workers
+        # the sizes kept between calls (buffers, release)
         self._buffers: dict[tuple[str, int], Buffers] = {}
+        self._allocations = 0  # sizes set up so far: a Buffers' `epoch`
+        # device bytes the kept sizes' buffers may hold: KEEP_FRACTION of the memory free
+        # when the executor starts; 0 frees a size as soon as a call is done with it
+        free = self.cuda.current_context().get_memory_info()[0]
+        self.keep_bytes = int(KEEP_FRACTION * free)
         self._host = HostData(seed)
         self._base_graphs: dict[tuple, Any] = {}  # (dtype, n, side, warm) -> baseline graphs
         self._base_calls: dict[tuple, int] = {}  # (dtype, n) -> hot calls per sample
@@ -385,24 +417,62 @@ class GpuExecutor:
         return self._exec_pool.take_counts()
 
     def release(self, dtype: str, n: int) -> None:
+        """A call is done with this size. Its buffers, its baseline's graphs and its calls
+        per sample stay for the next call at the size (a climb round, the confirmation
+        round) while the kept sizes fit in `keep_bytes`; `buffers` frees the largest ones
+        to make room (a run visits its sizes in turn, so the least recently used would be
+        the next one needed; a small size's setup costs as much host time as a large
+        one's). A size's setup took 105 ms per call on an H100 when every call made it
+        anew (docs/timing.md)."""
+        if self.keep_bytes <= 0:
+            self.drop(dtype, n)
+
+    def drop(self, dtype: str, n: int) -> None:
+        """Free a size: its buffers, its baseline's graphs and its calls per sample."""
         self._buffers.pop((dtype, n), None)
         self._base_calls.pop((dtype, n), None)
         for k in [k for k in self._base_graphs if k[:2] == (dtype, n)]:
             for g in self._base_graphs.pop(k):
                 g.close()
 
+    def drop_all(self) -> None:
+        for size in {*self._buffers, *self._base_calls, *(k[:2] for k in self._base_graphs)}:
+            self.drop(*size)
+
     def buffers(self, dtype: str, n: int) -> Buffers:
         key = (dtype, n)
-        if key not in self._buffers:
-            self._buffers.clear()
-            # the baseline's graphs hold the old buffers' addresses
+        b = self._buffers.get(key)
+        if b is None:
+            from sweeper_kernels import storage_dtype
+
+            need = BUFFERS_PER_SIZE * n * np.dtype(storage_dtype(dtype)).itemsize
+            # what holds no buffers (graphs or calls per sample only), then the largest
+            # kept sizes, until this one fits
             for size in {*self._base_calls, *(k[:2] for k in self._base_graphs)}:
-                self.release(*size)
+                if size not in self._buffers:
+                    self.drop(*size)
+            while self._buffers and self._kept_bytes() + need > self.keep_bytes:
+                self.drop(*max(self._buffers, key=lambda k: self._buffers[k].nbytes))
             with self.bench.clock("size-buffers"):
-                b = Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
-                b.normalize = self.bench.normalizer(b.all_arrays())
+                try:
+                    b = self._new_buffers(dtype, n)
+                except Exception as e:  # out of memory: keep nothing, then try again
+                    if "OUT_OF_MEMORY" not in str(e) or not self._buffers:
+                        raise
+                    self.drop_all()
+                    b = self._new_buffers(dtype, n)
+            self._allocations += 1
+            b.epoch = self._allocations
             self._buffers[key] = b
-        return self._buffers[key]
+        return b
+
+    def _new_buffers(self, dtype: str, n: int) -> Buffers:
+        b = Buffers(self.cuda, dtype, n, self._host, self.pattern == "allocating")
+        b.normalize = self.bench.normalizer(b.all_arrays())
+        return b
+
+    def _kept_bytes(self) -> int:
+        return sum(a.nbytes for b in self._buffers.values() for a in (*b.all_arrays(), b.expected))
 
     # -- launches -------------------------------------------------------------------------
     def _alternating(self, launch_into, y, y2):

@@ -145,10 +145,10 @@ def require_gpu():
 
 
 @cache
-def _helpers():
-    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel."""
+def _globaltimer():
+    """An intrinsic that reads %globaltimer (ns)."""
     from llvmlite import ir
-    from numba import cuda, types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     @intrinsic
@@ -161,6 +161,18 @@ def _helpers():
             return builder.call(asm, [])
 
         return sig, codegen
+
+    return globaltimer
+
+
+@cache
+def _helpers():
+    """Small kernels the timer needs: a blocking kernel, a spin kernel, an empty kernel."""
+    from llvmlite import ir
+    from numba import cuda, types
+    from numba.cuda.extending import intrinsic
+
+    globaltimer = _globaltimer()
 
     @intrinsic
     def load_volatile_i32(typingctx, ptr):
@@ -192,6 +204,29 @@ def _helpers():
         pass
 
     return blocker, spin, empty
+
+
+@cache
+def _ticks_kernel():
+    """A kernel that records the steps %globaltimer advances by (Bench.timer_step_ns)."""
+    from numba import cuda
+
+    globaltimer = _globaltimer()
+
+    @cuda.jit("void(uint64[:])")
+    def ticks(out):
+        # the steps %globaltimer advances by: each entry the change between two readings
+        # that differ, so each is a whole number of the timer's updates
+        last = globaltimer()
+        i = 0
+        while i < out.size:
+            t = globaltimer()
+            if t != last:
+                out[i] = t - last
+                last = t
+                i += 1
+
+    return ticks
 
 
 @cache
@@ -803,6 +838,15 @@ class Bench:
             self.spin_kernel[1, 1, stream](ns)
 
         return launch
+
+    def timer_step_ns(self, steps: int = 65) -> int:
+        """The %globaltimer's update step in ns: the median of `steps` changes between
+        successive readings. A spin kernel of T ns (spin_launch) ends at its first reading T
+        past its start's, so it spins between T minus one step and T."""
+        out = self.cuda.device_array(steps, np.uint64)
+        _ticks_kernel()[1, 1, self.stream](out)
+        self.stream.synchronize()
+        return int(np.median(out.copy_to_host()))
 
     def empty_launch(self) -> Launch:
         def launch(stream):

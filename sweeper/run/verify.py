@@ -135,7 +135,7 @@ def time_pass(ex, launchers, select_config, sizes, cc, l2_bytes, mode, pass_no, 
             )
             if on_row is not None:
                 on_row(rows)
-            ex.release(dtype, n)
+            ex.drop(dtype, n)  # the next pass on new buffers
 
 
 def verify(

@@ -27,12 +27,17 @@ def test_empty_kernel_measures_low_single_digit_us(bench):
 @pytest.mark.parametrize("us", [2, 10, 100])
 def test_spin_kernel_of_known_duration_is_measured_within_5_percent(bench, us):
     """Hot timing of a kernel that spins T us on %globaltimer: measured - empty within 5% of
-    T (the empty kernel's time is the per-launch device-side cost, paid by every call)."""
+    T (the empty kernel's time is the per-launch device-side cost, paid by every call). The
+    kernel itself spins between T minus one step of the timer and T (Bench.timer_step_ns),
+    which widens the bound below by that step."""
+    step = bench.timer_step_ns() / 1000
+    assert 0 < step <= 1.0, step  # us
     empty = float(np.median(bench.time_hot(bench.empty_launch(), STOP, calls=100)))
     got = float(
         np.median(bench.time_hot(bench.spin_launch(us * 1000), STOP, calls=max(2, 2000 // us)))
     )
-    assert abs(got - empty - us) <= 0.05 * us, (got, empty)
+    print(f"spin {us} us: {got:.3f} - empty {empty:.3f} us, the timer's step {step * 1000:.0f} ns")
+    assert -0.05 * us - step <= got - empty - us <= 0.05 * us, (got, empty, step)
     if us >= 100:
         assert abs(got - us) <= 0.05 * us, got
     # Cold-style timing: CUDA events around ONE launch; cudaEventElapsedTime's resolution is

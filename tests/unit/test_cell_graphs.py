@@ -194,11 +194,16 @@ def test_a_canary_launch_sets_one_call_to_the_canary_for_that_launch_only(cu):
                          ("set-event", 12, 2, 22), ("launch", 12)]  # fmt: skip
 
 
+def device(address: int):
+    """A stand-in device array at `address`."""
+    return SimpleNamespace(__cuda_array_interface__={"data": (address, False)})
+
+
 def _settle(cu, cell, seed=0, on="slot"):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(seed), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
                          canary_graph=on,
-                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}")  # fmt: skip
+                         _check_graph=lambda b, key, side: f"check-{side}")  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
     batch = batched._Batch(0, 0, batched.LaunchQueue())
     hf = SimpleNamespace(sa="B", sb="A")
@@ -263,10 +268,12 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     ex = SimpleNamespace(_canary_rng=np.random.default_rng(0), _scratch=SimpleNamespace(handle=77),
                          _poison_graph=lambda b, key, side: f"poison-{side}", canary=True,
                          canary_graph="own",
-                         _check_graph=lambda b, key, side, parity, j: f"check-{side}-{j}",
+                         _check_graph=lambda b, key, side, parity: f"check-{side}-{parity}",
+                         _check_sum=device(5000), _counters=[device(1000), device(3000)],
                          _slot=lambda cell, side, calls: ("SLOT-A", (1, 2)),
                          _base_slot=lambda b, key, side, calls, warm: ("SLOT-B", (3, 4)))  # fmt: skip
     ex._counter = lambda batch, cell, what: BatchedExecutor._counter(ex, batch, cell, what)
+    ex._queue_check = lambda *a: BatchedExecutor._queue_check(ex, *a)
     ex._settle = lambda *a: BatchedExecutor._settle(ex, *a)
     events = iter(range(100))
     ex._slot_events = lambda batch: (
@@ -279,9 +286,10 @@ def test_a_segment_counts_the_canarys_own_output_after_its_rounds(cu):
     BatchedExecutor._segment(ex, batch, cell, hf, 0, None, ("fp32", 1), 3, 2, 1)
     kinds = [op if kind == "graph" else kind for kind, op in batch.graph.ops]
     assert kinds == ["poison-C", "canary", "slot", "poison-A", "slot", "slot", "slot", "slot",
-                     "check-A-0", "check-C-1"]  # fmt: skip
+                     "check-A-0", "check-C-0"]  # fmt: skip
     assert batch.graph.ops[1][1][0] == own.exec and batch.graph.ops[2][1][0] == "SLOT-A"
     assert batch.counters == [(cell, "h0", 0), (cell, "canary", 1)]
+    # one launch per check, its counter taken in the order the checks are queued
 
 
 def test_a_canary_the_driver_refuses_leaves_the_cell_without_one_and_its_calls_as_they_were(cu):
