@@ -54,8 +54,9 @@ def main() -> None:
     slot, chain1 = ops["slot1"], ops["chain1"]
     ops["200 slot1 + chain1"] = Mix(slot, chain1, 200)
     copy = ops["copy-d2d"]
-    ops["chain1 and copy-d2d, alternating"] = lambda: (chain1(), copy())
-    ops["200 slot1 + (chain1 and copy-d2d)"] = Mix(slot, lambda: (chain1(), copy()), 200)
+    pair = lambda: (chain1(), copy())  # noqa: E731
+    ops["chain1 and copy-d2d, alternating"] = pair
+    ops["200 slot1 + (chain1 and copy-d2d)"] = Mix(slot, pair, 200)
     for name, op in ops.items():
         ok = 0
         for count in MIX_COUNTS if isinstance(op, Mix) else COUNTS:

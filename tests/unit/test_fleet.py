@@ -159,10 +159,9 @@ def two_models(tmp_path_factory) -> Path:
     """Runs of two GPU models (synthetic GPUs on the h200 and 4090 plans, fp32, hot) and a
     campaign that measures both again, on Ray actors answering from them."""
     base = tmp_path_factory.mktemp("fleet")
-    recorded_runs = {}
     for gpu in ("h200", "4090"):
         plan = api.plan(gpu, out=str(base / f"{gpu}.json"), dtypes="fp32")
-        recorded_runs[gpu] = api.run(
+        api.run(
             str(plan.path), executor=_modelled(gpu), out_root=str(base / "recorded"), run_id="rec"
         )
     (base / "fleet.toml").write_text(
